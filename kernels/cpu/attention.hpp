@@ -21,14 +21,13 @@ struct AttentionShape {
   std::int64_t n_q_heads = 0;   // local query heads
   std::int64_t n_kv_heads = 0;  // local KV heads (n_q_heads % n_kv_heads == 0)
   std::int64_t head_dim = 0;
-  std::int64_t n_past = 0;      // cache slots before the new tokens
-  std::int64_t capacity = 0;    // cache slots per head (stride between heads = capacity*head_dim)
+  std::int64_t n_past = 0;    // cache slots before the new tokens
+  std::int64_t capacity = 0;  // cache slots per head (stride between heads = capacity*head_dim)
 };
 
 // q and out are [T][n_q_heads * head_dim]. tree_mask is nullptr for causal, else T × T.
 // scale is usually 1 / sqrt(head_dim).
 void attention(const float* q, const float* k_cache, const float* v_cache,
-               const AttentionShape& shape, const std::uint8_t* tree_mask, float scale,
-               float* out);
+               const AttentionShape& shape, const std::uint8_t* tree_mask, float scale, float* out);
 
 }  // namespace selfspec::kernels::cpu

@@ -1,0 +1,89 @@
+// Instruction-set detection and override for the CPU kernels.
+//
+// detected_isa() asks cpuid once (via __builtin_cpu_supports, which also checks that the OS saves
+// the YMM state) for AVX2 + FMA + F16C. The active ISA is, in order of precedence: the value set by
+// force_isa() (an atomic, so tests and benchmarks may switch at any time between kernel calls),
+// SELFSPEC_CPU_ISA=scalar|avx2 from the environment (read once), or the detected ISA. Asking for
+// AVX2 on a CPU without it is an error rather than a silent fallback.
+#include "kernels/cpu/cpu_features.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+namespace selfspec::kernels::cpu {
+namespace {
+
+constexpr int kNotForced = -1;
+std::atomic<int> g_forced_isa{kNotForced};
+
+Isa detect() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") != 0;
+  const bool fma = __builtin_cpu_supports("fma") != 0;
+  const bool f16c = __builtin_cpu_supports("f16c") != 0;
+  return avx2 && fma && f16c ? Isa::kAvx2 : Isa::kScalar;
+}
+
+void check_supported(Isa isa, std::string_view origin) {
+  if (isa == Isa::kAvx2 && detected_isa() != Isa::kAvx2) {
+    fail("{} requests the avx2 kernels, but this CPU lacks AVX2, FMA or F16C", origin);
+  }
+}
+
+// The ISA chosen by the environment, or the detected one. A bad value throws on every call (the
+// static is only initialised once the lambda returns normally).
+Isa environment_isa() {
+  static const Isa isa = [] {
+    const char* env = std::getenv("SELFSPEC_CPU_ISA");
+    if (env == nullptr || *env == '\0') return detected_isa();
+    std::string value(env);
+    std::transform(value.begin(), value.end(), value.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    Isa chosen = Isa::kScalar;
+    if (value == "scalar") {
+      chosen = Isa::kScalar;
+    } else if (value == "avx2") {
+      chosen = Isa::kAvx2;
+    } else {
+      fail("SELFSPEC_CPU_ISA must be 'scalar' or 'avx2' (got '{}')", env);
+    }
+    check_supported(chosen, "SELFSPEC_CPU_ISA");
+    return chosen;
+  }();
+  return isa;
+}
+
+}  // namespace
+
+Isa detected_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+Isa active_isa() {
+  const int forced = g_forced_isa.load(std::memory_order_relaxed);
+  if (forced != kNotForced) return static_cast<Isa>(forced);
+  return environment_isa();
+}
+
+void force_isa(Isa isa) {
+  check_supported(isa, "force_isa()");
+  g_forced_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+  }
+  return "?";
+}
+
+}  // namespace selfspec::kernels::cpu

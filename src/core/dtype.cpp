@@ -74,7 +74,7 @@ std::uint16_t f32_to_f16(float value) {
     return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
   }
   if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow -> Inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero in f16
+  if (abs < 0x38800000u) {               // result is subnormal or zero in f16
     if (abs < 0x33000000u) return sign;  // below half the smallest subnormal: rounds to zero
     const std::uint32_t exponent = abs >> 23;
     const std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
@@ -100,7 +100,8 @@ void convert_dtype(DType src_dtype, const void* src, DType dst_dtype, void* dst,
     std::memcpy(dst, src, n * dtype_size(src_dtype));
     return;
   }
-  for (std::size_t i = 0; i < n; ++i) store_from_f32(dst_dtype, dst, i, load_as_f32(src_dtype, src, i));
+  for (std::size_t i = 0; i < n; ++i)
+    store_from_f32(dst_dtype, dst, i, load_as_f32(src_dtype, src, i));
 }
 
 }  // namespace selfspec

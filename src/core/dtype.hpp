@@ -15,7 +15,9 @@ namespace selfspec {
 
 enum class DType : std::uint8_t { kF32, kBF16, kF16 };
 
-constexpr std::size_t dtype_size(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+constexpr std::size_t dtype_size(DType dtype) {
+  return dtype == DType::kF32 ? 4 : 2;
+}
 
 // Lower-case name used on the command line and in JSON: "f32", "bf16", "f16".
 std::string_view dtype_name(DType dtype);

@@ -6,7 +6,9 @@
 
 namespace selfspec::detail {
 
-void check_failed(const std::string& message) { throw Error(message); }
+void check_failed(const std::string& message) {
+  throw Error(message);
+}
 
 void api_call_failed(std::string_view api, std::string_view statement, std::string_view detail,
                      const char* file, int line) {

@@ -37,7 +37,7 @@ namespace detail {
 }  // namespace selfspec
 
 // SELFSPEC_CHECK(cond, "format {}", args...) throws selfspec::Error when cond is false.
-#define SELFSPEC_CHECK(cond, ...)                                                \
-  do {                                                                           \
-    if (!(cond)) ::selfspec::detail::check_failed(::fmt::format(__VA_ARGS__));   \
+#define SELFSPEC_CHECK(cond, ...)                                              \
+  do {                                                                         \
+    if (!(cond)) ::selfspec::detail::check_failed(::fmt::format(__VA_ARGS__)); \
   } while (0)

@@ -32,7 +32,8 @@ void warn(fmt::format_string<Args...> format, Args&&... args) {
   write_warning(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// Progress of long work on rank 0 ("loading weights 37/80 layers"), rate-limited, on stderr.
+// Progress of long work on rank 0 ("loading weights 37/80 layers") on stderr: silent for work that
+// ends within a second, then rate-limited.
 class Progress {
  public:
   Progress(std::string label, std::int64_t total);
@@ -47,6 +48,7 @@ class Progress {
   std::int64_t total_;
   std::int64_t done_ = 0;
   bool finished_ = false;
+  bool printed_ = false;
   bool enabled_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_print_;

@@ -21,7 +21,9 @@ int available_cores() {
 }
 }  // namespace
 
-void set_num_threads(int threads) { g_threads = std::max(1, threads); }
+void set_num_threads(int threads) {
+  g_threads = std::max(1, threads);
+}
 
 int num_threads() {
   int threads = g_threads.load();

@@ -23,7 +23,9 @@ ProcessIdentity& identity_storage() {
 
 }  // namespace
 
-const ProcessIdentity& process_identity() { return identity_storage(); }
+const ProcessIdentity& process_identity() {
+  return identity_storage();
+}
 
 void set_process_identity(ProcessIdentity identity) {
   if (identity.host.empty()) identity.host = identity_storage().host;

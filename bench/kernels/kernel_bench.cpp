@@ -1,0 +1,259 @@
+// Microbenchmarks of the CPU kernels, for both ISAs (Google Benchmark).
+//
+// Decode matmuls (T = 1) are memory bound: each iteration uses the next of several copies of the
+// weight matrix, the copies together far larger than the last-level cache (SELFSPEC_BENCH_POOL_MB,
+// default 768 MiB), so the figure is DRAM bandwidth, reported as GB/s of weights + activations
+// moved. Verification batches (T = 4, 8) use the same pool and report GB/s and GFLOP/s; the
+// prefill matmul (T = 64) is compute bound (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
+// cached slots) rotates over K/V cache copies the same way and reports GB/s of K and V read;
+// RMSNorm reports GB/s of data read and written (cache resident: a per-token cost).
+// Thread count: the default of core/parallel.hpp (all cores available to the process), or
+// SELFSPEC_BENCH_THREADS.
+#include "core/aligned_buffer.hpp"
+#include "core/dtype.hpp"
+#include "core/parallel.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace selfspec::kernels::cpu {
+namespace {
+
+constexpr std::size_t kDefaultPoolBytes = std::size_t{768} << 20;
+
+// Deterministic pseudo-random values in [-1, 1) (xorshift; fast enough to fill large pools).
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 1) {}
+  float next() {
+    state_ ^= state_ << 13;
+    state_ ^= state_ >> 7;
+    state_ ^= state_ << 17;
+    return static_cast<float>(static_cast<std::int64_t>(state_ >> 40) - (1 << 23)) /
+           static_cast<float>(1 << 23);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
+  Random rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.next();
+  return v;
+}
+
+std::size_t pool_bytes() {
+  if (const char* env = std::getenv("SELFSPEC_BENCH_POOL_MB")) {
+    return static_cast<std::size_t>(std::max(1L, std::atol(env))) << 20;
+  }
+  return kDefaultPoolBytes;
+}
+
+// `copies` copies of one random [rows x cols] matrix in the given dtype, back to back.
+struct WeightPool {
+  DType dtype = DType::kF32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::size_t copies = 0;
+  std::size_t matrix_bytes = 0;
+  AlignedBuffer<std::uint8_t> data;
+
+  WeightView view(std::size_t i) const {
+    return WeightView{dtype, data.data() + (i % copies) * matrix_bytes, rows, cols};
+  }
+};
+
+// One pool alive at a time (benchmarks run in registration order, grouped by shape).
+const WeightPool& weight_pool(DType dtype, std::int64_t rows, std::int64_t cols, bool rotate) {
+  static std::unique_ptr<WeightPool> pool;
+  const std::size_t matrix_bytes = static_cast<std::size_t>(rows * cols) * dtype_size(dtype);
+  const std::size_t copies = rotate ? std::max<std::size_t>(2, pool_bytes() / matrix_bytes) : 1;
+  if (pool && pool->dtype == dtype && pool->rows == rows && pool->cols == cols &&
+      pool->copies == copies) {
+    return *pool;
+  }
+  pool.reset();
+  auto fresh = std::make_unique<WeightPool>();
+  fresh->dtype = dtype;
+  fresh->rows = rows;
+  fresh->cols = cols;
+  fresh->copies = copies;
+  fresh->matrix_bytes = (matrix_bytes + 63) / 64 * 64;
+  fresh->data.resize(fresh->matrix_bytes * copies);
+  const std::vector<float> values = random_vector(static_cast<std::size_t>(rows * cols), 42);
+  convert_dtype(DType::kF32, values.data(), dtype, fresh->data.data(), values.size());
+  for (std::size_t c = 1; c < copies; ++c) {
+    std::memcpy(fresh->data.data() + c * fresh->matrix_bytes, fresh->data.data(), matrix_bytes);
+  }
+  pool = std::move(fresh);
+  return *pool;
+}
+
+bool select_isa(benchmark::State& state, Isa isa) {
+  if (isa == Isa::kAvx2 && detected_isa() != Isa::kAvx2) {
+    state.SkipWithError("CPU lacks AVX2/FMA/F16C");
+    return false;
+  }
+  force_isa(isa);
+  return true;
+}
+
+void bm_matmul(benchmark::State& state, Isa isa, DType dtype, std::int64_t n_tokens,
+               std::int64_t rows, std::int64_t cols) {
+  if (!select_isa(state, isa)) return;
+  // Weight-bound shapes (T <= 8) rotate over a pool larger than the caches.
+  const bool decode = n_tokens == 1;
+  const WeightPool& pool = weight_pool(dtype, rows, cols, n_tokens <= 8);
+  const std::vector<float> x = random_vector(static_cast<std::size_t>(n_tokens * cols), 7);
+  std::vector<float> y(static_cast<std::size_t>(n_tokens * rows));
+  std::size_t next = 0;
+  for (auto _ : state) {
+    matmul(x.data(), n_tokens, pool.view(next++), y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(rows * cols) * static_cast<double>(dtype_size(dtype)) +
+                       4.0 * static_cast<double>(n_tokens * (rows + cols));
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  if (!decode) {
+    const double flops = 2.0 * static_cast<double>(n_tokens * rows * cols);
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  }
+  state.counters["threads"] = num_threads();
+}
+
+void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, std::int64_t dim) {
+  const std::vector<float> x = random_vector(static_cast<std::size_t>(n_tokens * dim), 1);
+  const std::vector<float> w = random_vector(static_cast<std::size_t>(dim), 2);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    rmsnorm(x.data(), w.data(), 1e-5f, n_tokens, dim, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 4.0 * static_cast<double>(2 * n_tokens * dim + dim);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots) {
+  if (!select_isa(state, isa)) return;
+  // LLaMA-7B-like: 32 query heads, 32 KV heads, head_dim 128; one new token after n_slots - 1.
+  // Each iteration reads the next of several K/V cache copies (together beyond the caches).
+  const AttentionShape shape{1, 32, 32, 128, n_slots - 1, n_slots};
+  const std::size_t cache = static_cast<std::size_t>(shape.n_kv_heads * shape.capacity * 128);
+  const std::size_t copies = std::max<std::size_t>(2, pool_bytes() / (2 * cache * sizeof(float)));
+  AlignedBuffer<float> pool(2 * cache * copies);
+  const std::vector<float> kv = random_vector(2 * cache, 3);
+  for (std::size_t c = 0; c < copies; ++c) {
+    std::memcpy(pool.data() + c * 2 * cache, kv.data(), kv.size() * sizeof(float));
+  }
+  const std::vector<float> q = random_vector(static_cast<std::size_t>(shape.n_q_heads * 128), 5);
+  std::vector<float> out(q.size());
+  const float scale = 1.0f / std::sqrt(128.0f);
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const float* k = pool.data() + (next++ % copies) * 2 * cache;
+    attention(q.data(), k, k + cache, shape, nullptr, scale, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 2.0 * 4.0 * static_cast<double>(cache);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_all() {
+  const Isa isas[] = {Isa::kScalar, Isa::kAvx2};
+  struct Shape {
+    std::int64_t rows;
+    std::int64_t cols;
+  };
+  const Shape decode_shapes[] = {{4096, 4096}, {11008, 4096}};
+  for (const Shape& s : decode_shapes) {
+    for (const DType dtype : {DType::kBF16, DType::kF32}) {
+      for (const Isa isa : isas) {
+        const std::string name = "matmul_decode/" + std::string(isa_name(isa)) + "/" +
+                                 std::string(dtype_name(dtype)) + "/T1/" + std::to_string(s.rows) +
+                                 "x" + std::to_string(s.cols);
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& state) { bm_matmul(state, isa, dtype, 1, s.rows, s.cols); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  // Verification batches of self-speculative decoding (T = 4, 8): still mostly weight bound.
+  for (const std::int64_t n_tokens : {4, 8}) {
+    for (const Isa isa : isas) {
+      const std::string name = "matmul_verify/" + std::string(isa_name(isa)) + "/bf16/T" +
+                               std::to_string(n_tokens) + "/4096x4096";
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& state) {
+                                     bm_matmul(state, isa, DType::kBF16, n_tokens, 4096, 4096);
+                                   })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    for (const Isa isa : isas) {
+      const std::string name = "matmul_prefill/" + std::string(isa_name(isa)) + "/" +
+                               std::string(dtype_name(dtype)) + "/T64/4096x4096";
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [=](benchmark::State& state) { bm_matmul(state, isa, dtype, 64, 4096, 4096); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  for (const std::int64_t n_tokens : {1, 64}) {
+    const std::string name = "rmsnorm/T" + std::to_string(n_tokens) + "/4096";
+    benchmark::RegisterBenchmark(
+        name.c_str(), [=](benchmark::State& state) { bm_rmsnorm(state, n_tokens, 4096); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (const std::int64_t slots : {1024, 4096}) {
+    for (const Isa isa : isas) {
+      const std::string name = "attention_decode/" + std::string(isa_name(isa)) + "/T1/slots" +
+                               std::to_string(slots) + "/32x128";
+      benchmark::RegisterBenchmark(
+          name.c_str(), [=](benchmark::State& state) { bm_attention(state, isa, slots); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace selfspec::kernels::cpu
+
+int main(int argc, char** argv) {
+  if (const char* threads = std::getenv("SELFSPEC_BENCH_THREADS")) {
+    selfspec::set_num_threads(std::atoi(threads));
+  }
+  selfspec::kernels::cpu::register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
