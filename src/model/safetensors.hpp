@@ -29,7 +29,7 @@ struct TensorInfo {
   std::vector<std::int64_t> shape;
   std::uint64_t data_offset = 0;  // absolute offset of the first byte in the file
   std::uint64_t nbytes = 0;
-  std::size_t file_index = 0;     // which file of the checkpoint holds it
+  std::size_t file_index = 0;  // which file of the checkpoint holds it
   std::int64_t numel() const;
 };
 
