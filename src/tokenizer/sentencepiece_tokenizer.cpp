@@ -1,0 +1,92 @@
+// SentencePieceTokenizer (see sentencepiece_tokenizer.hpp): wraps
+// sentencepiece::SentencePieceProcessor. encode() is SentencePieceProcessor::Encode plus BOS
+// like HF LlamaTokenizer(add_bos_token=True); decode() is DecodeIds (control pieces rendered as
+// their text unless skipped, HF skip_special_tokens semantics for the skipping).
+#include "tokenizer/sentencepiece_tokenizer.hpp"
+
+#include "core/error.hpp"
+
+#include <sentencepiece_processor.h>
+
+#include <system_error>
+
+namespace selfspec {
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& file)
+    : file_(file), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) {
+    fail("{}: no such SentencePiece model file", file.string());
+  }
+  const auto status = processor_->Load(file.string());
+  if (!status.ok()) {
+    fail("{}: not a valid SentencePiece model (tokenizer.model): {}", file.string(),
+         status.ToString());
+  }
+  SELFSPEC_CHECK(processor_->GetPieceSize() > 0, "{}: SentencePiece model has no pieces",
+                 file.string());
+}
+
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+std::vector<std::int32_t> SentencePieceTokenizer::encode(std::string_view text,
+                                                         bool add_special_tokens) const {
+  std::vector<int> pieces;
+  const auto status = processor_->Encode(text, &pieces);
+  if (!status.ok()) {
+    fail("{}: SentencePiece encode failed: {}", file_.string(), status.ToString());
+  }
+  std::vector<std::int32_t> ids;
+  ids.reserve(pieces.size() + 1);
+  if (add_special_tokens && processor_->bos_id() >= 0) ids.push_back(processor_->bos_id());
+  ids.insert(ids.end(), pieces.begin(), pieces.end());
+  return ids;
+}
+
+std::string SentencePieceTokenizer::decode(std::span<const std::int32_t> ids,
+                                           bool skip_special_tokens) const {
+  const int size = processor_->GetPieceSize();
+  std::vector<int> kept;
+  kept.reserve(ids.size());
+  bool has_control = false;
+  for (const std::int32_t id : ids) {
+    if (id < 0 || id >= size) continue;
+    if (skip_special_tokens && (processor_->IsControl(id) || processor_->IsUnknown(id))) continue;
+    has_control = has_control || processor_->IsControl(id);
+    kept.push_back(id);
+  }
+  if (!has_control) {
+    std::string text;
+    const auto status = processor_->Decode(kept, &text);
+    if (!status.ok()) {
+      fail("{}: SentencePiece decode failed: {}", file_.string(), status.ToString());
+    }
+    return text;
+  }
+  // Control pieces have an empty surface in SentencePiece's decode; show their text instead.
+  const sentencepiece::ImmutableSentencePieceText spt = processor_->DecodeIdsAsImmutableProto(kept);
+  std::string text;
+  for (std::size_t i = 0; i < spt.pieces_size(); ++i) {
+    const auto piece = spt.pieces(static_cast<int>(i));
+    const auto id = static_cast<int>(piece.id());
+    text += processor_->IsControl(id) ? processor_->IdToPiece(id) : piece.surface();
+  }
+  return text;
+}
+
+std::int32_t SentencePieceTokenizer::vocab_size() const {
+  return processor_->GetPieceSize();
+}
+
+std::optional<std::int32_t> SentencePieceTokenizer::bos_id() const {
+  const int id = processor_->bos_id();
+  return id >= 0 ? std::optional<std::int32_t>(id) : std::nullopt;
+}
+
+std::vector<std::int32_t> SentencePieceTokenizer::eos_ids() const {
+  const int id = processor_->eos_id();
+  if (id < 0) return {};
+  return {id};
+}
+
+}  // namespace selfspec
