@@ -1,0 +1,53 @@
+// The communicator interface: the collectives tensor parallelism needs, on host buffers for the
+// CPU backend (device buffers arrive with NcclComm). One implementation per file: LocalComm
+// (a single rank), MpiComm (MPI processes).
+//
+// Contract: every collective is called by all ranks in the same order with matching sizes.
+// all_reduce_sum is deterministic and leaves bit-identical results on every rank (it sums the
+// ranks' contributions in rank order 0, 1, ..., n-1), so the replicated residual stream stays
+// bit-identical across ranks and runs regardless of which algorithm the MPI library picks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace selfspec {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string_view name() const = 0;
+  bool is_root() const { return rank() == 0; }
+
+  // data[i] = sum over ranks r = 0..n-1 (in that order) of data_r[i], on every rank.
+  virtual void all_reduce_sum(std::span<float> data) = 0;
+  // Copies root's bytes to every rank.
+  virtual void broadcast(std::span<std::byte> data, int root) = 0;
+  // Concatenates every rank's `send` (rank order) into `recv` on root only; counts[r] is rank r's
+  // element count (known to all ranks); recv must hold sum(counts) on root and is unused elsewhere.
+  virtual void gather(std::span<const float> send, std::span<float> recv,
+                      std::span<const std::int64_t> counts, int root) = 0;
+  // Like gather, but every rank receives the concatenation.
+  virtual void all_gather(std::span<const float> send, std::span<float> recv,
+                          std::span<const std::int64_t> counts) = 0;
+  // values[r] = rank r's `value`, on every rank (small control data: checksums, flags).
+  virtual void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) = 0;
+  virtual void barrier() = 0;
+
+  // Broadcast of a trivially copyable object (control messages).
+  template <typename T>
+  void broadcast_object(T& object, int root) {
+    broadcast(std::as_writable_bytes(std::span<T>(&object, 1)), root);
+  }
+};
+
+// MpiComm over MPI_COMM_WORLD when an MpiRuntime is active, LocalComm otherwise.
+std::unique_ptr<Communicator> make_world_communicator();
+
+}  // namespace selfspec

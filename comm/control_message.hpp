@@ -1,0 +1,42 @@
+// Rank 0's decisions, broadcast to every rank as one fixed-size message per decision
+// (ARCHITECTURE.md, "Rank-0 control"). Ranks other than 0 never branch on their own floating-point
+// data: they only obey these messages, so every rank runs the identical sequence of forward
+// passes and collectives.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+namespace selfspec {
+
+enum class ControlCommand : std::uint32_t {
+  kContinue = 1,  // run the next step with the tokens in the message
+  kStop = 2,      // generation is over; tokens holds the final tokens (possibly none)
+  kDraft = 3,     // run a draft forward with the skip mask in the message
+  kVerify = 4,    // run the verification forward over the drafted tokens
+};
+
+struct ControlMessage {
+  static constexpr int kMaxTokens = 64;
+  static constexpr int kMaskWords = 8;  // 2 × 256 layers of skip bits (LayerPlan wire form)
+
+  std::uint64_t step = 0;
+  ControlCommand command = ControlCommand::kContinue;
+  std::uint32_t n_tokens = 0;
+  std::uint32_t accepted = 0;
+  std::uint32_t flags = 0;
+  std::int32_t exit_layer = -1;
+  std::int32_t reserved = 0;
+  std::array<std::int32_t, kMaxTokens> tokens{};
+  std::array<std::uint64_t, kMaskWords> skip_mask{};
+
+  // A checksum of the whole message (FNV-1a over its bytes), for --debug-sync.
+  std::uint64_t checksum() const;
+};
+
+static_assert(std::is_trivially_copyable_v<ControlMessage>);
+static_assert(std::has_unique_object_representations_v<ControlMessage>,
+              "no padding: the message is broadcast and checksummed as raw bytes");
+
+}  // namespace selfspec
