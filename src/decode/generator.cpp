@@ -1,0 +1,154 @@
+#include "decode/generator.hpp"
+
+#include "comm/control_message.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+namespace selfspec {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+constexpr std::uint32_t kFlagEos = 1;  // ControlMessage flag: the token is an end-of-sequence
+}  // namespace
+
+LogitsGatherer::LogitsGatherer(Communicator& comm, const ShardPlan& shard)
+    : comm_(comm), counts_(shard.vocab_counts) {
+  vocab_ = std::accumulate(counts_.begin(), counts_.end(), std::int64_t{0});
+}
+
+std::span<const float> LogitsGatherer::gather(std::span<const float> local, std::int64_t rows) {
+  const auto start = Clock::now();
+  const int ranks = comm_.size();
+  if (ranks == 1) {
+    seconds_ += seconds_since(start);
+    return local;
+  }
+  std::vector<std::int64_t> counts(counts_.size());
+  for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = counts_[r] * rows;
+  rank_major_.resize(static_cast<std::size_t>(vocab_ * rows));
+  comm_.gather(local, rank_major_, counts, 0);
+  if (!comm_.is_root()) {
+    seconds_ += seconds_since(start);
+    return {};
+  }
+  // The gather is rank-major ([rank][row][local vocab]); reorder to [row][vocab].
+  full_.resize(static_cast<std::size_t>(vocab_ * rows));
+  std::int64_t rank_offset = 0;
+  std::int64_t vocab_offset = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const std::int64_t n = counts_[static_cast<std::size_t>(r)];
+    for (std::int64_t row = 0; row < rows; ++row) {
+      std::copy_n(rank_major_.begin() + rank_offset + row * n, n,
+                  full_.begin() + row * vocab_ + vocab_offset);
+    }
+    rank_offset += n * rows;
+    vocab_offset += n;
+  }
+  seconds_ += seconds_since(start);
+  return full_;
+}
+
+void prefill(LlamaModel& model, std::span<const std::int32_t> prompt, std::int64_t chunk,
+             KvCache& kv, std::vector<float>& logits) {
+  SELFSPEC_CHECK(!prompt.empty(), "the prompt is empty (it needs at least one token, e.g. BOS)");
+  chunk = std::max<std::int64_t>(chunk, 1);
+  const auto n = static_cast<std::int64_t>(prompt.size());
+  std::vector<std::int32_t> positions;
+  log::Progress progress("prefill (tokens)", n);
+  for (std::int64_t begin = 0; begin < n; begin += chunk) {
+    const std::int64_t end = std::min(n, begin + chunk);
+    positions.resize(static_cast<std::size_t>(end - begin));
+    std::iota(positions.begin(), positions.end(), static_cast<std::int32_t>(kv.length()));
+    const std::int32_t last_row = static_cast<std::int32_t>(end - begin - 1);
+    ForwardArgs args;
+    args.tokens =
+        prompt.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
+    args.positions = positions;
+    if (end == n) args.logit_rows = {&last_row, 1};
+    model.forward(args, kv, logits);
+    if (n > chunk) progress.update(end);
+  }
+  if (n > chunk) progress.finish();
+}
+
+Generator::Generator(LlamaModel& model, Communicator& comm) : model_(model), comm_(comm) {}
+
+GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
+                                     const GenerationOptions& options, KvCache& kv,
+                                     const TokenCallback& on_token) {
+  SELFSPEC_CHECK(kv.length() == 0, "generate() needs an empty KV cache");
+  SELFSPEC_CHECK(options.max_new_tokens >= 0, "--max-new-tokens must be >= 0 (got {})",
+                 options.max_new_tokens);
+  const auto n_prompt = static_cast<std::int64_t>(prompt.size());
+  SELFSPEC_CHECK(n_prompt + options.max_new_tokens <= kv.capacity(),
+                 "prompt ({} tokens) + max new tokens ({}) exceed the KV cache capacity ({})",
+                 n_prompt, options.max_new_tokens, kv.capacity());
+  GenerationResult result;
+  if (options.max_new_tokens == 0) return result;
+
+  Sampler sampler(options.sampling);
+  LogitsGatherer gatherer(comm_, model_.shard());
+  const double comm_before = model_.counters().comm_seconds;
+  std::vector<float> logits;
+
+  auto start = Clock::now();
+  prefill(model_, prompt, options.prefill_chunk, kv, logits);
+  result.timings.prefill_tokens = n_prompt;
+
+  ControlMessage message;
+  double broadcast_seconds = 0.0;
+  bool first = true;
+  while (true) {
+    // Rank 0 decides; everyone obeys.
+    std::span<const float> full = gatherer.gather(logits, 1);
+    if (comm_.is_root()) {
+      const std::int32_t token = sampler.sample(full);
+      result.tokens.push_back(token);
+      const bool eos =
+          !options.ignore_eos &&
+          std::find(options.eos_ids.begin(), options.eos_ids.end(), token) != options.eos_ids.end();
+      result.stopped_on_eos = eos;
+      const bool done =
+          eos || static_cast<std::int64_t>(result.tokens.size()) >= options.max_new_tokens;
+      message.command = done ? ControlCommand::kStop : ControlCommand::kContinue;
+      message.n_tokens = 1;
+      message.tokens[0] = token;
+      message.flags = eos ? kFlagEos : 0u;
+      if (on_token) on_token(token);
+    }
+    const auto broadcast_start = Clock::now();
+    comm_.broadcast_object(message, 0);
+    broadcast_seconds += seconds_since(broadcast_start);
+    ++message.step;
+    if (!comm_.is_root()) result.tokens.push_back(message.tokens[0]);
+    if (first) {
+      result.timings.prefill_seconds = seconds_since(start);
+      start = Clock::now();
+      first = false;
+    }
+    if (message.command == ControlCommand::kStop) break;
+
+    const std::int32_t token = message.tokens[0];
+    const auto position = static_cast<std::int32_t>(kv.length());
+    const std::int32_t row = 0;
+    ForwardArgs args;
+    args.tokens = {&token, 1};
+    args.positions = {&position, 1};
+    args.logit_rows = {&row, 1};
+    model_.forward(args, kv, logits);
+    ++result.timings.decode_forwards;
+  }
+  result.timings.decode_seconds = result.timings.decode_forwards > 0 ? seconds_since(start) : 0.0;
+  if (!comm_.is_root()) result.stopped_on_eos = (message.flags & kFlagEos) != 0;
+  result.timings.comm_seconds =
+      model_.counters().comm_seconds - comm_before + gatherer.seconds() + broadcast_seconds;
+  return result;
+}
+
+}  // namespace selfspec

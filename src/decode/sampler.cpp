@@ -1,0 +1,134 @@
+#include "decode/sampler.hpp"
+
+#include "core/error.hpp"
+
+#include <boost/random/uniform_01.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace selfspec {
+
+void SamplingParams::validate() const {
+  SELFSPEC_CHECK(std::isfinite(temperature) && temperature >= 0.0,
+                 "--temperature must be a finite number >= 0 (got {})", temperature);
+  SELFSPEC_CHECK(top_k >= 0, "--top-k must be >= 0 (got {})", top_k);
+  SELFSPEC_CHECK(top_p > 0.0 && top_p <= 1.0, "--top-p must be in (0, 1] (got {})", top_p);
+}
+
+double TokenDistribution::prob_of(std::int32_t id) const {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) return probs[i];
+  }
+  return 0.0;
+}
+
+std::int32_t argmax(std::span<const float> logits) {
+  std::int64_t best = -1;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) continue;
+    if (best < 0 || logits[i] > logits[static_cast<std::size_t>(best)]) {
+      best = static_cast<std::int64_t>(i);
+    }
+  }
+  SELFSPEC_CHECK(best >= 0, "argmax: no valid logit among {}", logits.size());
+  return static_cast<std::int32_t>(best);
+}
+
+TokenDistribution warp_logits(std::span<const float> logits, const SamplingParams& params) {
+  SELFSPEC_CHECK(!params.greedy(), "warp_logits needs a temperature > 0");
+  const std::size_t vocab = logits.size();
+  std::vector<std::int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  // Candidates sorted by logit, highest first; ties by lower id (stable, deterministic).
+  const auto by_logit = [&](std::int32_t a, std::int32_t b) {
+    const float la = logits[static_cast<std::size_t>(a)];
+    const float lb = logits[static_cast<std::size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
+  std::size_t keep = vocab;
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab) {
+    const auto k = static_cast<std::size_t>(params.top_k);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                      by_logit);
+    // Keep every token whose logit equals the k-th largest (HF: remove logits < k-th value).
+    const float threshold = logits[static_cast<std::size_t>(order[k - 1])];
+    keep = k;
+    std::vector<std::int32_t> tied;
+    for (std::size_t i = k; i < vocab; ++i) {
+      if (logits[static_cast<std::size_t>(order[i])] == threshold) tied.push_back(order[i]);
+    }
+    std::sort(tied.begin(), tied.end());
+    std::copy(tied.begin(), tied.end(), order.begin() + static_cast<std::ptrdiff_t>(k));
+    keep += tied.size();
+  } else {
+    std::sort(order.begin(), order.end(), by_logit);
+  }
+  order.resize(keep);
+
+  // Softmax over the survivors in double.
+  TokenDistribution dist;
+  dist.ids = std::move(order);
+  dist.probs.resize(dist.ids.size());
+  const double max_scaled =
+      static_cast<double>(logits[static_cast<std::size_t>(dist.ids.front())]) / params.temperature;
+  double sum = 0.0;
+  for (std::size_t i = 0; i < dist.ids.size(); ++i) {
+    const double scaled =
+        static_cast<double>(logits[static_cast<std::size_t>(dist.ids[i])]) / params.temperature;
+    dist.probs[i] = std::exp(scaled - max_scaled);
+    sum += dist.probs[i];
+  }
+  for (double& p : dist.probs) p /= sum;
+
+  if (params.top_p < 1.0) {
+    // HF TopPLogitsWarper: ascending cumulative sum; remove while cumsum <= 1 - top_p; keep >= 1.
+    double cumulative = 0.0;
+    std::size_t removed = 0;
+    const std::size_t n = dist.probs.size();
+    for (std::size_t i = n; i-- > 1;) {
+      cumulative += dist.probs[i];
+      if (cumulative <= 1.0 - params.top_p) {
+        ++removed;
+      } else {
+        break;
+      }
+    }
+    if (removed > 0) {
+      dist.ids.resize(n - removed);
+      dist.probs.resize(n - removed);
+      const double kept = std::accumulate(dist.probs.begin(), dist.probs.end(), 0.0);
+      for (double& p : dist.probs) p /= kept;
+    }
+  }
+  return dist;
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  params_.validate();
+}
+
+double Sampler::uniform() {
+  boost::random::uniform_01<double> draw;
+  return draw(rng_);
+}
+
+std::int32_t Sampler::sample_from(const TokenDistribution& distribution) {
+  SELFSPEC_CHECK(!distribution.ids.empty(), "sampling from an empty distribution");
+  const double u = uniform();
+  double cumulative = 0.0;
+  for (std::size_t i = 0; i < distribution.ids.size(); ++i) {
+    cumulative += distribution.probs[i];
+    if (u < cumulative) return distribution.ids[i];
+  }
+  return distribution.ids.back();  // u within rounding of 1
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits) {
+  if (params_.greedy()) return argmax(logits);
+  return sample_from(warp_logits(logits, params_));
+}
+
+}  // namespace selfspec

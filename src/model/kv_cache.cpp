@@ -1,0 +1,41 @@
+#include "model/kv_cache.hpp"
+
+#include "core/error.hpp"
+
+namespace selfspec {
+
+KvCache::KvCache(std::int64_t num_layers, std::int64_t kv_heads, std::int64_t head_dim,
+                 std::int64_t capacity)
+    : num_layers_(num_layers),
+      kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      capacity_(capacity),
+      per_tensor_(static_cast<std::size_t>(kv_heads * capacity * head_dim)) {
+  SELFSPEC_CHECK(num_layers > 0 && kv_heads > 0 && head_dim > 0 && capacity > 0,
+                 "invalid KV cache geometry: {} layers, {} KV heads, head_dim {}, capacity {}",
+                 num_layers, kv_heads, head_dim, capacity);
+  storage_.resize(static_cast<std::size_t>(num_layers) * 2 * per_tensor_);
+}
+
+void KvCache::truncate(std::int64_t length) {
+  SELFSPEC_CHECK(length >= 0 && length <= length_,
+                 "KV cache truncate to {} is outside [0, {}] (the current length)", length,
+                 length_);
+  length_ = length;
+}
+
+void KvCache::extend(std::int64_t count) {
+  SELFSPEC_CHECK(count >= 0 && length_ + count <= capacity_,
+                 "KV cache overflow: {} + {} slots exceed the capacity of {}", length_, count,
+                 capacity_);
+  length_ += count;
+}
+
+std::uint64_t KvCache::bytes_for(std::int64_t num_layers, std::int64_t kv_heads,
+                                 std::int64_t head_dim, std::int64_t capacity) {
+  return static_cast<std::uint64_t>(num_layers) * 2 * static_cast<std::uint64_t>(kv_heads) *
+         static_cast<std::uint64_t>(capacity) * static_cast<std::uint64_t>(head_dim) *
+         sizeof(float);
+}
+
+}  // namespace selfspec

@@ -1,0 +1,190 @@
+#include "model/llama_weights.hpp"
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+#include <string_view>
+
+namespace selfspec {
+namespace {
+
+std::string layer_name(std::int64_t layer, std::string_view suffix) {
+  return fmt::format("model.layers.{}.{}", layer, suffix);
+}
+
+// Names that may appear in a checkpoint and are not used (computed buffers of old exports).
+bool is_ignorable(std::string_view name) {
+  return name.ends_with("rotary_emb.inv_freq");
+}
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+DType storage_dtype(const TensorInfo& info, std::optional<DType> convert_to) {
+  return convert_to.value_or(info.dtype);
+}
+
+Matrix load_matrix(const Checkpoint& checkpoint, const std::string& name, IndexRange rows,
+                   IndexRange cols, std::optional<DType> convert_to) {
+  const TensorInfo& info = checkpoint.tensor(name);
+  Matrix matrix;
+  matrix.dtype = storage_dtype(info, convert_to);
+  matrix.rows = rows.size();
+  matrix.cols = cols.size();
+  matrix.data.resize(static_cast<std::size_t>(matrix.bytes()));
+  checkpoint.read(info, {rows.begin, rows.end, cols.begin, cols.end}, matrix.dtype,
+                  matrix.data.data());
+  return matrix;
+}
+
+std::vector<float> load_vector(const Checkpoint& checkpoint, const std::string& name,
+                               IndexRange range) {
+  const TensorInfo& info = checkpoint.tensor(name);
+  std::vector<float> values(static_cast<std::size_t>(range.size()));
+  checkpoint.read(info, {range.begin, range.end, 0, 0}, DType::kF32, values.data());
+  return values;
+}
+
+}  // namespace
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config) {
+  const std::int64_t hidden = config.hidden_size;
+  std::vector<ExpectedTensor> tensors;
+  tensors.push_back({"model.embed_tokens.weight", {config.vocab_size, hidden}});
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    tensors.push_back({layer_name(l, "input_layernorm.weight"), {hidden}});
+    tensors.push_back({layer_name(l, "self_attn.q_proj.weight"), {config.q_dim(), hidden}});
+    tensors.push_back({layer_name(l, "self_attn.k_proj.weight"), {config.kv_dim(), hidden}});
+    tensors.push_back({layer_name(l, "self_attn.v_proj.weight"), {config.kv_dim(), hidden}});
+    tensors.push_back({layer_name(l, "self_attn.o_proj.weight"), {hidden, config.q_dim()}});
+    if (config.attention_bias) {
+      tensors.push_back({layer_name(l, "self_attn.q_proj.bias"), {config.q_dim()}});
+      tensors.push_back({layer_name(l, "self_attn.k_proj.bias"), {config.kv_dim()}});
+      tensors.push_back({layer_name(l, "self_attn.v_proj.bias"), {config.kv_dim()}});
+    }
+    if (config.o_proj_bias()) {
+      tensors.push_back({layer_name(l, "self_attn.o_proj.bias"), {hidden}});
+    }
+    tensors.push_back({layer_name(l, "post_attention_layernorm.weight"), {hidden}});
+    tensors.push_back({layer_name(l, "mlp.gate_proj.weight"), {config.intermediate_size, hidden}});
+    tensors.push_back({layer_name(l, "mlp.up_proj.weight"), {config.intermediate_size, hidden}});
+    tensors.push_back({layer_name(l, "mlp.down_proj.weight"), {hidden, config.intermediate_size}});
+  }
+  tensors.push_back({"model.norm.weight", {hidden}});
+  // With tied embeddings an lm_head.weight may still be present (some exporters write it); it is
+  // then checked but unused.
+  tensors.push_back({"lm_head.weight", {config.vocab_size, hidden}, !config.tie_word_embeddings});
+  return tensors;
+}
+
+void validate_checkpoint(const Checkpoint& checkpoint, const ModelConfig& config) {
+  std::set<std::string, std::less<>> known;
+  for (const ExpectedTensor& expected : expected_tensors(config)) {
+    known.insert(expected.name);
+    if (!checkpoint.contains(expected.name)) {
+      if (!expected.required) continue;
+      if (expected.name == "lm_head.weight") {
+        fail(
+            "tensor 'lm_head.weight' is missing from {} (config.json has tie_word_embeddings = "
+            "false, so the checkpoint must carry its own LM head)",
+            checkpoint.directory().string());
+      }
+      fail("tensor '{}' is missing from {} (expected by config.json: {} layers{})", expected.name,
+           checkpoint.directory().string(), config.num_layers,
+           config.attention_bias ? ", attention_bias" : "");
+    }
+    const TensorInfo& info = checkpoint.tensor(expected.name);
+    if (info.shape != expected.shape) {
+      fail("tensor '{}' in {} has shape {} but config.json implies {}", expected.name,
+           checkpoint.file_of(info).string(), shape_string(info.shape),
+           shape_string(expected.shape));
+    }
+  }
+  for (const std::string& name : checkpoint.tensor_names()) {
+    if (known.contains(name) || is_ignorable(name)) continue;
+    const TensorInfo& info = checkpoint.tensor(name);
+    fail("tensor '{}' in {} is not part of a {} model with the config.json geometry ({} layers{})",
+         name, checkpoint.file_of(info).string(), config.model_type, config.num_layers,
+         config.attention_bias ? "" : ", no attention bias");
+  }
+}
+
+std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
+  const LayerWeights& layer = layers[index];
+  std::uint64_t bytes = 0;
+  for (const Matrix* m :
+       {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
+    bytes += m->bytes();
+  }
+  bytes += (layer.attention_norm.size() + layer.mlp_norm.size() + layer.bq.size() +
+            layer.bk.size() + layer.bv.size() + layer.bo.size()) *
+           sizeof(float);
+  return bytes;
+}
+
+std::uint64_t LlamaWeights::bytes() const {
+  std::uint64_t total =
+      embedding.bytes() + (tied ? 0 : lm_head.bytes()) + final_norm.size() * sizeof(float);
+  for (std::size_t l = 0; l < layers.size(); ++l) total += layer_bytes(l);
+  return total;
+}
+
+LlamaWeights LlamaWeights::load(const Checkpoint& checkpoint, const ModelConfig& config,
+                                const ShardPlan& plan, std::optional<DType> convert_to) {
+  validate_checkpoint(checkpoint, config);
+  const std::int64_t hidden = config.hidden_size;
+  const std::int64_t hd = config.head_dim;
+  const IndexRange all_hidden{0, hidden};
+  const IndexRange q_rows{plan.q_heads.begin * hd, plan.q_heads.end * hd};
+  const IndexRange kv_rows{plan.kv_heads.begin * hd, plan.kv_heads.end * hd};
+
+  LlamaWeights weights;
+  weights.tied = config.tie_word_embeddings;
+  log::Progress progress("loading weights (layers)", config.num_layers);
+  weights.embedding =
+      load_matrix(checkpoint, "model.embed_tokens.weight", plan.vocab, all_hidden, convert_to);
+  weights.layers.resize(static_cast<std::size_t>(config.num_layers));
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    LayerWeights& layer = weights.layers[static_cast<std::size_t>(l)];
+    layer.attention_norm =
+        load_vector(checkpoint, layer_name(l, "input_layernorm.weight"), all_hidden);
+    layer.mlp_norm =
+        load_vector(checkpoint, layer_name(l, "post_attention_layernorm.weight"), all_hidden);
+    layer.wq = load_matrix(checkpoint, layer_name(l, "self_attn.q_proj.weight"), q_rows, all_hidden,
+                           convert_to);
+    layer.wk = load_matrix(checkpoint, layer_name(l, "self_attn.k_proj.weight"), kv_rows,
+                           all_hidden, convert_to);
+    layer.wv = load_matrix(checkpoint, layer_name(l, "self_attn.v_proj.weight"), kv_rows,
+                           all_hidden, convert_to);
+    layer.wo = load_matrix(checkpoint, layer_name(l, "self_attn.o_proj.weight"), all_hidden, q_rows,
+                           convert_to);
+    if (config.attention_bias) {
+      layer.bq = load_vector(checkpoint, layer_name(l, "self_attn.q_proj.bias"), q_rows);
+      layer.bk = load_vector(checkpoint, layer_name(l, "self_attn.k_proj.bias"), kv_rows);
+      layer.bv = load_vector(checkpoint, layer_name(l, "self_attn.v_proj.bias"), kv_rows);
+    }
+    if (config.o_proj_bias()) {
+      layer.bo = load_vector(checkpoint, layer_name(l, "self_attn.o_proj.bias"), all_hidden);
+    }
+    layer.w_gate = load_matrix(checkpoint, layer_name(l, "mlp.gate_proj.weight"), plan.intermediate,
+                               all_hidden, convert_to);
+    layer.w_up = load_matrix(checkpoint, layer_name(l, "mlp.up_proj.weight"), plan.intermediate,
+                             all_hidden, convert_to);
+    layer.w_down = load_matrix(checkpoint, layer_name(l, "mlp.down_proj.weight"), all_hidden,
+                               plan.intermediate, convert_to);
+    progress.update(l + 1);
+  }
+  weights.final_norm = load_vector(checkpoint, "model.norm.weight", all_hidden);
+  if (!weights.tied) {
+    weights.lm_head = load_matrix(checkpoint, "lm_head.weight", plan.vocab, all_hidden, convert_to);
+  }
+  progress.finish();
+  return weights;
+}
+
+}  // namespace selfspec

@@ -1,0 +1,63 @@
+#include "model/shard_plan.hpp"
+
+#include "core/error.hpp"
+
+#include <fmt/format.h>
+
+namespace selfspec {
+
+IndexRange split_range(std::int64_t total, int parts, int part) {
+  return {total * part / parts, total * (part + 1) / parts};
+}
+
+std::optional<std::string> ShardPlan::check(const ModelConfig& config, int tp) {
+  if (tp < 1) return fmt::format("the tensor-parallel degree must be >= 1 (got {})", tp);
+  const std::int64_t heads = config.num_heads;
+  const std::int64_t kv = config.num_kv_heads;
+  if (heads % tp != 0) {
+    return fmt::format("num_attention_heads = {} is not divisible by tp = {}", heads, tp);
+  }
+  if (kv % tp != 0 && tp % kv != 0) {
+    return fmt::format(
+        "num_key_value_heads = {} and tp = {}: KV heads can be split only when one divides the "
+        "other (split when tp divides {}, replicated when {} divides tp)",
+        kv, tp, kv, kv);
+  }
+  if (config.intermediate_size < tp) {
+    return fmt::format("intermediate_size = {} is smaller than tp = {}", config.intermediate_size,
+                       tp);
+  }
+  if (config.vocab_size < tp) {
+    return fmt::format("vocab_size = {} is smaller than tp = {}", config.vocab_size, tp);
+  }
+  return std::nullopt;
+}
+
+ShardPlan ShardPlan::make(const ModelConfig& config, int tp, int rank) {
+  if (auto reason = check(config, tp)) {
+    fail("cannot shard the model over {} tensor-parallel ranks: {}", tp, *reason);
+  }
+  SELFSPEC_CHECK(rank >= 0 && rank < tp, "rank {} is outside [0, {})", rank, tp);
+  ShardPlan plan;
+  plan.tp = tp;
+  plan.rank = rank;
+  const std::int64_t heads_per_rank = config.num_heads / tp;
+  plan.q_heads = {heads_per_rank * rank, heads_per_rank * (rank + 1)};
+  const std::int64_t group = config.num_heads / config.num_kv_heads;  // query heads per KV head
+  if (config.num_kv_heads % tp == 0) {
+    const std::int64_t kv_per_rank = config.num_kv_heads / tp;
+    plan.kv_heads = {kv_per_rank * rank, kv_per_rank * (rank + 1)};
+  } else {
+    // tp % n_kv == 0: this rank's query heads all belong to one KV head, which it replicates.
+    const std::int64_t kv_head = plan.q_heads.begin / group;
+    plan.kv_heads = {kv_head, kv_head + 1};
+    plan.kv_replicated = true;
+  }
+  plan.intermediate = split_range(config.intermediate_size, tp, rank);
+  plan.vocab = split_range(config.vocab_size, tp, rank);
+  for (int r = 0; r < tp; ++r)
+    plan.vocab_counts.push_back(split_range(config.vocab_size, tp, r).size());
+  return plan;
+}
+
+}  // namespace selfspec

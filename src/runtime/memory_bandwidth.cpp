@@ -1,0 +1,97 @@
+#include "runtime/memory_bandwidth.hpp"
+
+#include "core/aligned_buffer.hpp"
+#include "core/parallel.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <vector>
+
+namespace selfspec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t last_level_cache_bytes() {
+  long size = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  if (size <= 0) size = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return size > 0 ? static_cast<std::uint64_t>(size) : 32ull << 20;
+}
+
+// Sum of words with four independent accumulators (the compiler vectorises the integer adds).
+std::uint64_t read_words(const std::uint64_t* data, std::int64_t n) {
+  std::uint64_t a = 0, b = 0, c = 0, d = 0;
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a += data[i];
+    b += data[i + 1];
+    c += data[i + 2];
+    d += data[i + 3];
+  }
+  for (; i < n; ++i) a += data[i];
+  return a + b + c + d;
+}
+
+double slowest(Communicator& comm, double seconds) {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
+  comm.all_gather_u64(static_cast<std::uint64_t>(seconds * 1e9), all);
+  return static_cast<double>(*std::max_element(all.begin(), all.end())) * 1e-9;
+}
+
+}  // namespace
+
+MemoryBandwidth measure_memory_bandwidth(Communicator& comm, std::uint64_t bytes_per_rank,
+                                         int repetitions) {
+  if (bytes_per_rank == 0)
+    bytes_per_rank = std::max<std::uint64_t>(4 * last_level_cache_bytes(), 256ull << 20);
+  const auto words = static_cast<std::int64_t>(bytes_per_rank / sizeof(std::uint64_t));
+  AlignedBuffer<std::uint64_t> a(static_cast<std::size_t>(words));
+  AlignedBuffer<std::uint64_t> b(static_cast<std::size_t>(words));
+  // Touch every page with non-zero data (the sum below then depends on real loads).
+  parallel_for(words, 4096, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i)
+      a[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(i) * 2654435761u;
+  });
+
+  MemoryBandwidth result;
+  result.buffer_bytes = bytes_per_rank;
+  result.threads = num_threads();
+  const double bytes = static_cast<double>(words) * sizeof(std::uint64_t);
+  std::atomic<std::uint64_t> sink{0};
+  double best_read = 1e30, best_copy = 1e30, best_read_all = 1e30, best_copy_all = 1e30;
+  for (int rep = 0; rep < repetitions; ++rep) {
+    comm.barrier();
+    auto start = Clock::now();
+    parallel_for(words, 4096, [&](std::int64_t begin, std::int64_t end) {
+      sink += read_words(a.data() + begin, end - begin);
+    });
+    const double read_s = std::chrono::duration<double>(Clock::now() - start).count();
+    best_read = std::min(best_read, read_s);
+    best_read_all = std::min(best_read_all, slowest(comm, read_s));
+
+    comm.barrier();
+    start = Clock::now();
+    parallel_for(words, 4096, [&](std::int64_t begin, std::int64_t end) {
+      std::copy(a.data() + begin, a.data() + end, b.data() + begin);
+    });
+    const double copy_s = std::chrono::duration<double>(Clock::now() - start).count();
+    best_copy = std::min(best_copy, copy_s);
+    best_copy_all = std::min(best_copy_all, slowest(comm, copy_s));
+  }
+  sink += b[static_cast<std::size_t>(words / 2)];
+  result.read_gbps = bytes / best_read * 1e-9;
+  result.copy_gbps = 2.0 * bytes / best_copy * 1e-9;
+  result.aggregate_read_gbps = bytes * comm.size() / best_read_all * 1e-9;
+  result.aggregate_copy_gbps = 2.0 * bytes * comm.size() / best_copy_all * 1e-9;
+  return result;
+}
+
+}  // namespace selfspec

@@ -1,0 +1,57 @@
+// The per-rank KV cache: for every layer, K and V as [kv_heads][capacity][head_dim] f32, one
+// contiguous sequence. A forward pass writes its T tokens at slots [length, length + T) and then
+// extends the length; rollback after a rejected draft is truncate(n) — a length change, never a
+// copy. Slots past the length hold stale data that the next forward overwrites.
+#pragma once
+
+#include "core/aligned_buffer.hpp"
+
+#include <cstdint>
+
+namespace selfspec {
+
+class KvCache {
+ public:
+  KvCache(std::int64_t num_layers, std::int64_t kv_heads, std::int64_t head_dim,
+          std::int64_t capacity);
+
+  std::int64_t length() const { return length_; }
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t num_layers() const { return num_layers_; }
+  std::int64_t kv_heads() const { return kv_heads_; }
+  std::int64_t head_dim() const { return head_dim_; }
+
+  // Drops every slot at or after `length` (length <= length()). Throws otherwise.
+  void truncate(std::int64_t length);
+  // Marks `count` more slots as filled (called by the forward pass after writing them).
+  void extend(std::int64_t count);
+  void clear() { length_ = 0; }
+
+  // K or V of one layer: [kv_heads][capacity][head_dim].
+  float* keys(std::int64_t layer) { return storage_.data() + layer_offset(layer); }
+  float* values(std::int64_t layer) { return storage_.data() + layer_offset(layer) + per_tensor_; }
+  const float* keys(std::int64_t layer) const { return storage_.data() + layer_offset(layer); }
+  const float* values(std::int64_t layer) const {
+    return storage_.data() + layer_offset(layer) + per_tensor_;
+  }
+
+  // Bytes held by the cache.
+  std::uint64_t bytes() const { return storage_.size() * sizeof(float); }
+  // Bytes a cache of this geometry needs (for planning before allocation).
+  static std::uint64_t bytes_for(std::int64_t num_layers, std::int64_t kv_heads,
+                                 std::int64_t head_dim, std::int64_t capacity);
+
+ private:
+  std::size_t layer_offset(std::int64_t layer) const {
+    return static_cast<std::size_t>(layer) * 2 * per_tensor_;
+  }
+  std::int64_t num_layers_;
+  std::int64_t kv_heads_;
+  std::int64_t head_dim_;
+  std::int64_t capacity_;
+  std::size_t per_tensor_;
+  std::int64_t length_ = 0;
+  AlignedBuffer<float> storage_;
+};
+
+}  // namespace selfspec

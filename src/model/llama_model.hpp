@@ -1,0 +1,99 @@
+// A LLaMA-family decoder on one tensor-parallel rank: forward(tokens, positions, plan, mask, kv).
+//
+// Layer l, when its sublayers run (LayerPlan):
+//   x += AllReduce(o_proj(Attention(RoPE(q_proj(RMSNorm(x))), RoPE(k_proj(..)), v_proj(..))))
+//   x += AllReduce(down_proj(SiLU(gate_proj(RMSNorm(x))) * up_proj(RMSNorm(x))))
+// and finally logits = lm_head(RMSNorm(x)) for the requested rows (this rank's vocabulary shard).
+// The embedding is vocab-parallel: each rank writes the rows it owns and zeros elsewhere, and an
+// all-reduce assembles them exactly.
+//
+// Token-count invariance: every kernel computes each token's row with a fixed reduction order
+// (kernels/cpu/matmul.hpp), the attention of a token depends only on the slots it can see, and the
+// all-reduce is elementwise in rank order — so a token's logits are bit-identical whether it is
+// computed alone (decode), among the prompt (prefill) or among drafted tokens (verification).
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "core/aligned_buffer.hpp"
+#include "model/attention_mask.hpp"
+#include "model/kv_cache.hpp"
+#include "model/layer_plan.hpp"
+#include "model/llama_weights.hpp"
+#include "model/model_config.hpp"
+#include "model/shard_plan.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace selfspec {
+
+// Sees named intermediates of a forward pass ("embed", then for each layer "attn_out" and
+// "mlp_out" — the residual stream after the sublayer, whether it ran or not — and "final_norm"
+// for the logit rows): data is [n_tokens × hidden]. For debugging dumps and for drafters that
+// measure how much a sublayer changes the hidden state.
+using ForwardObserver = std::function<void(std::string_view name, int layer,
+                                           std::span<const float> data, std::int64_t n_tokens)>;
+
+struct ForwardArgs {
+  std::span<const std::int32_t> tokens;
+  std::span<const std::int32_t> positions;
+  const LayerPlan* plan = nullptr;           // nullptr: the full model
+  const AttentionMask* mask = nullptr;       // nullptr: causal
+  std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
+  const ForwardObserver* observer = nullptr;
+};
+
+// Counters for the per-phase breakdown of benchmarks.
+struct ForwardCounters {
+  std::int64_t forwards = 0;
+  std::int64_t tokens = 0;
+  std::int64_t all_reduces = 0;
+  double comm_seconds = 0.0;
+  double total_seconds = 0.0;
+};
+
+class LlamaModel {
+ public:
+  LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights, Communicator& comm);
+
+  const ModelConfig& config() const { return config_; }
+  const ShardPlan& shard() const { return shard_; }
+  const LlamaWeights& weights() const { return weights_; }
+  Communicator& comm() { return comm_; }
+  std::int64_t vocab_local() const { return shard_.vocab.size(); }
+
+  // A KV cache for this rank's heads holding `capacity` token slots.
+  KvCache make_kv_cache(std::int64_t capacity) const;
+
+  // Runs the tokens through the model (every rank, same arguments), appending their K/V at slots
+  // [kv.length(), kv.length() + T) and extending kv by T. Fills `logits` with this rank's vocab
+  // shard for each of args.logit_rows: [logit_rows.size() × vocab_local()].
+  void forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits);
+
+  const ForwardCounters& counters() const { return counters_; }
+  void reset_counters() { counters_ = {}; }
+
+ private:
+  void all_reduce(float* data, std::int64_t count);
+  void attention_block(int layer, const ForwardArgs& args, KvCache& kv, std::int64_t n_tokens);
+  void mlp_block(int layer, std::int64_t n_tokens);
+
+  ModelConfig config_;
+  ShardPlan shard_;
+  LlamaWeights weights_;
+  Communicator& comm_;
+  std::vector<float> inv_freq_;
+  LayerPlan full_plan_;
+  std::int64_t q_local_;
+  std::int64_t kv_local_;
+  std::int64_t inter_local_;
+
+  // Workspace, grown to the largest T seen.
+  AlignedBuffer<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_;
+  ForwardCounters counters_;
+};
+
+}  // namespace selfspec

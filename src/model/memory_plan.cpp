@@ -1,0 +1,33 @@
+#include "model/memory_plan.hpp"
+
+#include "model/kv_cache.hpp"
+
+namespace selfspec {
+
+RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
+                            std::int64_t context) {
+  const auto w = static_cast<std::uint64_t>(dtype_size(weight_dtype));
+  const auto hidden = static_cast<std::uint64_t>(config.hidden_size);
+  const auto hd = static_cast<std::uint64_t>(config.head_dim);
+  const auto q = static_cast<std::uint64_t>(shard.q_heads.size()) * hd;
+  const auto kv = static_cast<std::uint64_t>(shard.kv_heads.size()) * hd;
+  const auto inter = static_cast<std::uint64_t>(shard.intermediate.size());
+  const auto vocab = static_cast<std::uint64_t>(shard.vocab.size());
+
+  std::uint64_t per_layer = (q * hidden + 2 * kv * hidden + hidden * q + 3 * inter * hidden) * w;
+  per_layer += 2 * hidden * sizeof(float);  // norms
+  if (config.attention_bias) per_layer += (q + 2 * kv) * sizeof(float);
+  if (config.o_proj_bias()) per_layer += hidden * sizeof(float);
+  const std::uint64_t layers = per_layer * static_cast<std::uint64_t>(config.num_layers);
+  const std::uint64_t table = vocab * hidden * w;
+  const std::uint64_t final_norm = hidden * sizeof(float);
+
+  RankMemory memory;
+  memory.weight_bytes = layers + table + (config.tie_word_embeddings ? 0 : table) + final_norm;
+  memory.decode_weight_bytes = layers + table + final_norm;
+  memory.kv_cache_bytes =
+      KvCache::bytes_for(config.num_layers, shard.kv_heads.size(), config.head_dim, context);
+  return memory;
+}
+
+}  // namespace selfspec

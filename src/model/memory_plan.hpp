@@ -1,0 +1,25 @@
+// What one tensor-parallel rank needs in memory, computed from the config alone (no weights
+// read): its weight slices, its KV cache at a context length, and the bytes a decode step reads.
+#pragma once
+
+#include "core/dtype.hpp"
+#include "model/model_config.hpp"
+#include "model/shard_plan.hpp"
+
+#include <cstdint>
+
+namespace selfspec {
+
+struct RankMemory {
+  std::uint64_t weight_bytes = 0;    // every slice this rank holds
+  std::uint64_t kv_cache_bytes = 0;  // KV cache (f32) at the given context length
+  // Weight bytes one decode step reads: everything except the embedding table, of which only one
+  // row per token is read (the LM head is read in full; with tied embeddings it is the same
+  // matrix, read once by the LM head).
+  std::uint64_t decode_weight_bytes = 0;
+};
+
+RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
+                            std::int64_t context);
+
+}  // namespace selfspec

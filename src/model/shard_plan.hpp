@@ -1,0 +1,48 @@
+// Which slice of the model a tensor-parallel rank owns (Megatron layout, see ARCHITECTURE.md):
+//   attention: query heads split evenly; KV heads split evenly when n_kv % tp == 0, otherwise
+//              replicated so each rank holds the KV head its query heads use (tp % n_kv == 0);
+//              o_proj row-parallel (its input columns follow the rank's query heads);
+//   MLP:       gate/up column-parallel over the intermediate dimension, down row-parallel;
+//   vocab:     embedding and LM head split over contiguous vocabulary ranges.
+// The intermediate and vocabulary dimensions may split unevenly (ranges differ by at most one):
+// the math is the same and real models (e.g. intermediate 172) need it. Head counts must divide.
+#pragma once
+
+#include "model/model_config.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace selfspec {
+
+struct IndexRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t size() const { return end - begin; }
+  bool contains(std::int64_t i) const { return i >= begin && i < end; }
+};
+
+// The near-even contiguous split of [0, total) into `parts`: part p gets [p*total/parts, ...).
+IndexRange split_range(std::int64_t total, int parts, int part);
+
+struct ShardPlan {
+  int tp = 1;
+  int rank = 0;
+  IndexRange q_heads;       // query heads of this rank
+  IndexRange kv_heads;      // KV heads this rank stores (replicated across ranks when tp > n_kv)
+  IndexRange intermediate;  // MLP intermediate features of this rank
+  IndexRange vocab;         // vocabulary rows of this rank (embedding and LM head)
+  bool kv_replicated = false;
+
+  // Vocab row counts of every rank (for gathering logits).
+  std::vector<std::int64_t> vocab_counts;
+
+  // Throws selfspec::Error with the reason when the model cannot be split tp ways.
+  static ShardPlan make(const ModelConfig& config, int tp, int rank);
+  // The reason the model cannot be split tp ways, or nullopt when it can.
+  static std::optional<std::string> check(const ModelConfig& config, int tp);
+};
+
+}  // namespace selfspec
