@@ -1,0 +1,148 @@
+// `selfspec make-model`: writes a seeded random checkpoint in the HF layout (config.json +
+// safetensors). Used by tests, demos and benchmarks.
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "launch/commands.hpp"
+#include "launch/job.hpp"
+#include "model/synthetic_model.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+
+namespace selfspec::launch {
+namespace {
+
+struct MakeModelOptions {
+  std::string out;
+  std::int64_t layers = 2;
+  std::int64_t hidden = 64;
+  std::int64_t heads = 4;
+  std::int64_t kv_heads = 0;      // 0: = heads
+  std::int64_t head_dim = 0;      // 0: hidden / heads
+  std::int64_t intermediate = 0;  // 0: about 8/3 hidden rounded to 8
+  std::int64_t vocab = 256;
+  std::int64_t max_position = 2048;
+  double rope_theta = 10000.0;
+  std::string rope_scaling = "none";
+  double rope_factor = 8.0;
+  bool tie = false;
+  bool attention_bias = false;
+  std::string dtype = "bf16";
+  std::uint64_t seed = 0;
+  double shard_mb = 0.0;
+  bool json = false;
+};
+
+int run_make_model(const MakeModelOptions& options) {
+  std::int64_t intermediate = options.intermediate;
+  if (intermediate == 0) intermediate = (options.hidden * 8 / 3 + 7) / 8 * 8;
+  SyntheticModelSpec spec;
+  spec.config = make_synthetic_config(options.layers, options.hidden, options.heads,
+                                      options.kv_heads > 0 ? options.kv_heads : options.heads,
+                                      intermediate, options.vocab);
+  if (options.head_dim > 0) spec.config.head_dim = options.head_dim;
+  spec.config.max_position_embeddings = options.max_position;
+  spec.config.rope_theta = options.rope_theta;
+  spec.config.tie_word_embeddings = options.tie;
+  spec.config.attention_bias = options.attention_bias;
+  if (options.rope_scaling == "linear") {
+    spec.config.rope_scaling.type = RopeScalingType::kLinear;
+    spec.config.rope_scaling.factor = options.rope_factor;
+  } else if (options.rope_scaling == "llama3") {
+    spec.config.rope_scaling.type = RopeScalingType::kLlama3;
+    spec.config.rope_scaling.factor = options.rope_factor;
+    spec.config.rope_scaling.original_max_position_embeddings =
+        std::max<std::int64_t>(1, options.max_position / 4);
+  }
+  const std::optional<DType> dtype = parse_dtype(options.dtype);
+  SELFSPEC_CHECK(dtype.has_value(), "--dtype: unknown dtype '{}'", options.dtype);
+  spec.dtype = *dtype;
+  spec.seed = options.seed;
+  spec.max_shard_bytes = static_cast<std::uint64_t>(options.shard_mb * 1e6);
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t bytes = write_synthetic_model(spec, options.out);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (options.json) {
+    nlohmann::json out;
+    out["out"] = options.out;
+    out["parameters"] = spec.config.parameter_count();
+    out["bytes"] = bytes;
+    out["dtype"] = dtype_name(spec.dtype);
+    out["seconds"] = seconds;
+    fmt::print("{}\n", out.dump());
+  } else {
+    fmt::print("wrote {}: {} parameters, {:.1f} MB of {} weights in {:.1f} s\n", options.out,
+               spec.config.parameter_count(), static_cast<double>(bytes) / 1e6,
+               dtype_name(spec.dtype), seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_make_model_command(CLI::App& app, CommandBody& run) {
+  auto options = std::make_shared<MakeModelOptions>();
+  CLI::App* command = app.add_subcommand(
+      "make-model",
+      "write a seeded random LLaMA checkpoint (HF layout: config.json + safetensors)");
+  command->add_option("--out", options->out, "output directory")->required();
+  command->add_option("--layers", options->layers, "decoder layers")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--hidden", options->hidden, "hidden size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--heads", options->heads, "attention heads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--kv-heads", options->kv_heads, "key/value heads (default: --heads)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--head-dim", options->head_dim, "head dimension (default: hidden/heads)")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--intermediate", options->intermediate,
+                   "MLP intermediate size (default: ~8/3 hidden)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--vocab", options->vocab, "vocabulary size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--max-position", options->max_position, "max_position_embeddings")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--rope-theta", options->rope_theta, "RoPE base")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--rope-scaling", options->rope_scaling, "none, linear or llama3")
+      ->check(CLI::IsMember({"none", "linear", "llama3"}))
+      ->capture_default_str();
+  command->add_option("--rope-factor", options->rope_factor, "rope_scaling factor")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_flag("--tie-embeddings", options->tie, "tie the LM head to the embedding");
+  command->add_flag("--attention-bias", options->attention_bias, "q/k/v projection biases");
+  command->add_option("--dtype", options->dtype, "weight dtype")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  command->add_option("--seed", options->seed, "random seed")->capture_default_str();
+  command
+      ->add_option("--shard-mb", options->shard_mb,
+                   "split into shards of at most this many MB (+ index.json); 0 = one file")
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--json", options->json, "print one JSON object");
+  command->callback([options, &run] {
+    run = [options] {
+      try {
+        return run_make_model(*options);
+      } catch (const std::exception& error) {
+        return report_error(error);
+      }
+    };
+  });
+}
+
+}  // namespace selfspec::launch

@@ -1,1 +1,43 @@
-int main() { return 0; }
+// selfspec: one binary, subcommands. Multi-rank use is plain `mpirun -np N selfspec generate ...`.
+#include "launch/commands.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "selfspec: LLaMA-family inference with tensor parallelism and lossless "
+      "self-speculative decoding"};
+  app.set_version_flag("--version", std::string("selfspec ") + SELFSPEC_VERSION);
+  app.require_subcommand(1);
+  selfspec::launch::CommandBody run;
+  selfspec::launch::add_generate_command(app, run);
+  selfspec::launch::add_info_command(app, run);
+  selfspec::launch::add_tokenize_command(app, run);
+  selfspec::launch::add_make_model_command(app, run);
+  selfspec::launch::add_bench_command(app, run);
+
+  // CLI11 would only say "A subcommand is required" for a misspelt subcommand: name it.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> known;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known.push_back(sub->get_name());
+    }
+    if (std::find(known.begin(), known.end(), argv[1]) == known.end()) {
+      fmt::print(stderr, "error: unknown subcommand '{}' (one of: {})\n", argv[1],
+                 fmt::join(known, ", "));
+      return 2;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  return run();
+}

@@ -1,0 +1,18 @@
+// The `selfspec` subcommands. Each adds its options to CLI11 and sets `run` to its body.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace selfspec::launch {
+
+using CommandBody = std::function<int()>;
+
+void add_generate_command(CLI::App& app, CommandBody& run);
+void add_info_command(CLI::App& app, CommandBody& run);
+void add_tokenize_command(CLI::App& app, CommandBody& run);
+void add_make_model_command(CLI::App& app, CommandBody& run);
+void add_bench_command(CLI::App& app, CommandBody& run);
+
+}  // namespace selfspec::launch
