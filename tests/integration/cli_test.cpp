@@ -1,0 +1,272 @@
+// The real `selfspec` binary as a user runs it, single-process and under mpirun: JSON output,
+// identical tokens across TP degrees, sharded checkpoints, load-time conversion, and clear errors
+// (non-zero exit + a message naming the option, file or tensor) for bad input — never a hang:
+// every command runs under `timeout`.
+#include "tests/support/temp_dir.hpp"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace selfspec::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  nlohmann::json json() const {
+    const auto end = out.find_last_not_of('\n');
+    const auto begin = out.rfind('\n', end);
+    return nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
+  }
+};
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Open MPI refuses root without these; oversubscription lets 4 ranks share 2 cores.
+    for (const char* name : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+                             "OMPI_MCA_rmaps_base_oversubscribe"}) {
+      setenv(name, "1", 0);
+    }
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  }
+
+  CommandResult run(const std::string& args, int ranks = 0, int timeout_s = 120) {
+    std::string command;
+    if (ranks > 0) {
+      command = fmt::format("timeout {} {} -np {} {} {} {}", timeout_s, SELFSPEC_MPIEXEC, ranks,
+                            SELFSPEC_MPIEXEC_FLAGS, SELFSPEC_BINARY, args);
+    } else {
+      command = fmt::format("timeout {} {} {}", timeout_s, SELFSPEC_BINARY, args);
+    }
+    const auto out = dir_ / "stdout.txt";
+    const auto err = dir_ / "stderr.txt";
+    const int status = std::system(
+        fmt::format("{} >{} 2>{} </dev/null", command, out.string(), err.string()).c_str());
+    CommandResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_file(out);
+    result.err = read_file(err);
+    EXPECT_NE(result.exit_code, 124) << "timed out: " << command << "\n" << result.err;
+    return result;
+  }
+
+  // A small random model; returns its directory.
+  std::filesystem::path make_model(const std::string& name, const std::string& extra = "") {
+    const auto path = dir_ / name;
+    const CommandResult r = run(fmt::format(
+        "make-model --out {} --layers 3 --hidden 64 --heads 8 --kv-heads 2 --intermediate 100 "
+        "--vocab 300 --seed 11 {}",
+        path.string(), extra));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return path;
+  }
+
+  void expect_error(const CommandResult& r, const std::string& message) {
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.exit_code, 124) << "hung instead of failing";
+    EXPECT_THAT(r.err, HasSubstr(message));
+  }
+
+  TempDir dir_{"selfspec-cli"};
+};
+
+TEST_F(Cli, GenerateJsonHasTheDocumentedFields) {
+  const auto model = make_model("m");
+  const CommandResult r = run(
+      fmt::format("generate --model {} --prompt-ids 1,5,9 --max-new-tokens 8 --ignore-eos --json",
+                  model.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = r.json();
+  EXPECT_EQ(j["tokens"].size(), 8u);
+  EXPECT_EQ(j["n_prompt"], 3);
+  EXPECT_EQ(j["n_generated"], 8);
+  EXPECT_EQ(j["tp"], 1);
+  EXPECT_TRUE(j["text"].is_string());
+  for (const char* key : {"load_s", "prefill_s", "decode_s", "decode_tokens_per_s"}) {
+    EXPECT_TRUE(j["timings"].contains(key)) << key;
+  }
+}
+
+TEST_F(Cli, TokensAreIdenticalAtEveryTpDegree) {
+  const auto model = make_model("m");
+  const std::string args = fmt::format(
+      "generate --model {} --prompt-ids 1,17,4,200,33 --max-new-tokens 24 --ignore-eos --json",
+      model.string());
+  const CommandResult single = run(args);
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  const auto tokens = single.json()["tokens"];
+  for (int ranks : {1, 2, 4}) {
+    const CommandResult r = run(args, ranks);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.json()["tokens"], tokens) << "np " << ranks;
+    EXPECT_EQ(r.json()["tp"], ranks);
+  }
+}
+
+TEST_F(Cli, SeededSamplingIsReproducible) {
+  const auto model = make_model("m");
+  const auto args = [&](int seed) {
+    return fmt::format(
+        "generate --model {} --prompt-ids 1,2 --max-new-tokens 16 --ignore-eos --json "
+        "--temperature 1.5 --top-k 50 --top-p 0.95 --seed {}",
+        model.string(), seed);
+  };
+  const CommandResult a = run(args(3));
+  const CommandResult b = run(args(3));
+  const CommandResult c = run(args(4));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.json()["tokens"], b.json()["tokens"]);
+  EXPECT_NE(a.json()["tokens"], c.json()["tokens"]);
+}
+
+TEST_F(Cli, ShardedCheckpointAndLoadTimeConversionGiveTheSameTokens) {
+  const auto plain = make_model("plain");
+  const auto sharded = make_model("sharded", "--shard-mb 0.1");
+  EXPECT_TRUE(std::filesystem::exists(sharded / "model.safetensors.index.json"));
+  const auto args = [](const std::filesystem::path& m, const std::string& extra) {
+    return fmt::format(
+        "generate --model {} --prompt-ids 1,2,3 --max-new-tokens 12 --ignore-eos "
+        "--json {}",
+        m.string(), extra);
+  };
+  const CommandResult a = run(args(plain, ""));
+  const CommandResult b = run(args(sharded, ""));
+  const CommandResult c = run(args(plain, "--weights-dtype f32"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.json()["tokens"], b.json()["tokens"]);
+  // bf16 -> f32 is exact and the kernels reduce in the same order: same tokens.
+  EXPECT_EQ(a.json()["tokens"], c.json()["tokens"]);
+}
+
+TEST_F(Cli, InfoReportsTpValidityWithReasons) {
+  const auto model = make_model("m");
+  CommandResult r = run(fmt::format("info --model {} --tp 4 --json", model.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = r.json();
+  EXPECT_TRUE(j["tp_valid"]);
+  EXPECT_TRUE(j["kv_heads_replicated"]);
+  EXPECT_EQ(j["ranks"].size(), 4u);
+  EXPECT_GT(j["ranks"][0]["weight_bytes"].get<std::uint64_t>(), 0u);
+  EXPECT_TRUE(j["checkpoint"]["valid"]);
+  r = run(fmt::format("info --model {} --tp 3 --json", model.string()));
+  EXPECT_EQ(r.exit_code, 2);
+  j = r.json();
+  EXPECT_FALSE(j["tp_valid"]);
+  EXPECT_THAT(j["tp_reason"].get<std::string>(), HasSubstr("not divisible by tp = 3"));
+}
+
+TEST_F(Cli, BadOptionsAreRejectedByName) {
+  const auto model = make_model("m");
+  expect_error(run(fmt::format("generate --model {} --prompt-ids 1 --bogus 1", model.string())),
+               "--bogus");
+  expect_error(run("generate --prompt-ids 1"), "--model");
+  expect_error(run(fmt::format("generate --model {}", model.string())), "--prompt");
+  expect_error(
+      run(fmt::format("generate --model {} --prompt-ids 1 --weights-dtype fp8", model.string())),
+      "--weights-dtype");
+  expect_error(run(fmt::format("generate --model {} --prompt-ids 1 --top-p 2", model.string())),
+               "--top-p");
+  expect_error(run("generate --model /nonexistent/dir --prompt-ids 1"), "/nonexistent/dir");
+  expect_error(run(fmt::format("generate --model {} --prompt hello", model.string())),
+               "needs a tokenizer");
+  expect_error(run(fmt::format("generate --model {} --prompt-ids 1,300", model.string())),
+               "outside the model's vocabulary");
+  expect_error(run("frobnicate"), "frobnicate");
+}
+
+TEST_F(Cli, PromptLongerThanTheContextFailsBeforeLoading) {
+  const auto model = make_model("m", "--max-position 64");
+  const CommandResult r = run(
+      fmt::format("generate --model {} --prompt-ids 1,2,3,4 --max-new-tokens 61", model.string()));
+  expect_error(r, "longer than the context of 64 tokens");
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("loading weights")));
+  expect_error(run(fmt::format("generate --model {} --prompt-ids 1,2 --max-new-tokens 8 "
+                               "--ctx-size 6",
+                               model.string()),
+                   2),
+               "--ctx-size");
+}
+
+TEST_F(Cli, UnshardableTpDegreeEndsEveryRank) {
+  const auto model = make_model("m");
+  const CommandResult r = run(
+      fmt::format("generate --model {} --prompt-ids 1 --max-new-tokens 2", model.string()), 3, 60);
+  expect_error(r, "num_attention_heads = 8 is not divisible by tp = 3");
+}
+
+TEST_F(Cli, BadCheckpointsNameTheFileOrTensor) {
+  const auto base = make_model("base");
+  const auto copy = [&](const std::string& name) {
+    const auto path = dir_ / name;
+    std::filesystem::copy(base, path, std::filesystem::copy_options::recursive);
+    return path;
+  };
+  const auto generate = [&](const std::filesystem::path& m) {
+    return run(fmt::format("generate --model {} --prompt-ids 1 --max-new-tokens 2", m.string()));
+  };
+
+  const auto truncated = copy("truncated");
+  std::filesystem::resize_file(truncated / "model.safetensors",
+                               std::filesystem::file_size(truncated / "model.safetensors") - 100);
+  expect_error(generate(truncated), "model.safetensors");
+
+  const auto garbage = copy("garbage");
+  {
+    std::ofstream out(garbage / "model.safetensors", std::ios::binary | std::ios::trunc);
+    out << "this is not a safetensors file at all";
+  }
+  expect_error(generate(garbage), "model.safetensors");
+
+  // config.json says 4 layers but the checkpoint has 3.
+  const auto missing = copy("missing");
+  {
+    std::string config = read_file(missing / "config.json");
+    const auto at = config.find("\"num_hidden_layers\": 3");
+    ASSERT_NE(at, std::string::npos) << config;
+    config.replace(at, 22, "\"num_hidden_layers\": 4");
+    std::ofstream(missing / "config.json", std::ios::trunc) << config;
+  }
+  expect_error(generate(missing), "model.layers.3.input_layernorm.weight");
+
+  // config.json's intermediate size disagrees with the tensors.
+  const auto shape = copy("shape");
+  {
+    std::string config = read_file(shape / "config.json");
+    const auto at = config.find("\"intermediate_size\": 100");
+    ASSERT_NE(at, std::string::npos) << config;
+    config.replace(at, 24, "\"intermediate_size\": 104");
+    std::ofstream(shape / "config.json", std::ios::trunc) << config;
+  }
+  const CommandResult r = generate(shape);
+  expect_error(r, "has shape");
+  EXPECT_THAT(r.err, HasSubstr("mlp.gate_proj.weight"));
+
+  const auto bad_json = copy("bad_json");
+  std::ofstream(bad_json / "config.json", std::ios::trunc) << "{\"hidden_size\": 64,";
+  expect_error(generate(bad_json), "config.json");
+
+  const auto no_weights = copy("no_weights");
+  std::filesystem::remove(no_weights / "model.safetensors");
+  expect_error(generate(no_weights), "model.safetensors");
+}
+
+}  // namespace
+}  // namespace selfspec::testing

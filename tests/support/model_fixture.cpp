@@ -1,0 +1,56 @@
+#include "tests/support/model_fixture.hpp"
+
+#include "model/safetensors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace selfspec::testing {
+
+std::unique_ptr<LlamaModel> load_model(const std::filesystem::path& dir, Communicator& comm,
+                                       std::optional<DType> convert_to) {
+  const ModelConfig config = ModelConfig::from_file(dir / "config.json");
+  const ShardPlan shard = ShardPlan::make(config, comm.size(), comm.rank());
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  return std::make_unique<LlamaModel>(
+      config, shard, LlamaWeights::load(checkpoint, config, shard, convert_to), comm);
+}
+
+std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
+                                    std::span<const std::int32_t> tokens, const LayerPlan* plan,
+                                    const AttentionMask* mask,
+                                    std::span<const std::int32_t> positions) {
+  std::vector<std::int32_t> default_positions(tokens.size());
+  std::iota(default_positions.begin(), default_positions.end(),
+            static_cast<std::int32_t>(kv.length()));
+  std::vector<std::int32_t> rows(tokens.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  ForwardArgs args;
+  args.tokens = tokens;
+  args.positions = positions.empty() ? std::span<const std::int32_t>(default_positions) : positions;
+  args.plan = plan;
+  args.mask = mask;
+  args.logit_rows = rows;
+  std::vector<float> logits;
+  model.forward(args, kv, logits);
+  return logits;
+}
+
+double relative_max_error(std::span<const float> a, std::span<const double> b) {
+  double max_error = 0.0;
+  double max_ref = 1.0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    max_error = std::max(max_error, std::abs(static_cast<double>(a[i]) - b[i]));
+    max_ref = std::max(max_ref, std::abs(b[i]));
+  }
+  if (a.size() != b.size()) return INFINITY;
+  return max_error / max_ref;
+}
+
+bool bit_identical(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace selfspec::testing

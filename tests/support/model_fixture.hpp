@@ -1,0 +1,31 @@
+// Loading a test checkpoint into a LlamaModel for one rank, and comparing logit vectors.
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "model/llama_model.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace selfspec::testing {
+
+std::unique_ptr<LlamaModel> load_model(const std::filesystem::path& dir, Communicator& comm,
+                                       std::optional<DType> convert_to = std::nullopt);
+
+// Runs `tokens` at positions kv.length()... through the model and returns the logits of every
+// row ([T × vocab_local]).
+std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
+                                    std::span<const std::int32_t> tokens,
+                                    const LayerPlan* plan = nullptr,
+                                    const AttentionMask* mask = nullptr,
+                                    std::span<const std::int32_t> positions = {});
+
+// max |a - b| / max(1, max |b|).
+double relative_max_error(std::span<const float> a, std::span<const double> b);
+
+bool bit_identical(std::span<const float> a, std::span<const float> b);
+
+}  // namespace selfspec::testing

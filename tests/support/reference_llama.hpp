@@ -1,0 +1,48 @@
+// The test oracle: a naive LLaMA forward in double precision, written from the HuggingFace
+// definitions (LlamaRMSNorm, LlamaRotaryEmbedding with default/linear/llama3 scaling,
+// apply_rotary_pos_emb's rotate-half, repeat_kv for GQA, eager attention with a causal mask,
+// SiLU-gated MLP). It shares no code with the engine's kernels or model: plain loops over
+// std::vector<double>, the whole sequence recomputed (no KV cache).
+#pragma once
+
+#include "model/model_config.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace selfspec::testing {
+
+// Weights as doubles, row-major, with the values the checkpoint stores (already rounded to its
+// dtype), full (unsharded) shapes as in HF.
+struct ReferenceLayer {
+  std::vector<double> attention_norm, mlp_norm;  // [H]
+  std::vector<double> wq, wk, wv, wo;            // [Hq*d × H], [Hkv*d × H] ×2, [H × Hq*d]
+  std::vector<double> bq, bk, bv;                // empty unless attention_bias
+  std::vector<double> bo;                        // [H]; LLaMA with attention_bias (not Qwen2)
+  std::vector<double> w_gate, w_up, w_down;      // [I × H] ×2, [H × I]
+};
+
+struct ReferenceWeights {
+  ModelConfig config;
+  std::vector<double> embedding;  // [V × H]
+  std::vector<double> lm_head;    // [V × H]; equals embedding when tied
+  std::vector<double> final_norm;
+  std::vector<ReferenceLayer> layers;
+};
+
+struct ReferenceSkips {
+  std::vector<int> attention;  // 0-based layers whose attention sublayer is skipped
+  std::vector<int> mlp;
+};
+
+// Logits [T][V] of every position of `tokens` (positions 0..T-1, causal).
+std::vector<std::vector<double>> reference_forward(const ReferenceWeights& weights,
+                                                   const std::vector<std::int32_t>& tokens,
+                                                   const ReferenceSkips& skips = {});
+
+// Greedy continuation of `prompt` by `n` tokens (recomputing the whole sequence each step).
+std::vector<std::int32_t> reference_greedy(const ReferenceWeights& weights,
+                                           const std::vector<std::int32_t>& prompt, int n,
+                                           const ReferenceSkips& skips = {});
+
+}  // namespace selfspec::testing
