@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/memory_stream.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -179,12 +180,46 @@ void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots) {
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The machine's streaming read and copy bandwidth over a buffer far beyond the caches: the peak
+// the decode matmul figures above are to be compared with.
+void bm_stream(benchmark::State& state, Isa isa, bool copy) {
+  if (!select_isa(state, isa)) return;
+  const auto n = static_cast<std::int64_t>(pool_bytes() / sizeof(float) / 2);
+  AlignedBuffer<float> src(static_cast<std::size_t>(n));
+  AlignedBuffer<float> dst(static_cast<std::size_t>(n));
+  const std::vector<float> fill = random_vector(4096, 9);
+  for (std::int64_t i = 0; i < n; ++i)
+    src[static_cast<std::size_t>(i)] = fill[static_cast<std::size_t>(i % 4096)];
+  for (auto _ : state) {
+    if (copy) {
+      stream_copy(src.data(), dst.data(), n);
+      benchmark::DoNotOptimize(dst.data());
+    } else {
+      benchmark::DoNotOptimize(stream_read(src.data(), n));
+    }
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(n) * sizeof(float) * (copy ? 2.0 : 1.0);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
   const Isa isas[] = {Isa::kScalar, Isa::kAvx2};
   struct Shape {
     std::int64_t rows;
     std::int64_t cols;
   };
+  for (const Isa isa : isas) {
+    for (const bool copy : {false, true}) {
+      const std::string name =
+          std::string(copy ? "stream_copy/" : "stream_read/") + std::string(isa_name(isa));
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& state) { bm_stream(state, isa, copy); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
   const Shape decode_shapes[] = {{4096, 4096}, {11008, 4096}};
   for (const Shape& s : decode_shapes) {
     for (const DType dtype : {DType::kBF16, DType::kF32}) {

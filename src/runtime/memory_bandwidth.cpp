@@ -2,6 +2,7 @@
 
 #include "core/aligned_buffer.hpp"
 #include "core/parallel.hpp"
+#include "kernels/cpu/memory_stream.hpp"
 
 #include <unistd.h>
 
@@ -26,20 +27,6 @@ std::uint64_t last_level_cache_bytes() {
   return size > 0 ? static_cast<std::uint64_t>(size) : 32ull << 20;
 }
 
-// Sum of words with four independent accumulators (the compiler vectorises the integer adds).
-std::uint64_t read_words(const std::uint64_t* data, std::int64_t n) {
-  std::uint64_t a = 0, b = 0, c = 0, d = 0;
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    a += data[i];
-    b += data[i + 1];
-    c += data[i + 2];
-    d += data[i + 3];
-  }
-  for (; i < n; ++i) a += data[i];
-  return a + b + c + d;
-}
-
 double slowest(Communicator& comm, double seconds) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   comm.all_gather_u64(static_cast<std::uint64_t>(seconds * 1e9), all);
@@ -52,41 +39,39 @@ MemoryBandwidth measure_memory_bandwidth(Communicator& comm, std::uint64_t bytes
                                          int repetitions) {
   if (bytes_per_rank == 0)
     bytes_per_rank = std::max<std::uint64_t>(4 * last_level_cache_bytes(), 256ull << 20);
-  const auto words = static_cast<std::int64_t>(bytes_per_rank / sizeof(std::uint64_t));
-  AlignedBuffer<std::uint64_t> a(static_cast<std::size_t>(words));
-  AlignedBuffer<std::uint64_t> b(static_cast<std::size_t>(words));
-  // Touch every page with non-zero data (the sum below then depends on real loads).
-  parallel_for(words, 4096, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i)
-      a[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(i) * 2654435761u;
+  const auto words = static_cast<std::int64_t>(bytes_per_rank / sizeof(float));
+  AlignedBuffer<float> a(static_cast<std::size_t>(words));
+  AlignedBuffer<float> b(static_cast<std::size_t>(words));
+  // Touch every page (from the threads that will read it) with non-zero data.
+  parallel_for(words, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      a[static_cast<std::size_t>(i)] = static_cast<float>(i % 1024) * 0.5f;
+    }
   });
 
   MemoryBandwidth result;
   result.buffer_bytes = bytes_per_rank;
   result.threads = num_threads();
-  const double bytes = static_cast<double>(words) * sizeof(std::uint64_t);
-  std::atomic<std::uint64_t> sink{0};
+  const double bytes = static_cast<double>(words) * sizeof(float);
+  float sink = 0.0f;
   double best_read = 1e30, best_copy = 1e30, best_read_all = 1e30, best_copy_all = 1e30;
   for (int rep = 0; rep < repetitions; ++rep) {
     comm.barrier();
     auto start = Clock::now();
-    parallel_for(words, 4096, [&](std::int64_t begin, std::int64_t end) {
-      sink += read_words(a.data() + begin, end - begin);
-    });
+    sink += kernels::cpu::stream_read(a.data(), words);
     const double read_s = std::chrono::duration<double>(Clock::now() - start).count();
     best_read = std::min(best_read, read_s);
     best_read_all = std::min(best_read_all, slowest(comm, read_s));
 
     comm.barrier();
     start = Clock::now();
-    parallel_for(words, 4096, [&](std::int64_t begin, std::int64_t end) {
-      std::copy(a.data() + begin, a.data() + end, b.data() + begin);
-    });
+    kernels::cpu::stream_copy(a.data(), b.data(), words);
     const double copy_s = std::chrono::duration<double>(Clock::now() - start).count();
     best_copy = std::min(best_copy, copy_s);
     best_copy_all = std::min(best_copy_all, slowest(comm, copy_s));
   }
   sink += b[static_cast<std::size_t>(words / 2)];
+  result.checksum = sink;
   result.read_gbps = bytes / best_read * 1e-9;
   result.copy_gbps = 2.0 * bytes / best_copy * 1e-9;
   result.aggregate_read_gbps = bytes * comm.size() / best_read_all * 1e-9;
