@@ -235,27 +235,19 @@ TEST_F(Cli, BadCheckpointsNameTheFileOrTensor) {
   }
   expect_error(generate(garbage), "model.safetensors");
 
+  // A copy whose config.json has one value changed.
+  const auto copy_with_config = [&](const std::string& name, const std::string& key, int value) {
+    const auto path = copy(name);
+    nlohmann::json config = nlohmann::json::parse(read_file(path / "config.json"));
+    config[key] = value;
+    std::ofstream(path / "config.json", std::ios::trunc) << config.dump(2);
+    return path;
+  };
   // config.json says 4 layers but the checkpoint has 3.
-  const auto missing = copy("missing");
-  {
-    std::string config = read_file(missing / "config.json");
-    const auto at = config.find("\"num_hidden_layers\": 3");
-    ASSERT_NE(at, std::string::npos) << config;
-    config.replace(at, 22, "\"num_hidden_layers\": 4");
-    std::ofstream(missing / "config.json", std::ios::trunc) << config;
-  }
-  expect_error(generate(missing), "model.layers.3.input_layernorm.weight");
-
+  expect_error(generate(copy_with_config("missing", "num_hidden_layers", 4)),
+               "model.layers.3.input_layernorm.weight");
   // config.json's intermediate size disagrees with the tensors.
-  const auto shape = copy("shape");
-  {
-    std::string config = read_file(shape / "config.json");
-    const auto at = config.find("\"intermediate_size\": 100");
-    ASSERT_NE(at, std::string::npos) << config;
-    config.replace(at, 24, "\"intermediate_size\": 104");
-    std::ofstream(shape / "config.json", std::ios::trunc) << config;
-  }
-  const CommandResult r = generate(shape);
+  const CommandResult r = generate(copy_with_config("shape", "intermediate_size", 104));
   expect_error(r, "has shape");
   EXPECT_THAT(r.err, HasSubstr("mlp.gate_proj.weight"));
 
