@@ -36,9 +36,19 @@ class Communicator {
   // Like gather, but every rank receives the concatenation.
   virtual void all_gather(std::span<const float> send, std::span<float> recv,
                           std::span<const std::int64_t> counts) = 0;
+  // Concatenates every rank's `send` block (all blocks the same size) into `recv` on root, in rank
+  // order: small records of per-rank statistics. recv must hold size() blocks on root.
+  virtual void gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv,
+                            int root) = 0;
   // values[r] = rank r's `value`, on every rank (small control data: checksums, flags).
   virtual void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) = 0;
   virtual void barrier() = 0;
+
+  // Gathers one trivially copyable record per rank on root (records[r] = rank r's; root only).
+  template <typename T>
+  void gather_records(std::span<const T> mine, std::span<T> all, int root) {
+    gather_bytes(std::as_bytes(mine), std::as_writable_bytes(all), root);
+  }
 
   // Broadcast of a trivially copyable object (control messages).
   template <typename T>

@@ -26,6 +26,12 @@ void LocalComm::all_gather(std::span<const float> send, std::span<float> recv,
   std::copy(send.begin(), send.end(), recv.begin());
 }
 
+void LocalComm::gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv, int root) {
+  SELFSPEC_CHECK(root == 0, "gather root {} does not exist in a 1-rank job", root);
+  SELFSPEC_CHECK(recv.size() >= send.size(), "gather_bytes: receive buffer too small");
+  std::copy(send.begin(), send.end(), recv.begin());
+}
+
 void LocalComm::all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) {
   SELFSPEC_CHECK(values.size() == 1, "all_gather_u64 needs exactly 1 slot in a 1-rank job");
   values[0] = value;

@@ -16,6 +16,7 @@ class LocalComm final : public Communicator {
               std::span<const std::int64_t> counts, int root) override;
   void all_gather(std::span<const float> send, std::span<float> recv,
                   std::span<const std::int64_t> counts) override;
+  void gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv, int root) override;
   void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) override;
   void barrier() override {}
 };

@@ -98,6 +98,16 @@ void MpiComm::all_gather(std::span<const float> send, std::span<float> recv,
                                     MPI_COMM_WORLD));
 }
 
+void MpiComm::gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv, int root) {
+  const int count = checked_count(static_cast<std::int64_t>(send.size()), "gather_bytes");
+  if (rank_ == root) {
+    SELFSPEC_CHECK(recv.size() >= send.size() * static_cast<std::size_t>(size_),
+                   "gather_bytes: receive buffer too small");
+  }
+  SELFSPEC_MPI_CHECK(
+      MPI_Gather(send.data(), count, MPI_BYTE, recv.data(), count, MPI_BYTE, root, MPI_COMM_WORLD));
+}
+
 void MpiComm::all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) {
   SELFSPEC_CHECK(static_cast<int>(values.size()) == size_, "all_gather_u64: {} slots for {} ranks",
                  values.size(), size_);

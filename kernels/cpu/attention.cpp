@@ -102,7 +102,10 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
 
   // Pairs are numbered head-major, so a thread's range covers whole heads (the KV head stays in
   // cache across its tokens) and causal work (growing with t) is spread evenly over threads.
-  parallel_for(n_tokens * n_q_heads, 1, [&](std::int64_t begin, std::int64_t end) {
+  // Enough (token, head) pairs per chunk to outweigh waking a thread (~64k multiply-adds).
+  const std::int64_t pair_work = std::max<std::int64_t>(1, (n_past + n_tokens) * head_dim * 2);
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / pair_work);
+  parallel_for(n_tokens * n_q_heads, grain, [&](std::int64_t begin, std::int64_t end) {
     Scratch& scratch = thread_scratch();
     for (std::int64_t pair = begin; pair < end; ++pair) {
       const std::int64_t h = pair / n_tokens;
