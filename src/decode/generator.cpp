@@ -3,6 +3,7 @@
 #include "comm/control_message.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "decode/verifier.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -16,43 +17,6 @@ double seconds_since(Clock::time_point start) {
 }
 constexpr std::uint32_t kFlagEos = 1;  // ControlMessage flag: the token is an end-of-sequence
 }  // namespace
-
-LogitsGatherer::LogitsGatherer(Communicator& comm, const ShardPlan& shard)
-    : comm_(comm), counts_(shard.vocab_counts) {
-  vocab_ = std::accumulate(counts_.begin(), counts_.end(), std::int64_t{0});
-}
-
-std::span<const float> LogitsGatherer::gather(std::span<const float> local, std::int64_t rows) {
-  const auto start = Clock::now();
-  const int ranks = comm_.size();
-  if (ranks == 1) {
-    seconds_ += seconds_since(start);
-    return local;
-  }
-  std::vector<std::int64_t> counts(counts_.size());
-  for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = counts_[r] * rows;
-  rank_major_.resize(static_cast<std::size_t>(vocab_ * rows));
-  comm_.gather(local, rank_major_, counts, 0);
-  if (!comm_.is_root()) {
-    seconds_ += seconds_since(start);
-    return {};
-  }
-  // The gather is rank-major ([rank][row][local vocab]); reorder to [row][vocab].
-  full_.resize(static_cast<std::size_t>(vocab_ * rows));
-  std::int64_t rank_offset = 0;
-  std::int64_t vocab_offset = 0;
-  for (int r = 0; r < ranks; ++r) {
-    const std::int64_t n = counts_[static_cast<std::size_t>(r)];
-    for (std::int64_t row = 0; row < rows; ++row) {
-      std::copy_n(rank_major_.begin() + rank_offset + row * n, n,
-                  full_.begin() + row * vocab_ + vocab_offset);
-    }
-    rank_offset += n * rows;
-    vocab_offset += n;
-  }
-  seconds_ += seconds_since(start);
-  return full_;
-}
 
 void prefill(LlamaModel& model, std::span<const std::int32_t> prompt, std::int64_t chunk,
              KvCache& kv, std::vector<float>& logits) {
@@ -92,8 +56,7 @@ GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
   GenerationResult result;
   if (options.max_new_tokens == 0) return result;
 
-  Sampler sampler(options.sampling);
-  LogitsGatherer gatherer(comm_, model_.shard());
+  Verifier verifier(options.logits, comm_, model_.shard(), options.sampling);
   const double comm_before = model_.counters().comm_seconds;
   std::vector<float> logits;
 
@@ -106,9 +69,9 @@ GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
   bool first = true;
   while (true) {
     // Rank 0 decides; everyone obeys.
-    std::span<const float> full = gatherer.gather(logits, 1);
+    const std::int32_t next = verifier.next_token(logits);
     if (comm_.is_root()) {
-      const std::int32_t token = sampler.sample(full);
+      const std::int32_t token = next;
       result.tokens.push_back(token);
       const bool eos =
           !options.ignore_eos &&
@@ -141,13 +104,15 @@ GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
     args.tokens = {&token, 1};
     args.positions = {&position, 1};
     args.logit_rows = {&row, 1};
+    const auto forward_start = Clock::now();
     model_.forward(args, kv, logits);
+    result.timings.decode_forward_seconds += seconds_since(forward_start);
     ++result.timings.decode_forwards;
   }
   result.timings.decode_seconds = result.timings.decode_forwards > 0 ? seconds_since(start) : 0.0;
   if (!comm_.is_root()) result.stopped_on_eos = (message.flags & kFlagEos) != 0;
   result.timings.comm_seconds =
-      model_.counters().comm_seconds - comm_before + gatherer.seconds() + broadcast_seconds;
+      model_.counters().comm_seconds - comm_before + verifier.comm_seconds() + broadcast_seconds;
   return result;
 }
 

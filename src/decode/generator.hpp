@@ -1,8 +1,8 @@
 // Autoregressive generation across tensor-parallel ranks with rank-0 control.
 //
 //   all ranks: prefill the prompt (chunked), logits of the last position only
-//   loop:  all ranks: gather the vocab-sharded logits on rank 0
-//          rank 0:    sample the next token, decide continue/stop (EOS, max_new_tokens)
+//   loop:  all ranks: the verifier brings what rank 0 needs of the vocab-sharded logits
+//          rank 0:    picks the next token, decides continue/stop (EOS, max_new_tokens)
 //                     -> broadcast ControlMessage{command, token}
 //          all ranks: stop, or forward the token (T = 1)
 // Only rank 0 looks at logits; other ranks obey the message, so every rank runs the same
@@ -11,6 +11,7 @@
 
 #include "comm/communicator.hpp"
 #include "decode/sampler.hpp"
+#include "decode/sharded_logits.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
 
@@ -26,7 +27,8 @@ struct GenerationOptions {
   SamplingParams sampling;
   bool ignore_eos = false;
   std::vector<std::int32_t> eos_ids;
-  std::int64_t prefill_chunk = 512;  // prompt tokens per prefill forward
+  std::int64_t prefill_chunk = 512;         // prompt tokens per prefill forward
+  LogitsMode logits = LogitsMode::kGather;  // how rank 0 learns about vocab-sharded logits
 };
 
 struct GenerationTimings {
@@ -34,7 +36,8 @@ struct GenerationTimings {
   double decode_seconds = 0.0;   // every later token
   std::int64_t prefill_tokens = 0;
   std::int64_t decode_forwards = 0;
-  double comm_seconds = 0.0;  // time inside collectives (all-reduce, gather, broadcast)
+  double comm_seconds = 0.0;            // time inside collectives (all-reduce, gather, broadcast)
+  double decode_forward_seconds = 0.0;  // wall time of the decode forwards alone
   double decode_tokens_per_second() const {
     return decode_seconds > 0.0 ? static_cast<double>(decode_forwards) / decode_seconds : 0.0;
   }
@@ -51,24 +54,6 @@ struct GenerationResult {
 
 // Called on rank 0 for each generated token, as soon as it is chosen.
 using TokenCallback = std::function<void(std::int32_t token)>;
-
-// Gathers one or more positions of vocab-sharded logits on rank 0: [rows × vocab] there,
-// nothing elsewhere. Shared by every decoding loop.
-class LogitsGatherer {
- public:
-  LogitsGatherer(Communicator& comm, const ShardPlan& shard);
-  // `local` is [rows × vocab_local] (row-major); returns [rows × vocab] on rank 0.
-  std::span<const float> gather(std::span<const float> local, std::int64_t rows);
-  double seconds() const { return seconds_; }
-
- private:
-  Communicator& comm_;
-  std::vector<std::int64_t> counts_;
-  std::int64_t vocab_ = 0;
-  std::vector<float> rank_major_;
-  std::vector<float> full_;
-  double seconds_ = 0.0;
-};
 
 class Generator {
  public:

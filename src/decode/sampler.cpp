@@ -37,48 +37,71 @@ std::int32_t argmax(std::span<const float> logits) {
   return static_cast<std::int32_t>(best);
 }
 
-TokenDistribution warp_logits(std::span<const float> logits, const SamplingParams& params) {
-  SELFSPEC_CHECK(!params.greedy(), "warp_logits needs a temperature > 0");
-  const std::size_t vocab = logits.size();
-  std::vector<std::int32_t> order(vocab);
+std::vector<std::int32_t> top_k_candidates(std::span<const float> logits, std::int64_t vocab_begin,
+                                           std::int32_t k) {
+  std::vector<std::int32_t> local(logits.size());
+  std::iota(local.begin(), local.end(), 0);
+  if (k > 0 && static_cast<std::size_t>(k) < logits.size()) {
+    const auto by_logit = [&](std::int32_t a, std::int32_t b) {
+      const float la = logits[static_cast<std::size_t>(a)];
+      const float lb = logits[static_cast<std::size_t>(b)];
+      return la > lb || (la == lb && a < b);
+    };
+    const auto kk = static_cast<std::size_t>(k);
+    std::nth_element(local.begin(), local.begin() + static_cast<std::ptrdiff_t>(kk - 1),
+                     local.end(), by_logit);
+    const float threshold = logits[static_cast<std::size_t>(local[kk - 1])];
+    std::vector<std::int32_t> kept;
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+      if (logits[i] > threshold || logits[i] == threshold)
+        kept.push_back(static_cast<std::int32_t>(i));
+    }
+    local = std::move(kept);
+  }
+  for (auto& id : local) id = static_cast<std::int32_t>(id + vocab_begin);
+  return local;
+}
+
+TokenDistribution warp_candidates(std::vector<std::int32_t> ids, std::span<const float> logits,
+                                  const SamplingParams& params) {
+  SELFSPEC_CHECK(!params.greedy(), "warping needs a temperature > 0");
+  SELFSPEC_CHECK(ids.size() == logits.size() && !ids.empty(),
+                 "warp: {} candidate ids but {} logits", ids.size(), logits.size());
+  // Sort candidate positions by logit, highest first; ties by lower id (deterministic).
+  std::vector<std::size_t> order(ids.size());
   std::iota(order.begin(), order.end(), 0);
-  // Candidates sorted by logit, highest first; ties by lower id (stable, deterministic).
-  const auto by_logit = [&](std::int32_t a, std::int32_t b) {
-    const float la = logits[static_cast<std::size_t>(a)];
-    const float lb = logits[static_cast<std::size_t>(b)];
-    return la > lb || (la == lb && a < b);
+  const auto by_logit = [&](std::size_t a, std::size_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && ids[a] < ids[b]);
   };
-  std::size_t keep = vocab;
-  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab) {
+  std::size_t keep = order.size();
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < order.size()) {
     const auto k = static_cast<std::size_t>(params.top_k);
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                       by_logit);
     // Keep every token whose logit equals the k-th largest (HF: remove logits < k-th value).
-    const float threshold = logits[static_cast<std::size_t>(order[k - 1])];
-    keep = k;
-    std::vector<std::int32_t> tied;
-    for (std::size_t i = k; i < vocab; ++i) {
-      if (logits[static_cast<std::size_t>(order[i])] == threshold) tied.push_back(order[i]);
+    const float threshold = logits[order[k - 1]];
+    std::vector<std::size_t> tied;
+    for (std::size_t i = k; i < order.size(); ++i) {
+      if (logits[order[i]] == threshold) tied.push_back(order[i]);
     }
-    std::sort(tied.begin(), tied.end());
+    std::sort(tied.begin(), tied.end(), by_logit);
     std::copy(tied.begin(), tied.end(), order.begin() + static_cast<std::ptrdiff_t>(k));
-    keep += tied.size();
+    keep = k + tied.size();
   } else {
     std::sort(order.begin(), order.end(), by_logit);
   }
   order.resize(keep);
 
-  // Softmax over the survivors in double.
+  // Softmax over the survivors in double, in sorted order.
   TokenDistribution dist;
-  dist.ids = std::move(order);
-  dist.probs.resize(dist.ids.size());
-  const double max_scaled =
-      static_cast<double>(logits[static_cast<std::size_t>(dist.ids.front())]) / params.temperature;
+  dist.ids.resize(order.size());
+  dist.probs.resize(order.size());
+  const double max_scaled = static_cast<double>(logits[order.front()]) / params.temperature;
   double sum = 0.0;
-  for (std::size_t i = 0; i < dist.ids.size(); ++i) {
-    const double scaled =
-        static_cast<double>(logits[static_cast<std::size_t>(dist.ids[i])]) / params.temperature;
-    dist.probs[i] = std::exp(scaled - max_scaled);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    dist.ids[i] = ids[order[i]];
+    dist.probs[i] =
+        std::exp(static_cast<double>(logits[order[i]]) / params.temperature - max_scaled);
     sum += dist.probs[i];
   }
   for (double& p : dist.probs) p /= sum;
@@ -90,11 +113,8 @@ TokenDistribution warp_logits(std::span<const float> logits, const SamplingParam
     const std::size_t n = dist.probs.size();
     for (std::size_t i = n; i-- > 1;) {
       cumulative += dist.probs[i];
-      if (cumulative <= 1.0 - params.top_p) {
-        ++removed;
-      } else {
-        break;
-      }
+      if (cumulative > 1.0 - params.top_p) break;
+      ++removed;
     }
     if (removed > 0) {
       dist.ids.resize(n - removed);
@@ -106,6 +126,12 @@ TokenDistribution warp_logits(std::span<const float> logits, const SamplingParam
   return dist;
 }
 
+TokenDistribution warp_logits(std::span<const float> logits, const SamplingParams& params) {
+  std::vector<std::int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  return warp_candidates(std::move(ids), logits, params);
+}
+
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
   params_.validate();
 }
@@ -115,15 +141,18 @@ double Sampler::uniform() {
   return draw(rng_);
 }
 
-std::int32_t Sampler::sample_from(const TokenDistribution& distribution) {
+std::int32_t draw_from(const TokenDistribution& distribution, double u) {
   SELFSPEC_CHECK(!distribution.ids.empty(), "sampling from an empty distribution");
-  const double u = uniform();
   double cumulative = 0.0;
   for (std::size_t i = 0; i < distribution.ids.size(); ++i) {
     cumulative += distribution.probs[i];
     if (u < cumulative) return distribution.ids[i];
   }
   return distribution.ids.back();  // u within rounding of 1
+}
+
+std::int32_t Sampler::sample_from(const TokenDistribution& distribution) {
+  return draw_from(distribution, uniform());
 }
 
 std::int32_t Sampler::sample(std::span<const float> logits) {

@@ -30,7 +30,7 @@ struct SamplingParams {
 struct TokenDistribution {
   std::vector<std::int32_t> ids;
   std::vector<double> probs;
-  // Probability of a token (0 when it was filtered out).
+  // Probability of a token (0 when it was filtered out). Linear in the support size.
   double prob_of(std::int32_t id) const;
 };
 
@@ -39,6 +39,21 @@ std::int32_t argmax(std::span<const float> logits);
 
 // Temperature, top-k, top-p, softmax. Requires !params.greedy().
 TokenDistribution warp_logits(std::span<const float> logits, const SamplingParams& params);
+
+// The same warping over a candidate subset of the vocabulary (ids with their logits). Gives the
+// identical distribution as warp_logits over the full row whenever the candidates include every
+// token that survives top-k (e.g. each vocab shard's own top-k, ties included): the survivors are
+// sorted the same way (logit descending, id ascending) and normalised in that order.
+TokenDistribution warp_candidates(std::vector<std::int32_t> ids, std::span<const float> logits,
+                                  const SamplingParams& params);
+
+// The ids of a logit row that can survive top-k: its k largest (logit descending, id ascending)
+// plus every id tied with the k-th. `vocab_begin` is the id of logits[0]. All ids when k == 0.
+std::vector<std::int32_t> top_k_candidates(std::span<const float> logits, std::int64_t vocab_begin,
+                                           std::int32_t k);
+
+// The inverse-CDF draw at u ∈ [0, 1) over the distribution's order (most likely first).
+std::int32_t draw_from(const TokenDistribution& distribution, double u);
 
 class Sampler {
  public:

@@ -1,0 +1,125 @@
+// Gather-based access to vocab-sharded logits: every row is assembled on rank 0 (MPI gather of
+// each rank's contiguous vocab range) and everything else is a local computation there, over the
+// same shard ranges the local-reduction variant uses (logit_statistics.hpp).
+#include "decode/gathered_logits.hpp"
+
+#include "core/error.hpp"
+
+#include <chrono>
+#include <numeric>
+
+namespace selfspec {
+
+GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard)
+    : comm_(comm), counts_(shard.vocab_counts) {
+  offsets_.resize(counts_.size());
+  std::exclusive_scan(counts_.begin(), counts_.end(), offsets_.begin(), std::int64_t{0});
+  vocab_ = std::accumulate(counts_.begin(), counts_.end(), std::int64_t{0});
+}
+
+void GatheredLogits::set_rows(std::span<const float> local_rows, std::int64_t rows) {
+  const auto start = std::chrono::steady_clock::now();
+  rows_ = rows;
+  const int ranks = comm_.size();
+  full_.resize(static_cast<std::size_t>(vocab_ * rows));
+  if (ranks == 1) {
+    SELFSPEC_CHECK(static_cast<std::int64_t>(local_rows.size()) == vocab_ * rows,
+                   "logit rows: {} values for {} rows of {}", local_rows.size(), rows, vocab_);
+    std::copy(local_rows.begin(), local_rows.end(), full_.begin());
+    return;
+  }
+  std::vector<std::int64_t> counts(counts_.size());
+  for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = counts_[r] * rows;
+  rank_major_.resize(full_.size());
+  comm_.gather(local_rows, rank_major_, counts, 0);
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!comm_.is_root()) return;
+  // The gather is rank-major ([rank][row][local vocab]); reorder to [row][vocab].
+  std::int64_t source = 0;
+  for (std::size_t r = 0; r < counts_.size(); ++r) {
+    for (std::int64_t row = 0; row < rows; ++row) {
+      std::copy_n(rank_major_.begin() + source + row * counts_[r], counts_[r],
+                  full_.begin() + row * vocab_ + offsets_[r]);
+    }
+    source += counts_[r] * rows;
+  }
+}
+
+std::span<const float> GatheredLogits::row(std::int64_t r) const {
+  return std::span<const float>(full_).subspan(static_cast<std::size_t>(r * vocab_),
+                                               static_cast<std::size_t>(vocab_));
+}
+
+std::span<const float> GatheredLogits::shard_of(std::span<const float> full_row,
+                                                std::size_t s) const {
+  return full_row.subspan(static_cast<std::size_t>(offsets_[s]),
+                          static_cast<std::size_t>(counts_[s]));
+}
+
+int GatheredLogits::retain(std::int64_t r) {
+  if (comm_.is_root()) {
+    const auto values = row(r);
+    retained_.emplace_back(values.begin(), values.end());
+  } else {
+    retained_.emplace_back();
+  }
+  return static_cast<int>(retained_.size()) - 1;
+}
+
+std::vector<RowStats> GatheredLogits::row_stats(double inv_temperature) {
+  std::vector<RowStats> stats;
+  if (!comm_.is_root()) return stats;
+  std::vector<ShardStats> shards(counts_.size());
+  for (std::int64_t r = 0; r < rows_; ++r) {
+    for (std::size_t s = 0; s < counts_.size(); ++s) {
+      shards[s] = shard_stats(shard_of(row(r), s), offsets_[s], inv_temperature);
+    }
+    stats.push_back(combine_shards(shards));
+  }
+  return stats;
+}
+
+std::vector<float> GatheredLogits::logits_of(std::span<const std::int32_t> ids) {
+  std::vector<float> values;
+  if (!comm_.is_root()) return values;
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    values.push_back(row(static_cast<std::int64_t>(r))[static_cast<std::size_t>(ids[r])]);
+  }
+  return values;
+}
+
+DrawnToken GatheredLogits::sample_dense(std::int64_t r, const RowStats& stats,
+                                        double inv_temperature, double target) {
+  if (!comm_.is_root()) return {};
+  const ShardPick pick = pick_shard(stats.shard_mass, target);
+  const auto s = static_cast<std::size_t>(pick.shard);
+  const double local_target = pick.remainder * std::exp(stats.max - stats.shard_max[s]);
+  const std::int32_t id = walk_softmax(shard_of(row(r), s), offsets_[s], inv_temperature,
+                                       stats.shard_max[s], local_target);
+  return {id, row(r)[static_cast<std::size_t>(id)]};
+}
+
+std::optional<std::int32_t> GatheredLogits::sample_residual(std::int64_t r, int slot,
+                                                            const DensePair& pair, double u) {
+  if (!comm_.is_root()) return std::nullopt;
+  const std::span<const float> q_row(retained_[static_cast<std::size_t>(slot)]);
+  std::vector<double> masses(counts_.size());
+  double total = 0.0;
+  for (std::size_t s = 0; s < counts_.size(); ++s) {
+    masses[s] = residual_mass(shard_of(row(r), s), shard_of(q_row, s), pair);
+    total += masses[s];
+  }
+  if (!(total > 0.0)) return std::nullopt;
+  const ShardPick pick = pick_shard(masses, u * total);
+  const auto s = static_cast<std::size_t>(pick.shard);
+  return walk_residual(shard_of(row(r), s), shard_of(q_row, s), offsets_[s], pair, pick.remainder);
+}
+
+std::vector<TokenDistribution> GatheredLogits::warp(const SamplingParams& params) {
+  std::vector<TokenDistribution> dists;
+  if (!comm_.is_root()) return dists;
+  for (std::int64_t r = 0; r < rows_; ++r) dists.push_back(warp_logits(row(r), params));
+  return dists;
+}
+
+}  // namespace selfspec

@@ -1,0 +1,40 @@
+// ShardedLogits that gathers whole rows on rank 0 (see sharded_logits.hpp).
+#pragma once
+
+#include "decode/sharded_logits.hpp"
+
+namespace selfspec {
+
+class GatheredLogits final : public ShardedLogits {
+ public:
+  GatheredLogits(Communicator& comm, const ShardPlan& shard);
+  std::string_view name() const override { return "gather"; }
+  bool shares_nothing() const override { return true; }
+  void set_rows(std::span<const float> local_rows, std::int64_t rows) override;
+  int retain(std::int64_t row) override;
+  void clear_retained() override { retained_.clear(); }
+  std::vector<RowStats> row_stats(double inv_temperature) override;
+  std::vector<float> logits_of(std::span<const std::int32_t> ids) override;
+  DrawnToken sample_dense(std::int64_t row, const RowStats& stats, double inv_temperature,
+                          double target) override;
+  std::optional<std::int32_t> sample_residual(std::int64_t row, int slot, const DensePair& pair,
+                                              double u) override;
+  std::vector<TokenDistribution> warp(const SamplingParams& params) override;
+
+  // Root: the gathered row r ([vocab]).
+  std::span<const float> row(std::int64_t r) const;
+
+ private:
+  std::span<const float> shard_of(std::span<const float> full_row, std::size_t s) const;
+
+  Communicator& comm_;
+  std::vector<std::int64_t> counts_;
+  std::vector<std::int64_t> offsets_;
+  std::int64_t vocab_ = 0;
+  std::int64_t rows_ = 0;
+  std::vector<float> rank_major_;
+  std::vector<float> full_;                   // root: [rows × vocab]
+  std::vector<std::vector<float>> retained_;  // root: full rows kept as draft distributions
+};
+
+}  // namespace selfspec

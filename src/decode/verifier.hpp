@@ -1,0 +1,94 @@
+// Rank 0's token decisions for autoregressive and self-speculative decoding, from vocab-sharded
+// logits (through ShardedLogits: gathered rows or local reductions — identical decisions).
+//
+//   greedy (temperature 0): the next token is the argmax (first maximum); a draft's confidence is
+//     its top softmax probability; verification accepts the longest drafted prefix that equals
+//     the target's argmax at each position, then appends the target's own argmax there — so the
+//     output is token-identical to greedy autoregressive decoding (Draft & Verify Alg. 3).
+//   sampling: temperature, top-k and top-p warp the target p and the draft q identically; a
+//     drafted token x ~ q is accepted with probability min(1, p(x)/q(x)); at the first rejection
+//     the target's token is drawn from norm(max(0, p − q)); when every draft is accepted a bonus
+//     token is drawn from p at the next position (Leviathan et al. 2023; Chen et al. 2023;
+//     Draft & Verify Alg. 4). The output then follows the target distribution exactly.
+//
+// Random draws come from one seeded stream on rank 0, consumed in a fixed order: one draw per
+// sampled token, one per acceptance test, one for the residual (plus one more when the residual
+// has no mass and p itself is sampled).
+//
+// All methods are collective (every rank calls them in the same order with its own logit shard);
+// the results are meaningful on rank 0, which broadcasts its decisions in ControlMessages.
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "decode/sampler.hpp"
+#include "decode/sharded_logits.hpp"
+#include "model/shard_plan.hpp"
+
+#include <boost/random/mersenne_twister.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace selfspec {
+
+struct DraftChoice {
+  std::int32_t token = -1;
+  double confidence = 0.0;  // the draft distribution's top probability
+};
+
+struct Verdict {
+  int accepted = 0;              // drafted tokens accepted (a prefix)
+  std::int32_t next_token = -1;  // the target's own token after them (correction or bonus)
+};
+
+class Verifier {
+ public:
+  Verifier(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
+           const SamplingParams& sampling);
+
+  std::string_view mode_name() const { return logits_->name(); }
+  const SamplingParams& sampling() const { return sampling_; }
+
+  // The next token from one position's logits (plain decoding, the first token after prefill).
+  std::int32_t next_token(std::span<const float> local_row);
+
+  // Starts a drafting round: forgets the previous round's draft distributions.
+  void begin_round();
+  // One draft step: choose the draft token from the draft forward's logits and remember its
+  // distribution q for verification.
+  DraftChoice draft(std::span<const float> local_row);
+  // Verification of the k tokens drafted this round, from the verification forward's logits of
+  // k + 1 positions (local_rows: (k + 1) × vocab_local). `drafted` is known on every rank.
+  Verdict verify(std::span<const float> local_rows, std::span<const std::int32_t> drafted);
+
+  // Seconds spent inside collectives.
+  double comm_seconds() const { return logits_->comm_seconds() + comm_seconds_; }
+
+ private:
+  enum class Kind { kGreedy, kDense, kSparse };
+  double uniform();
+  // Shares a small decision of rank 0 with every rank, when the logits access needs it.
+  template <typename T>
+  void share(T& value);
+  Verdict verify_dense(std::span<const std::int32_t> drafted);
+  Verdict verify_sparse(std::span<const std::int32_t> drafted);
+
+  Communicator& comm_;
+  std::unique_ptr<ShardedLogits> logits_;
+  SamplingParams sampling_;
+  Kind kind_;
+  double inv_temperature_ = 1.0;
+  std::int64_t vocab_local_ = 0;
+  boost::random::mt19937_64 rng_;
+  double comm_seconds_ = 0.0;
+
+  // This round's draft distributions (rank 0), one per drafted token.
+  std::vector<RowStats> q_stats_;           // dense
+  std::vector<float> q_token_logit_;        // dense: the drafted token's logit in q
+  std::vector<int> q_slot_;                 // dense: retained q rows
+  std::vector<TokenDistribution> q_dists_;  // sparse
+};
+
+}  // namespace selfspec
