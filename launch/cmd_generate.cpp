@@ -4,9 +4,11 @@
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
 #include "decode/generator.hpp"
+#include "decode/speculative_decoder.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
+#include "launch/spec_options.hpp"
 #include "runtime/engine.hpp"
 
 #include <fmt/format.h>
@@ -31,6 +33,7 @@ struct GenerateOptions {
   bool no_bos = false;
   bool json = false;
   std::int64_t prefill_chunk = 512;
+  SpecCliOptions spec;
 };
 
 int run_generate(const GenerateOptions& options, CLI::App& command) {
@@ -41,6 +44,10 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
         engine.prepare_prompt(has_text ? std::optional<std::string>(options.prompt) : std::nullopt,
                               options.prompt_ids, !options.no_bos);
     engine.check_context(static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
+    options.spec.validate(command);
+    const int num_layers = static_cast<int>(engine.config().num_layers);
+    std::optional<SkipSet> skips;
+    if (options.spec.enabled()) skips = options.spec.skip_set(command, num_layers);
 
     GenerationOptions generation;
     generation.max_new_tokens = options.max_new_tokens;
@@ -49,6 +56,7 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     generation.ignore_eos = options.ignore_eos;
     generation.eos_ids = engine.eos_ids();
     generation.prefill_chunk = options.prefill_chunk;
+    generation.logits = options.spec.logits_mode();
 
     engine.load();
     LlamaModel& model = engine.model();
@@ -73,8 +81,28 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
       std::fflush(stdout);
     };
 
-    Generator generator(model, job.comm());
-    const GenerationResult result = generator.generate(prompt, generation, kv, on_token);
+    GenerationResult result;
+    std::optional<SpeculativeStats> spec_stats;
+    std::unique_ptr<DraftLengthController> controller;
+    if (skips) {
+      LayerSkipDrafter drafter(skips->plan(num_layers), skips->name);
+      ControllerOptions controller_options = options.spec.controller;
+      controller_options.seed = options.seed ^ 0x7468656d70736f6eull;  // its own stream
+      controller = make_draft_length_controller(controller_options);
+      SpeculativeOptions spec;
+      spec.generation = generation;
+      spec.debug_sync = options.spec.debug_sync;
+      spec.trace = options.spec.trace;
+      SpeculativeDecoder decoder(model, job.comm(), drafter, *controller);
+      SpeculativeResult spec_result = decoder.generate(prompt, spec, kv, on_token);
+      result.tokens = std::move(spec_result.tokens);
+      result.stopped_on_eos = spec_result.stopped_on_eos;
+      result.timings = spec_result.timings;
+      spec_stats = spec_result.stats;
+    } else {
+      Generator generator(model, job.comm());
+      result = generator.generate(prompt, generation, kv, on_token);
+    }
 
     if (!job.is_root()) return 0;
     std::string text;
@@ -112,6 +140,21 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
                         {"decode_tokens_per_s", t.decode_tokens_per_second()},
                         {"decode_forwards", t.decode_forwards},
                         {"comm_s", t.comm_seconds}};
+      if (spec_stats) {
+        const SpeculativeStats& st = *spec_stats;
+        out["spec"] = options.spec.describe(*skips, num_layers);
+        out["spec"]["controller_state"] = controller->state();
+        out["acceptance_rate"] = st.acceptance_rate();
+        out["mean_accepted_length"] = st.mean_accepted_length();
+        out["drafted"] = st.drafted;
+        out["accepted"] = st.accepted;
+        out["draft_forwards"] = st.draft_forwards;
+        out["verify_forwards"] = st.verify_forwards;
+        out["phases"] = {{"draft_s", st.phases.draft_s},
+                         {"verify_s", st.phases.verify_s},
+                         {"control_s", st.phases.control_s},
+                         {"comm_s", st.phases.comm_s}};
+      }
       fmt::print("{}\n", out.dump());
       std::fflush(stdout);
     }
@@ -154,6 +197,7 @@ void add_generate_command(CLI::App& app, CommandBody& run) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_flag("--json", options->json, "print one JSON object as the last line");
+  options->spec.add_to(*command);
   command->callback([options, command, &run] {
     if (command->count("--prompt") == 0 && command->count("--prompt-ids") == 0) {
       throw CLI::RequiredError("--prompt or --prompt-ids");

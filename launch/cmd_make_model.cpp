@@ -4,13 +4,16 @@
 #include "core/logging.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
+#include "model/planted_redundancy.hpp"
 #include "model/synthetic_model.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace selfspec::launch {
 namespace {
@@ -33,8 +36,27 @@ struct MakeModelOptions {
   std::string dtype = "bf16";
   std::uint64_t seed = 0;
   double shard_mb = 0.0;
+  std::string preset = "random";
+  double redundant_fraction = 0.6;
+  double lm_head_scale = 1.0;
   bool json = false;
 };
+
+// The planted-redundancy preset's geometry (~490 MB in bf16: memory-bandwidth bound on a CPU)
+// unless the command line says otherwise.
+void apply_preset_defaults(MakeModelOptions& options, const CLI::App& command) {
+  if (options.preset != "planted-redundancy") return;
+  const auto unless_given = [&](const char* flag, auto& field, auto value) {
+    if (command.count(flag) == 0) field = value;
+  };
+  unless_given("--layers", options.layers, std::int64_t{16});
+  unless_given("--hidden", options.hidden, std::int64_t{1024});
+  unless_given("--heads", options.heads, std::int64_t{16});
+  unless_given("--kv-heads", options.kv_heads, std::int64_t{4});
+  unless_given("--intermediate", options.intermediate, std::int64_t{2816});
+  unless_given("--vocab", options.vocab, std::int64_t{32000});
+  unless_given("--lm-head-scale", options.lm_head_scale, 8.0);
+}
 
 int run_make_model(const MakeModelOptions& options) {
   std::int64_t intermediate = options.intermediate;
@@ -62,9 +84,18 @@ int run_make_model(const MakeModelOptions& options) {
   spec.dtype = *dtype;
   spec.seed = options.seed;
   spec.max_shard_bytes = static_cast<std::uint64_t>(options.shard_mb * 1e6);
+  spec.lm_head_scale = options.lm_head_scale;
+  std::optional<PlantedRedundancy> planted;
+  if (options.preset == "planted-redundancy") {
+    planted = plant_redundancy(static_cast<int>(options.layers), options.redundant_fraction,
+                               options.seed);
+    apply_planted_redundancy(*planted, options.lm_head_scale, spec);
+  }
 
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t bytes = write_synthetic_model(spec, options.out);
+  if (planted)
+    write_planted_redundancy_files(*planted, static_cast<int>(options.layers), options.out);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.json) {
@@ -74,11 +105,24 @@ int run_make_model(const MakeModelOptions& options) {
     out["bytes"] = bytes;
     out["dtype"] = dtype_name(spec.dtype);
     out["seconds"] = seconds;
+    out["preset"] = options.preset;
+    if (planted) {
+      out["redundant_attention"] = planted->redundant_attention;
+      out["redundant_mlp"] = planted->redundant_mlp;
+      out["skip_config"] = (std::filesystem::path(options.out) / "skips.json").string();
+    }
     fmt::print("{}\n", out.dump());
   } else {
     fmt::print("wrote {}: {} parameters, {:.1f} MB of {} weights in {:.1f} s\n", options.out,
                spec.config.parameter_count(), static_cast<double>(bytes) / 1e6,
                dtype_name(spec.dtype), seconds);
+    if (planted) {
+      fmt::print(
+          "planted redundancy (synthetic): {} weak attention and {} weak MLP sublayers; "
+          "skip set in {}\n",
+          planted->redundant_attention.size(), planted->redundant_mlp.size(),
+          (std::filesystem::path(options.out) / "skips.json").string());
+    }
   }
   return 0;
 }
@@ -133,8 +177,24 @@ void add_make_model_command(CLI::App& app, CommandBody& run) {
       ->add_option("--shard-mb", options->shard_mb,
                    "split into shards of at most this many MB (+ index.json); 0 = one file")
       ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--preset", options->preset,
+                   "random, or planted-redundancy: a synthetic demo where layer skipping makes "
+                   "sense (graded weak sublayers, peaked next-token distribution, ~490 MB)")
+      ->check(CLI::IsMember({"random", "planted-redundancy"}))
+      ->capture_default_str();
+  command
+      ->add_option("--redundant-fraction", options->redundant_fraction,
+                   "planted-redundancy: fraction of the 2L sublayers made weak")
+      ->check(CLI::Range(0.0, 0.95))
+      ->capture_default_str();
+  command
+      ->add_option("--lm-head-scale", options->lm_head_scale,
+                   "LM head multiplier (peakier distributions; planted-redundancy default 8)")
+      ->check(CLI::PositiveNumber);
   command->add_flag("--json", options->json, "print one JSON object");
-  command->callback([options, &run] {
+  command->callback([options, command, &run] {
+    apply_preset_defaults(*options, *command);
     run = [options] {
       try {
         return run_make_model(*options);

@@ -31,18 +31,34 @@ struct Init {
   double value = 0.0;  // constant value, or standard deviation
 };
 
-Init init_for(const ModelConfig& config, const std::string& name) {
+// The layer index in "model.layers.<l>.…", or -1.
+int layer_of(const std::string& name) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!name.starts_with(kPrefix)) return -1;
+  return std::stoi(name.substr(kPrefix.size()));
+}
+
+double planted_scale(const std::vector<double>& scales, int layer) {
+  return layer >= 0 && static_cast<std::size_t>(layer) < scales.size()
+             ? scales[static_cast<std::size_t>(layer)]
+             : 1.0;
+}
+
+Init init_for(const SyntheticModelSpec& spec, const std::string& name) {
+  const ModelConfig& config = spec.config;
   const double layers = static_cast<double>(config.num_layers);
   if (name.ends_with("norm.weight")) return {true, 1.0};
   if (name.ends_with(".bias")) return {false, 0.02};
   if (name == "model.embed_tokens.weight") return {false, 1.0};
   const double hidden = static_cast<double>(config.hidden_size);
-  if (name == "lm_head.weight") return {false, 1.0 / std::sqrt(hidden)};
+  if (name == "lm_head.weight") return {false, spec.lm_head_scale / std::sqrt(hidden)};
   if (name.ends_with("o_proj.weight")) {
-    return {false, 1.0 / std::sqrt(static_cast<double>(config.q_dim())) / std::sqrt(2.0 * layers)};
+    return {false, planted_scale(spec.attention_scale, layer_of(name)) /
+                       std::sqrt(static_cast<double>(config.q_dim())) / std::sqrt(2.0 * layers)};
   }
   if (name.ends_with("down_proj.weight")) {
-    return {false, 1.0 / std::sqrt(static_cast<double>(config.intermediate_size)) /
+    return {false, planted_scale(spec.mlp_scale, layer_of(name)) /
+                       std::sqrt(static_cast<double>(config.intermediate_size)) /
                        std::sqrt(2.0 * layers)};
   }
   return {false, 1.0 / std::sqrt(hidden)};  // q, k, v, gate, up
@@ -73,7 +89,7 @@ ModelConfig make_synthetic_config(std::int64_t layers, std::int64_t hidden, std:
 std::vector<float> synthetic_tensor_values(const SyntheticModelSpec& spec, const std::string& name,
                                            std::int64_t numel) {
   std::vector<float> values(static_cast<std::size_t>(numel));
-  const Init init = init_for(spec.config, name);
+  const Init init = init_for(spec, name);
   if (init.constant) {
     std::fill(values.begin(), values.end(), static_cast<float>(init.value));
     return values;

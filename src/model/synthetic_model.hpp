@@ -23,6 +23,13 @@ struct SyntheticModelSpec {
   DType dtype = DType::kBF16;
   std::uint64_t seed = 0;
   std::uint64_t max_shard_bytes = 0;  // 0: a single model.safetensors
+  // Per-layer multipliers of the attention output projection (o_proj) and the MLP output
+  // projection (down_proj): a sublayer scaled towards zero barely changes the residual stream
+  // (planted redundancy). Empty: 1 everywhere.
+  std::vector<double> attention_scale;
+  std::vector<double> mlp_scale;
+  // Multiplier of the LM head: larger values give peakier next-token distributions.
+  double lm_head_scale = 1.0;
 };
 
 // A llama ModelConfig with the given geometry and defaults for everything else.

@@ -260,5 +260,101 @@ TEST_F(Cli, BadCheckpointsNameTheFileOrTensor) {
   expect_error(generate(no_weights), "model.safetensors");
 }
 
+TEST_F(Cli, SelfSpeculativeGenerateMatchesAutoregressiveAtEveryTpDegree) {
+  const auto model = make_model("m");
+  const std::string base = fmt::format(
+      "generate --model {} --prompt-ids 1,17,4,200,33 --max-new-tokens 24 --ignore-eos --json",
+      model.string());
+  const CommandResult ar = run(base);
+  ASSERT_EQ(ar.exit_code, 0) << ar.err;
+  for (int ranks : {0, 2, 4}) {
+    const auto trace = dir_ / fmt::format("trace{}.jsonl", ranks);
+    const CommandResult r = run(
+        base + fmt::format(" --spec layer-skip --skip-attn 1 --skip-mlp 0,2 --controller thompson "
+                           "--max-draft 4 --debug-sync --trace {}",
+                           trace.string()),
+        ranks);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = r.json();
+    EXPECT_EQ(j["tokens"], ar.json()["tokens"]) << "np " << ranks;
+    for (const char* key : {"acceptance_rate", "mean_accepted_length", "draft_forwards",
+                            "verify_forwards", "phases", "spec"}) {
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+    for (const char* key : {"draft_s", "verify_s", "control_s", "comm_s"}) {
+      EXPECT_TRUE(j["phases"].contains(key)) << key;
+    }
+    std::ifstream in(trace);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      EXPECT_TRUE(nlohmann::json::parse(line).contains("accepted"));
+      ++lines;
+    }
+    EXPECT_EQ(lines, j["verify_forwards"].get<int>()) << "one trace record per round";
+  }
+}
+
+TEST_F(Cli, PlantedRedundancyPresetWritesItsSkipSet) {
+  const auto model = dir_ / "planted";
+  const CommandResult made = run(fmt::format(
+      "make-model --out {} --preset planted-redundancy --layers 6 --hidden 64 --heads 4 "
+      "--kv-heads 2 --intermediate 128 --vocab 500 --json",
+      model.string()));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_TRUE(std::filesystem::exists(model / "skips.json"));
+  EXPECT_TRUE(std::filesystem::exists(model / "planted_redundancy.json"));
+  const nlohmann::json info = made.json();
+  EXPECT_EQ(info["preset"], "planted-redundancy");
+  EXPECT_EQ(info["redundant_attention"].size() + info["redundant_mlp"].size(), 7u)
+      << "round(0.6 x 12) planted-weak sublayers";
+  const CommandResult r = run(
+      fmt::format("generate --model {} --prompt-ids 1,2,3 --max-new-tokens 16 --ignore-eos --json "
+                  "--spec layer-skip --skip-config {}",
+                  model.string(), (model / "skips.json").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(r.json()["acceptance_rate"].get<double>(), 0.5)
+      << "skipping the planted-weak sublayers should rarely change the argmax";
+}
+
+TEST_F(Cli, SpeculativeBenchReportsTheDocumentedFigures) {
+  const auto model = make_model("m");
+  const CommandResult r = run(fmt::format(
+      "bench --model {} --prompt-len 8 --gen 12 --prompts 2 --bandwidth-mb 16 --spec layer-skip "
+      "--skip-uniform 0.3 --controller adaptive,thompson --logits gather,local",
+      model.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = r.json();
+  ASSERT_EQ(j["speculative"].size(), 4u) << "2 controllers x 2 logits modes";
+  for (const auto& entry : j["speculative"]) {
+    for (const char* key : {"speedup", "acceptance_rate", "mean_accepted_length", "cost_ratio_c",
+                            "expected_speedup_eq6", "efficiency", "verify_cost_ratio"}) {
+      EXPECT_TRUE(entry.contains(key)) << key;
+    }
+    EXPECT_TRUE(entry["lossless"].get<bool>()) << "greedy speculative tokens differ";
+  }
+  EXPECT_GT(j["autoregressive"]["decode_tokens_per_s"].get<double>(), 0.0);
+}
+
+TEST_F(Cli, BadSpeculativeOptionsAreRejectedByName) {
+  const auto model = make_model("m");
+  const std::string base =
+      fmt::format("generate --model {} --prompt-ids 1 --max-new-tokens 4 ", model.string());
+  expect_error(run(base + "--spec layer-skip"), "exactly one skip set");
+  expect_error(run(base + "--spec layer-skip --skip-attn 1 --skip-uniform 0.3"),
+               "exactly one skip set");
+  expect_error(run(base + "--skip-attn 1"), "--spec layer-skip");
+  expect_error(run(base + "--spec layer-skip --skip-attn 1,9"), "9");
+  expect_error(run(base + "--spec layer-skip --skip-attn 1,x"), "--skip-attn");
+  expect_error(run(base + "--spec layer-skip --skip-uniform 1.5"), "--skip-uniform");
+  expect_error(run(base + "--spec layer-skip --skip-attn 1 --controller oracle"), "--controller");
+  expect_error(run(base + "--spec layer-skip --skip-attn 1 --max-draft 0"), "--max-draft");
+  expect_error(run(base + "--spec layer-skip --skip-config /nonexistent.yaml"),
+               "/nonexistent.yaml");
+  const auto bad = dir_ / "bad.yaml";
+  std::ofstream(bad) << "attention: [1, 2]\nmlpp: [3]\n";
+  expect_error(run(base + "--spec layer-skip --skip-config " + bad.string()), "mlpp");
+}
+
 }  // namespace
 }  // namespace selfspec::testing

@@ -1,0 +1,169 @@
+#include "launch/spec_options.hpp"
+
+#include "core/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace selfspec::launch {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    items.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
+// Accepts one of `allowed`, or (with lists) a comma-separated list of them.
+CLI::Validator member_or_list(std::vector<std::string> allowed, bool lists) {
+  return CLI::Validator(
+      [allowed, lists](std::string& value) -> std::string {
+        const std::vector<std::string> items =
+            lists ? split_list(value) : std::vector<std::string>{value};
+        for (const std::string& item : items) {
+          if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+            std::string known;
+            for (const auto& a : allowed) known += (known.empty() ? "" : ", ") + a;
+            return "'" + item + "' is not one of: " + known;
+          }
+        }
+        return {};
+      },
+      lists ? "LIST" : "VALUE");
+}
+
+}  // namespace
+
+std::vector<std::string> SpecCliOptions::controller_kinds() const {
+  return split_list(controller.kind);
+}
+
+std::vector<LogitsMode> SpecCliOptions::logits_modes() const {
+  std::vector<LogitsMode> modes;
+  for (const std::string& item : split_list(logits)) {
+    modes.push_back(item == "gather" ? LogitsMode::kGather : LogitsMode::kLocal);
+  }
+  return modes;
+}
+
+void SpecCliOptions::add_to(CLI::App& command, bool lists) {
+  auto* group = command.add_option_group("self-speculative decoding");
+  group->add_option("--spec", spec, "drafting method: none (autoregressive) or layer-skip")
+      ->check(CLI::IsMember({"none", "layer-skip"}))
+      ->capture_default_str();
+  group
+      ->add_option("--skip-config", skip_config,
+                   "skip set file (YAML/JSON {attention: [...], mlp: [...]}, configs/skips/)")
+      ->check(CLI::ExistingFile);
+  group->add_option("--skip-attn", skip_attn, "attention sublayers to skip, e.g. 3,5,9");
+  group->add_option("--skip-mlp", skip_mlp, "MLP sublayers to skip, e.g. 6,10");
+  group
+      ->add_option("--skip-uniform", skip_uniform,
+                   "skip this fraction of the 2L sublayers, spread uniformly (SWIFT's start)")
+      ->check(CLI::Range(0.0, 0.99));
+  group
+      ->add_option("--controller", controller.kind,
+                   lists ? "draft-length controllers to compare (comma-separated)"
+                         : "draft-length controller")
+      ->check(member_or_list({"fixed", "threshold", "adaptive", "thompson"}, lists))
+      ->capture_default_str();
+  group->add_option("--max-draft", controller.max_draft, "most tokens drafted per round (K)")
+      ->check(CLI::Range(1, 63))
+      ->capture_default_str();
+  group
+      ->add_option("--threshold", controller.threshold,
+                   "threshold controller: stop drafting below this draft confidence")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  group->add_option("--gamma0", controller.gamma0, "adaptive controller: initial threshold γ0")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  group->add_option("--epsilon", controller.epsilon, "adaptive controller: step ε")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  group->add_option("--beta1", controller.beta1, "adaptive controller: AR smoothing β1")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  group->add_option("--beta2", controller.beta2, "adaptive controller: γ smoothing β2")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  group
+      ->add_option("--target-acceptance", controller.target_acceptance,
+                   "adaptive controller: target acceptance rate α")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  group->add_option("--prior-alpha", controller.prior_alpha, "thompson controller: Beta prior α0")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  group->add_option("--prior-beta", controller.prior_beta, "thompson controller: Beta prior β0")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  group
+      ->add_option("--logits", logits,
+                   "how rank 0 reads vocab-sharded logits: local (reductions; only scalars "
+                   "cross ranks) or gather (whole rows)")
+      ->check(member_or_list({"gather", "local"}, lists))
+      ->capture_default_str();
+  group->add_flag("--debug-sync", debug_sync,
+                  "check after every control message that all ranks agree (fails loudly)");
+  group->add_option("--trace", trace, "write one JSON line per speculative round to this file");
+}
+
+void SpecCliOptions::validate(const CLI::App& command) const {
+  const bool file = command.count("--skip-config") > 0;
+  const bool lists = command.count("--skip-attn") > 0 || command.count("--skip-mlp") > 0;
+  const bool uniform = command.count("--skip-uniform") > 0;
+  if (!enabled()) {
+    SELFSPEC_CHECK(!file && !lists && !uniform,
+                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip");
+    return;
+  }
+  SELFSPEC_CHECK(static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
+                 "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
+                 "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
+  for (const std::string& kind : controller_kinds()) {
+    ControllerOptions checked = controller;
+    checked.kind = kind;
+    checked.validate();
+  }
+}
+
+SkipSet SpecCliOptions::skip_set(const CLI::App& command, int num_layers) const {
+  SkipSet skips;
+  if (command.count("--skip-config") > 0) {
+    skips = load_skip_set(skip_config);
+  } else if (command.count("--skip-uniform") > 0) {
+    skips = uniform_skip_set(num_layers, skip_uniform);
+  } else {
+    skips.name = "cli";
+    skips.source = "--skip-attn/--skip-mlp";
+    skips.attention = parse_layer_list(skip_attn, "--skip-attn");
+    skips.mlp = parse_layer_list(skip_mlp, "--skip-mlp");
+  }
+  skips.plan(num_layers);  // range check against this model, naming the set and index
+  return skips;
+}
+
+LogitsMode SpecCliOptions::logits_mode() const {
+  return logits == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
+}
+
+nlohmann::json SpecCliOptions::describe(const SkipSet& skips, int num_layers) const {
+  const LayerPlan plan = skips.plan(num_layers);
+  return {{"drafter", spec},
+          {"skip_set", nlohmann::json::parse(skips.describe())},
+          {"skipped_sublayers", plan.skipped_count()},
+          {"skip_fraction", static_cast<double>(plan.skipped_count()) / (2.0 * num_layers)},
+          {"controller", controller.kind},
+          {"max_draft", controller.max_draft},
+          {"logits", logits}};
+}
+
+}  // namespace selfspec::launch
