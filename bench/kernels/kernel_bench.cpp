@@ -3,8 +3,9 @@
 // Decode matmuls (T = 1) are memory bound: each iteration uses the next of several copies of the
 // weight matrix, the copies together far larger than the last-level cache (SELFSPEC_BENCH_POOL_MB,
 // default 768 MiB), so the figure is DRAM bandwidth, reported as GB/s of weights + activations
-// moved. Verification batches (T = 4, 8) use the same pool and report GB/s and GFLOP/s; the
-// prefill matmul (T = 64) is compute bound (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
+// moved. Verification batches (T = 2..13, the K + 1 tokens of a self-speculative verification
+// forward) use the same pool and report GB/s and GFLOP/s; the prefill matmul (T = 64) is compute
+// bound and runs on one cache-resident matrix (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
 // cached slots) rotates over K/V cache copies the same way and reports GB/s of K and V read;
 // RMSNorm reports GB/s of data read and written (cache resident: a per-token cost).
 // Thread count: the default of core/parallel.hpp (all cores available to the process), or
@@ -116,9 +117,10 @@ bool select_isa(benchmark::State& state, Isa isa) {
 void bm_matmul(benchmark::State& state, Isa isa, DType dtype, std::int64_t n_tokens,
                std::int64_t rows, std::int64_t cols) {
   if (!select_isa(state, isa)) return;
-  // Weight-bound shapes (T <= 8) rotate over a pool larger than the caches.
+  // Decode and verification shapes (T <= 16) rotate over a pool larger than the caches: their
+  // weights come from DRAM, as in a real forward.
   const bool decode = n_tokens == 1;
-  const WeightPool& pool = weight_pool(dtype, rows, cols, n_tokens <= 8);
+  const WeightPool& pool = weight_pool(dtype, rows, cols, n_tokens <= 16);
   const std::vector<float> x = random_vector(static_cast<std::size_t>(n_tokens * cols), 7);
   std::vector<float> y(static_cast<std::size_t>(n_tokens * rows));
   std::size_t next = 0;
@@ -235,17 +237,23 @@ void register_all() {
       }
     }
   }
-  // Verification batches of self-speculative decoding (T = 4, 8): still mostly weight bound.
-  for (const std::int64_t n_tokens : {4, 8}) {
-    for (const Isa isa : isas) {
-      const std::string name = "matmul_verify/" + std::string(isa_name(isa)) + "/bf16/T" +
-                               std::to_string(n_tokens) + "/4096x4096";
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [=](benchmark::State& state) {
-                                     bm_matmul(state, isa, DType::kBF16, n_tokens, 4096, 4096);
-                                   })
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+  // Verification batches of self-speculative decoding (T = K + 1 tokens): weight bound for small
+  // T, compute bound beyond. The scalar path only at T = 4, 8 (it is slow and not the target).
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    for (const std::int64_t n_tokens : {2, 3, 4, 5, 8, 13}) {
+      for (const Isa isa : isas) {
+        if (isa == Isa::kScalar && (dtype != DType::kBF16 || (n_tokens != 4 && n_tokens != 8))) {
+          continue;
+        }
+        const std::string name = "matmul_verify/" + std::string(isa_name(isa)) + "/" +
+                                 std::string(dtype_name(dtype)) + "/T" + std::to_string(n_tokens) +
+                                 "/4096x4096";
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& state) { bm_matmul(state, isa, dtype, n_tokens, 4096, 4096); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
   }
   for (const DType dtype : {DType::kBF16, DType::kF32}) {

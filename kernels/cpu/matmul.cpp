@@ -1,9 +1,10 @@
 // Matmul dispatch and the portable scalar path.
 //
 // matmul() validates its arguments, then splits the output rows into chunks (parallel_for, the
-// chunk size a multiple of 16 rows chosen so each chunk has enough work) and runs the active ISA's
-// single-threaded row kernel on each; a reduction is never split across threads, so the thread
-// count cannot change any result.
+// chunk size a multiple of 16 rows, 48 for several tokens, chosen so each chunk has enough work)
+// and runs the active ISA's single-threaded row kernel on each (the AVX2 path prepares x once for
+// all chunks); a reduction is never split across threads, so the thread count cannot change any
+// result.
 //
 // The scalar path emulates the canonical order of matmul.hpp literally: 16 accumulators, one
 // std::fmaf per element (correctly rounded, exactly what VFMADD computes per lane), the tail
@@ -13,6 +14,7 @@
 // token before moving on to the next row.
 #include "kernels/cpu/matmul.hpp"
 
+#include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "kernels/cpu/matmul_avx2.hpp"
@@ -149,15 +151,29 @@ void matmul(const float* x, std::int64_t n_tokens, const WeightView& w, float* y
   SELFSPEC_CHECK(x != nullptr && w.data != nullptr, "matmul: null operand");
 
   const Isa isa = active_isa();
-  // At least ~64k multiply-adds per chunk so small products do not pay for waking threads; a
-  // multiple of 16 rows keeps chunk boundaries on whole row tiles and on cache lines of y.
-  constexpr std::int64_t kMinWork = 1 << 16;
-  constexpr std::int64_t kRowAlign = 16;
+  // Rows per chunk: enough work that a chunk outweighs waking a thread, a multiple of 16 rows
+  // (whole row tiles, whole cache lines of y). Several tokens: a multiple of 48 rows (whole groups
+  // of 6 rows in the AVX2 kernel) and more work per chunk, since a chunk streams its weights
+  // through column blocks and prefetches ahead only within itself.
+  const bool several = n_tokens > 1;
+  const std::int64_t min_work = several ? std::int64_t{1} << 19 : std::int64_t{1} << 16;
+  const std::int64_t row_align = several ? 48 : 16;
   const std::int64_t work_per_row = w.cols * n_tokens;
-  std::int64_t grain = std::max<std::int64_t>(1, (kMinWork + work_per_row - 1) / work_per_row);
-  grain = (grain + kRowAlign - 1) / kRowAlign * kRowAlign;
+  std::int64_t grain = std::max<std::int64_t>(1, (min_work + work_per_row - 1) / work_per_row);
+  grain = (grain + row_align - 1) / row_align * row_align;
+  if (isa == Isa::kAvx2) {
+    // x is padded and laid out for the kernel once, shared (read-only) by all chunks.
+    thread_local AlignedBuffer<float> prepared;
+    prepared.ensure(static_cast<std::size_t>(detail::prepared_x_floats(n_tokens, w.cols)));
+    detail::prepare_x_avx2(x, n_tokens, w, prepared.data());
+    const float* x_prepared = prepared.data();
+    parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
+      detail::matmul_rows_prepared_avx2(x_prepared, n_tokens, w, begin, end, y);
+    });
+    return;
+  }
   parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
-    detail::matmul_rows(isa, x, n_tokens, w, begin, end, y);
+    detail::matmul_rows_scalar(x, n_tokens, w, begin, end, y);
   });
 }
 

@@ -24,6 +24,15 @@ void matmul_rows_scalar(const float* x, std::int64_t n_tokens, const WeightView&
 void matmul_rows_avx2(const float* x, std::int64_t n_tokens, const WeightView& w,
                       std::int64_t row_begin, std::int64_t row_end, float* y);
 
+// The AVX2 path with x prepared once per matmul and shared by all row chunks: prepare_x_avx2
+// writes prepared_x_floats(n_tokens, w.cols) floats (x zero-padded and laid out for the weight
+// dtype and token count); matmul_rows_prepared_avx2 then computes the same outputs as
+// matmul_rows_avx2 for any row range.
+std::int64_t prepared_x_floats(std::int64_t n_tokens, std::int64_t cols);
+void prepare_x_avx2(const float* x, std::int64_t n_tokens, const WeightView& w, float* out);
+void matmul_rows_prepared_avx2(const float* x_prepared, std::int64_t n_tokens, const WeightView& w,
+                               std::int64_t row_begin, std::int64_t row_end, float* y);
+
 float dot_scalar(const float* x, const void* w, DType w_dtype, std::int64_t n);
 float dot_avx2(const float* x, const void* w, DType w_dtype, std::int64_t n);
 

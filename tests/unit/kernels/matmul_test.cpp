@@ -7,9 +7,11 @@
 #include "core/parallel.hpp"
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/matmul_avx2.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace selfspec::kernels::cpu::test {
@@ -210,12 +213,104 @@ TEST_P(MatmulTest, TokenRowsDoNotDependOnTokenCount) {
   }
 }
 
+// Every verification size T = 1..16 (and a few prefill sizes, which use narrower column blocks)
+// on awkward shapes: row counts that leave partial row groups and thread chunks, K with a tail
+// chunk, K spanning several column blocks, a last column block holding only the tail. For every
+// T, AVX2 equals scalar bit for bit and each token's row equals that token computed alone.
+TEST_P(MatmulTest, EveryTokenCountIsBitExactAndTokenInvariant) {
+  const DType dtype = GetParam();
+  struct Shape {
+    std::int64_t rows;
+    std::int64_t cols;
+    std::vector<std::int64_t> token_counts;
+  };
+  std::vector<std::int64_t> verify_counts;
+  for (std::int64_t t = 1; t <= 16; ++t) verify_counts.push_back(t);
+  const Shape shapes[] = {{37, 1000, verify_counts},
+                          {101, 2061, {1, 2, 3, 4, 5, 8, 13}},
+                          {7, 16, {1, 2, 3, 6, 9}},
+                          {13, 2061, {33, 64, 130}}};
+  std::mt19937 rng(77);
+  for (const Shape& shape : shapes) {
+    const std::int64_t k = shape.cols;
+    const std::int64_t rows = shape.rows;
+    std::int64_t max_tokens = 0;
+    for (const std::int64_t t : shape.token_counts) max_tokens = std::max(max_tokens, t);
+    const std::vector<float> x = spread_floats(rng, static_cast<std::size_t>(max_tokens * k));
+    const StoredWeights w = random_weights(rng, dtype, rows, k);
+    // Every token alone (T = 1), per ISA.
+    std::vector<std::vector<float>> singles[2];
+    for (const Isa isa : available_isas()) {
+      force_isa(isa);
+      for (std::int64_t t = 0; t < max_tokens; ++t) {
+        const std::vector<float> x_t(x.begin() + t * k, x.begin() + (t + 1) * k);
+        singles[static_cast<int>(isa == Isa::kAvx2)].push_back(run_matmul(x_t, 1, w));
+      }
+    }
+    for (const std::int64_t n_tokens : shape.token_counts) {
+      SCOPED_TRACE(::testing::Message() << "N " << rows << " K " << k << " T " << n_tokens);
+      const std::vector<float> x_batch(x.begin(), x.begin() + n_tokens * k);
+      std::vector<float> results[2];
+      for (const Isa isa : available_isas()) {
+        SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa));
+        force_isa(isa);
+        const int i = static_cast<int>(isa == Isa::kAvx2);
+        results[i] = run_matmul(x_batch, n_tokens, w);
+        for (std::int64_t t = 0; t < n_tokens; ++t) {
+          const std::vector<float> row(results[i].begin() + t * rows,
+                                       results[i].begin() + (t + 1) * rows);
+          ASSERT_TRUE(same_bits(singles[i][static_cast<std::size_t>(t)], row)) << "token " << t;
+        }
+      }
+      if (detected_isa() == Isa::kAvx2) {
+        ASSERT_TRUE(same_bits(results[0], results[1]));
+      }
+    }
+  }
+}
+
+// The internal row-range entry point (used for sub-ranges, e.g. by attention) agrees with the
+// full matmul for ranges that cut row groups and tiles anywhere.
+TEST_P(MatmulTest, RowRangesMatchFullMatmul) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(31);
+  const std::int64_t k = 1000;
+  const std::int64_t rows = 29;
+  for (const Isa isa : available_isas()) {
+    force_isa(isa);
+    for (const std::int64_t n_tokens : {1, 2, 3, 7}) {
+      SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " T " << n_tokens);
+      const std::vector<float> x = spread_floats(rng, static_cast<std::size_t>(n_tokens * k));
+      const StoredWeights w = random_weights(rng, dtype, rows, k);
+      const std::vector<float> full = run_matmul(x, n_tokens, w);
+      const WeightView view{w.dtype, w.data(), w.rows, w.cols};
+      for (const auto& [begin, end] :
+           {std::pair<std::int64_t, std::int64_t>{0, 29}, {0, 1}, {5, 12}, {7, 20}, {28, 29}}) {
+        std::vector<float> y = nan_filled(static_cast<std::size_t>(n_tokens * rows));
+        detail::matmul_rows(isa, x.data(), n_tokens, view, begin, end, y.data());
+        for (std::int64_t t = 0; t < n_tokens; ++t) {
+          for (std::int64_t n = 0; n < rows; ++n) {
+            const std::size_t i = static_cast<std::size_t>(t * rows + n);
+            if (n >= begin && n < end) {
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]), std::bit_cast<std::uint32_t>(full[i]))
+                  << "rows [" << begin << ", " << end << ") token " << t << " row " << n;
+            } else {
+              ASSERT_TRUE(std::isnan(y[i]))
+                  << "wrote outside rows [" << begin << ", " << end << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(MatmulTest, ResultDoesNotDependOnThreadCount) {
   const DType dtype = GetParam();
   std::mt19937 rng(5);
   for (const Isa isa : available_isas()) {
     force_isa(isa);
-    for (const std::int64_t n_tokens : {1, 5}) {
+    for (const std::int64_t n_tokens : {1, 5, 8, 13}) {
       SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " T " << n_tokens);
       const std::int64_t k = 4099;
       const std::int64_t rows = 101;
