@@ -3,6 +3,7 @@
 // tokens, close logits, and a residual stream that is bit-identical on every rank.
 #include "comm/local_comm.hpp"
 #include "comm/mpi_comm.hpp"
+#include "decode/gathered_logits.hpp"
 #include "decode/generator.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -146,9 +147,15 @@ TEST_P(TensorParallel, GreedyTokensAndLogitsMatchSingleRank) {
   sharded->forward(args, sharded_kv, local_logits);
   EXPECT_TRUE(same_on_all_ranks(comm, residual_hash))
       << "the replicated residual stream differs between ranks";
-  LogitsGatherer gatherer(comm, sharded->shard());
-  const std::span<const float> gathered =
-      gatherer.gather(local_logits, static_cast<std::int64_t>(prompt.size()));
+  GatheredLogits gatherer(comm, sharded->shard());
+  gatherer.set_rows(local_logits, static_cast<std::int64_t>(prompt.size()));
+  std::vector<float> gathered;
+  if (comm.is_root()) {
+    for (std::size_t r = 0; r < prompt.size(); ++r) {
+      const std::span<const float> row = gatherer.row(static_cast<std::int64_t>(r));
+      gathered.insert(gathered.end(), row.begin(), row.end());
+    }
+  }
   const std::vector<float> expected = forward_all_rows(*single, single_kv, prompt);
   if (comm.is_root()) {
     ASSERT_EQ(gathered.size(), expected.size());
