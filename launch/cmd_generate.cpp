@@ -119,6 +119,14 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
         prompt.size(), result.tokens.size(), job.comm().size(), num_threads(),
         engine.load_seconds(), t.prefill_tokens_per_second(), t.decode_tokens_per_second(),
         t.decode_forwards > 0 ? 1e3 * t.decode_seconds / t.decode_forwards : 0.0);
+    if (spec_stats) {
+      log::info(
+          "self-speculative ({}, {} controller, {} logits): acceptance {:.3f}, {:.2f} "
+          "tokens per verification, {} draft + {} verification forwards",
+          skips->name, options.spec.controller.kind, options.spec.logits,
+          spec_stats->acceptance_rate(), spec_stats->mean_accepted_length(),
+          spec_stats->draft_forwards, spec_stats->verify_forwards);
+    }
     if (options.json) {
       nlohmann::json out;
       out["tokens"] = result.tokens;
