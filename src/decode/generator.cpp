@@ -41,11 +41,8 @@ void prefill(LlamaModel& model, std::span<const std::int32_t> prompt, std::int64
   if (n > chunk) progress.finish();
 }
 
-Generator::Generator(LlamaModel& model, Communicator& comm) : model_(model), comm_(comm) {}
-
-GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
-                                     const GenerationOptions& options, KvCache& kv,
-                                     const TokenCallback& on_token) {
+void check_generation_inputs(std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                             const KvCache& kv) {
   SELFSPEC_CHECK(kv.length() == 0, "generate() needs an empty KV cache");
   SELFSPEC_CHECK(options.max_new_tokens >= 0, "--max-new-tokens must be >= 0 (got {})",
                  options.max_new_tokens);
@@ -53,6 +50,15 @@ GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
   SELFSPEC_CHECK(n_prompt + options.max_new_tokens <= kv.capacity(),
                  "prompt ({} tokens) + max new tokens ({}) exceed the KV cache capacity ({})",
                  n_prompt, options.max_new_tokens, kv.capacity());
+}
+
+Generator::Generator(LlamaModel& model, Communicator& comm) : model_(model), comm_(comm) {}
+
+GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
+                                     const GenerationOptions& options, KvCache& kv,
+                                     const TokenCallback& on_token) {
+  check_generation_inputs(prompt, options, kv);
+  const auto n_prompt = static_cast<std::int64_t>(prompt.size());
   GenerationResult result;
   if (options.max_new_tokens == 0) return result;
 

@@ -68,6 +68,11 @@ class Generator {
   Communicator& comm_;
 };
 
+// Checks the arguments every generation loop shares: an empty KV cache large enough for the
+// prompt and max_new_tokens, and a non-negative token budget.
+void check_generation_inputs(std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                             const KvCache& kv);
+
 // Runs the prompt through the model in chunks (all ranks), leaving this rank's logits of the last
 // prompt position in `logits`. Shared by the autoregressive and speculative loops.
 void prefill(LlamaModel& model, std::span<const std::int32_t> prompt, std::int64_t chunk,

@@ -123,13 +123,8 @@ SpeculativeResult SpeculativeDecoder::generate(std::span<const std::int32_t> pro
                                                const SpeculativeOptions& options, KvCache& kv,
                                                const TokenCallback& on_token) {
   const GenerationOptions& generation = options.generation;
-  SELFSPEC_CHECK(kv.length() == 0, "generate() needs an empty KV cache");
-  SELFSPEC_CHECK(generation.max_new_tokens >= 0, "--max-new-tokens must be >= 0 (got {})",
-                 generation.max_new_tokens);
+  check_generation_inputs(prompt, generation, kv);
   const auto n_prompt = static_cast<std::int64_t>(prompt.size());
-  SELFSPEC_CHECK(n_prompt + generation.max_new_tokens <= kv.capacity(),
-                 "prompt ({} tokens) + max new tokens ({}) exceed the KV cache capacity ({})",
-                 n_prompt, generation.max_new_tokens, kv.capacity());
   SpeculativeResult result;
   if (generation.max_new_tokens == 0) return result;
 

@@ -318,8 +318,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string
     }
   }
 
-  // Sliding-window attention (mistral v0.1, qwen2 with use_sliding_window) is not implemented;
-  // a window at least as long as the context is the same as full attention.
+  // The engine computes full causal attention, so sliding-window models (mistral v0.1, qwen2
+  // with use_sliding_window) are refused unless the window covers the whole context, where the
+  // two are the same.
   if (config.model_type == "mistral" || config.model_type == "qwen2") {
     std::optional<std::int64_t> window = reader.optional_int("sliding_window");
     if (config.model_type == "mistral" && !json.contains("sliding_window")) {

@@ -84,14 +84,16 @@ class SpeculativeTp : public ::testing::Test {
     model_ = load_model(path.data(), comm_);
   }
 
-  SpeculativeResult speculative(Communicator& comm, const GenerationOptions& generation,
-                                const std::string& controller_kind, bool debug_sync = false) {
+  SpeculativeResult speculative(
+      Communicator& comm, const GenerationOptions& generation, const std::string& controller_kind,
+      bool debug_sync = false, int max_draft = 4,
+      const LayerPlan& plan = LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{2})) {
     KvCache kv = model_->make_kv_cache(64);
-    LayerSkipDrafter drafter(LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{2}),
-                             "test");
+    LayerSkipDrafter drafter(plan, "test");
     ControllerOptions controller_options;
     controller_options.kind = controller_kind;
-    controller_options.max_draft = 4;
+    controller_options.max_draft = max_draft;
+    controller_options.threshold = 0.3;
     auto controller = make_draft_length_controller(controller_options);
     SpeculativeOptions options;
     options.generation = generation;
@@ -106,20 +108,29 @@ class SpeculativeTp : public ::testing::Test {
   const std::vector<std::int32_t> prompt_ = {1, 40, 7, 88, 23};
 };
 
-TEST_F(SpeculativeTp, GreedyEqualsAutoregressiveForEveryControllerAndLogitsMode) {
+TEST_F(SpeculativeTp, GreedyEqualsAutoregressiveForEverySkipSetControllerKAndLogitsMode) {
   GenerationOptions generation;
   generation.max_new_tokens = 30;
   generation.ignore_eos = true;
   KvCache kv = model_->make_kv_cache(64);
   Generator generator(*model_, comm_);
   const std::vector<std::int32_t> expected = generator.generate(prompt_, generation, kv).tokens;
-  for (const char* kind : {"fixed", "adaptive", "thompson"}) {
-    for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
-      GenerationOptions g = generation;
-      g.logits = mode;
-      const SpeculativeResult r = speculative(comm_, g, kind, /*debug_sync=*/true);
-      EXPECT_EQ(r.tokens, expected)
-          << kind << " / " << logits_mode_name(mode) << " / rank " << comm_.rank();
+  const std::vector<std::pair<std::string, LayerPlan>> plans = {
+      {"nothing", LayerPlan::full(4)},
+      {"some", LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{2})},
+      {"almost everything",
+       LayerPlan::skipping(4, std::vector<int>{0, 1, 2, 3}, std::vector<int>{0, 1, 3})}};
+  for (const auto& [plan_name, plan] : plans) {
+    for (const char* kind : {"fixed", "threshold", "adaptive", "thompson"}) {
+      for (int k : {1, 4, 12}) {
+        for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+          GenerationOptions g = generation;
+          g.logits = mode;
+          const SpeculativeResult r = speculative(comm_, g, kind, /*debug_sync=*/true, k, plan);
+          EXPECT_EQ(r.tokens, expected) << plan_name << " / " << kind << " / K " << k << " / "
+                                        << logits_mode_name(mode) << " / rank " << comm_.rank();
+        }
+      }
     }
   }
 }
