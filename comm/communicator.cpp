@@ -3,10 +3,16 @@
 #include "comm/local_comm.hpp"
 #include "comm/mpi_comm.hpp"
 #include "comm/mpi_runtime.hpp"
+#include "core/error.hpp"
 
 #include <memory>
 
 namespace selfspec {
+
+void Communicator::all_reduce_sum_device(float* /*data*/, std::size_t /*count*/, void* /*stream*/) {
+  throw Error(std::string("the ") + std::string(name()) +
+              " communicator works on host memory; device all-reduce needs NCCL");
+}
 
 std::unique_ptr<Communicator> make_world_communicator() {
   if (MpiRuntime::active()) return std::make_unique<MpiComm>();

@@ -44,6 +44,12 @@ class Communicator {
   virtual void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) = 0;
   virtual void barrier() = 0;
 
+  // Device-buffer collectives (NcclComm): in-place sum of `count` floats in device memory,
+  // enqueued on `stream` (a cudaStream_t) without waiting, so a CUDA graph can capture it. Same
+  // result on every rank. Communicators over host memory return false and do not implement it.
+  virtual bool supports_device_buffers() const { return false; }
+  virtual void all_reduce_sum_device(float* data, std::size_t count, void* stream);
+
   // Gathers one trivially copyable record per rank on root (records[r] = rank r's; root only).
   template <typename T>
   void gather_records(std::span<const T> mine, std::span<T> all, int root) {

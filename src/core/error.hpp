@@ -4,8 +4,11 @@
 // option, rank). Only launch/ catches it and decides to end the job. External API calls (MPI,
 // CUDA, cuBLAS, NCCL) go through the one check-macro family built on api_call_failed(), declared
 // here and instantiated per API next to the code that includes that API's headers
-// (comm/mpi_check.hpp, kernels/cuda/cuda_check.hpp).
+// (comm/mpi_check.hpp, kernels/cuda/cuda_check.hpp, comm/nccl_check.hpp); core/check.hpp declares
+// it without fmt so nvcc-compiled code can use it.
 #pragma once
+
+#include "core/check.hpp"
 
 #include <fmt/format.h>
 
@@ -28,10 +31,6 @@ template <typename... Args>
 
 namespace detail {
 [[noreturn]] void check_failed(const std::string& message);
-// Reports a failed external API call: which API, the statement, the API's own description of the
-// failure, where, and on which rank/host (from process_identity()).
-[[noreturn]] void api_call_failed(std::string_view api, std::string_view statement,
-                                  std::string_view detail, const char* file, int line);
 }  // namespace detail
 
 }  // namespace selfspec

@@ -1,0 +1,135 @@
+// The CUDA kernels of the engine (host launch API; the kernels live in the .cu files beside this
+// header). Storage: weights bf16/f16/f32 row-major in device memory, activations f32, accumulation
+// f32. Every function enqueues work on `stream` and checks the launch (SELFSPEC_CUDA_CHECK_LAUNCH).
+//
+// Token-count invariance on the GPU (what makes greedy self-speculative decoding bit-identical
+// to plain decoding): decode (T = 1) and verification (T = K + 1 <= kSmallBatch) use
+// matmul_small_batch, whose per-output reduction order does not depend on T, and attention, whose
+// per-query computation depends only on that query's visible slots (fixed split size). Prefill
+// chunks with T > kSmallBatch go through cuBLASLt (cublaslt_gemm.hpp); they are shared by the
+// autoregressive and the speculative run, so they cannot make the two differ.
+//
+// CUDA graphs: values that change from step to step but not the launch shape (the KV length
+// n_past) are read from device memory (StepParams), so a captured graph replays with new values
+// after the host updates that memory; grids are sized by static bounds (the cache capacity).
+#pragma once
+
+#include "core/dtype.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace selfspec::kernels::cuda {
+
+// A row-major weight matrix [rows × cols] in device memory. Non-owning.
+struct DeviceWeight {
+  DType dtype = DType::kBF16;
+  const void* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
+// Per-forward values read by kernels from device memory (see above).
+struct StepParams {
+  std::int32_t n_past = 0;  // cache slots filled before this forward's tokens
+  std::int32_t padding = 0;
+};
+
+// The largest token count of matmul_small_batch (decode and verification forwards).
+inline constexpr std::int64_t kSmallBatch = 16;
+
+// --- elementwise and row-wise ------------------------------------------------------------------
+// out[t] = row tokens[t] of the table when vocab_begin <= tokens[t] < vocab_begin + table.rows,
+// zeros otherwise (vocab-parallel embedding).
+void embedding(const DeviceWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,
+               std::int64_t n_tokens, float* out, cudaStream_t stream);
+// y[t] = weight ⊙ x[t] / sqrt(mean(x[t]²) + eps) (HF LlamaRMSNorm); y may alias x.
+void rmsnorm(const float* x, const float* weight, float eps, std::int64_t n_tokens,
+             std::int64_t dim, float* y, cudaStream_t stream);
+// Fused residual add: x += delta, then y = rmsnorm(x). One pass over x.
+void add_rmsnorm(float* x, const float* delta, const float* weight, float eps,
+                 std::int64_t n_tokens, std::int64_t dim, float* y, cudaStream_t stream);
+void add_inplace(float* x, const float* y, std::int64_t n, cudaStream_t stream);
+void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t dim,
+              cudaStream_t stream);
+// out = silu(gate) * up (kernels/shared_math.hpp); out may alias gate.
+void swiglu(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream);
+// Rotate-half RoPE in place on n_heads head vectors per token row (row t at x + t*row_stride),
+// angle = positions[t] * inv_freq[i] (inv_freq already scaled: linear / llama3).
+void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t n_heads,
+          std::int64_t head_dim, const std::int32_t* positions, const float* inv_freq,
+          cudaStream_t stream);
+// Writes k, v ([T][kv_heads*head_dim]) into the cache ([kv_heads][capacity][head_dim]) at slots
+// step->n_past + t.
+void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_t kv_heads,
+              std::int64_t head_dim, std::int64_t capacity, const StepParams* step,
+              float* k_cache, float* v_cache, cudaStream_t stream);
+// dst[i] = src[rows[i]] for rows of `dim` floats (the logit rows before the LM head).
+void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows,
+                 std::int64_t dim, float* dst, cudaStream_t stream);
+// f32 activations -> bf16 or f16 (round to nearest even), for the cuBLASLt path.
+void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,
+                         cudaStream_t stream);
+
+// --- attention ---------------------------------------------------------------------------------
+// Same semantics as kernels/cpu/attention.hpp with n_past = step->n_past: query t (slot
+// n_past + t) sees slots [0, n_past) and new slots by the causal or tree mask (tree_mask: device
+// T × T of 0/1, nullptr = causal). Flash-decoding style: each query's visible slots are split into
+// fixed chunks of kAttentionChunk slots processed in parallel and merged in chunk order, so the
+// result depends only on the query's visible slots. The grid is sized by `capacity`.
+inline constexpr std::int64_t kAttentionChunk = 256;
+struct AttentionDims {
+  std::int64_t n_tokens = 0;
+  std::int64_t n_q_heads = 0;
+  std::int64_t n_kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t capacity = 0;
+};
+std::size_t attention_workspace_bytes(const AttentionDims& dims);
+void attention(const float* q, const float* k_cache, const float* v_cache,
+               const AttentionDims& dims, const StepParams* step, const std::uint8_t* tree_mask,
+               float scale, float* out, void* workspace, cudaStream_t stream);
+
+// --- matmul ------------------------------------------------------------------------------------
+// y[t][n] = Σ_k x[t][k] · w[n][k] for T = n_tokens <= kSmallBatch: one warp per output row,
+// lane-strided 16-byte weight loads, f32 FMA per lane in ascending k, a fixed butterfly
+// reduction: the order per output does not depend on T (token-count invariance).
+void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
+                        cudaStream_t stream);
+
+// --- logits (vocab-shard rows) -----------------------------------------------------------------
+// Per row of a vocab shard: the max of l/T, the first argmax (global id = vocab_begin + index) and
+// Σ exp(l/T − max) — the local-reduction statistics. Layout matches decode/ShardStats.
+struct RowStatsRecord {
+  double max = 0.0;
+  double sum_exp = 0.0;
+  std::int32_t argmax = -1;
+  std::int32_t padding = 0;
+};
+void row_stats(const float* logits, std::int64_t rows, std::int64_t vocab_local,
+               std::int64_t vocab_begin, double inv_temperature, RowStatsRecord* out,
+               cudaStream_t stream);
+// In place, per row: logits / temperature, then -inf for every entry below the row's k-th
+// largest value (top_k > 0; ties with the k-th kept), then -inf outside the top-p nucleus
+// (HF semantics: drop the smallest entries whose cumulative probability stays <= 1 - top_p,
+// keeping at least one). The result softmaxes to the warped distribution of decode/sampler.hpp.
+void warp_logits(float* logits, std::int64_t rows, std::int64_t vocab, double temperature,
+                 std::int32_t top_k, double top_p, cudaStream_t stream);
+// probs[r] = softmax(logits[r]) in f32 (rows of `vocab`), numerically stable.
+void softmax_rows(const float* logits, std::int64_t rows, std::int64_t vocab, float* probs,
+                  cudaStream_t stream);
+// Speculative-sampling acceptance for one verification on a full-vocabulary device (TP = 1):
+// p: target probabilities [(k+1) × vocab], q: draft probabilities [k × vocab], drafted: k ids,
+// uniforms: k + 1 draws in [0, 1). Accepts drafted[j] while u_j · q_j(d_j) < p_j(d_j); at the
+// first rejection draws from norm(max(0, p_j − q_j)) by inverse CDF at uniforms[k] (ascending
+// ids), or, when all k are accepted, from p_k. Writes the accepted count and the next token.
+void speculative_accept(const float* p, const float* q, std::int64_t k, std::int64_t vocab,
+                        const std::int32_t* drafted, const double* uniforms,
+                        std::int32_t* out_accepted, std::int32_t* out_next, cudaStream_t stream);
+
+// The number of CUDA devices visible (0 when no driver or device; never throws).
+int device_count();
+
+}  // namespace selfspec::kernels::cuda

@@ -1,0 +1,43 @@
+// Formulas shared by the CPU kernels and the CUDA kernels (`__host__ __device__` under nvcc), so
+// both backends compute the same expression for the simple elementwise math: SiLU, the
+// rotate-half RoPE pair rotation, and the bf16/f16 weight decodings.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SELFSPEC_HOST_DEVICE __host__ __device__
+#else
+#define SELFSPEC_HOST_DEVICE
+#endif
+
+namespace selfspec::kernels {
+
+// silu(g) = g / (1 + exp(-g)); SwiGLU output = silu(gate) * up.
+SELFSPEC_HOST_DEVICE inline float swiglu_value(float gate, float up) {
+  return gate / (1.0f + expf(-gate)) * up;
+}
+
+// Rotate-half RoPE for the pair (x[i], x[i + d/2]) at angle θ: returns the new pair.
+struct RopePair {
+  float first;
+  float second;
+};
+SELFSPEC_HOST_DEVICE inline RopePair rope_rotate(float x_first, float x_second, float cos_theta,
+                                                 float sin_theta) {
+  return {x_first * cos_theta - x_second * sin_theta, x_second * cos_theta + x_first * sin_theta};
+}
+
+// bf16 bits -> f32 (exact).
+SELFSPEC_HOST_DEVICE inline float bf16_bits_to_float(std::uint16_t bits) {
+  const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(word);
+#else
+  return std::bit_cast<float>(word);
+#endif
+}
+
+}  // namespace selfspec::kernels
