@@ -72,7 +72,7 @@ double ratio(double a, double b) {
 // Weight bytes one decode step reads on this rank: all layers, the final norm and the LM head in
 // full, but only one row of the embedding table.
 std::uint64_t decode_weight_bytes(const LlamaWeights& weights) {
-  std::uint64_t bytes = weights.output_matrix().bytes() + weights.final_norm.size() * sizeof(float);
+  std::uint64_t bytes = weights.output_matrix().bytes() + weights.final_norm.bytes();
   for (std::size_t l = 0; l < weights.layers.size(); ++l) bytes += weights.layer_bytes(l);
   const Matrix& table = weights.embedding;
   bytes += static_cast<std::uint64_t>(table.cols) * dtype_size(table.dtype);
@@ -257,6 +257,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     out["tp"] = comm.size();
     out["threads_per_rank"] = num_threads();
     out["isa"] = kernels::cpu::isa_name(kernels::cpu::active_isa());
+    out["backend"] = engine.backend().describe();
     out["prompt_len"] = options.prompt_len;
     out["gen"] = options.gen;
     out["prompts"] = n_prompts;

@@ -32,6 +32,12 @@ void EngineCliOptions::add_to(CLI::App& command) {
   command
       .add_option("--threads", threads, "worker threads per rank (default: cores / local ranks)")
       ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--device", device,
+                  "compute backend: cpu, cuda (GPU local_rank % count), or auto (cuda when a GPU "
+                  "is usable)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
 }
 
 EngineOptions EngineCliOptions::engine_options() const {
@@ -40,6 +46,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.tokenizer_path = tokenizer;
   options.weights_dtype = parse_weights_dtype(weights_dtype);
   options.ctx_size = ctx_size;
+  options.device = device;
   return options;
 }
 

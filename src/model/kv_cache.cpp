@@ -4,8 +4,8 @@
 
 namespace selfspec {
 
-KvCache::KvCache(std::int64_t num_layers, std::int64_t kv_heads, std::int64_t head_dim,
-                 std::int64_t capacity)
+KvCache::KvCache(Backend& backend, std::int64_t num_layers, std::int64_t kv_heads,
+                 std::int64_t head_dim, std::int64_t capacity)
     : num_layers_(num_layers),
       kv_heads_(kv_heads),
       head_dim_(head_dim),
@@ -14,7 +14,7 @@ KvCache::KvCache(std::int64_t num_layers, std::int64_t kv_heads, std::int64_t he
   SELFSPEC_CHECK(num_layers > 0 && kv_heads > 0 && head_dim > 0 && capacity > 0,
                  "invalid KV cache geometry: {} layers, {} KV heads, head_dim {}, capacity {}",
                  num_layers, kv_heads, head_dim, capacity);
-  storage_.resize(static_cast<std::size_t>(num_layers) * 2 * per_tensor_);
+  storage_ = backend.allocate(bytes_for(num_layers, kv_heads, head_dim, capacity));
 }
 
 void KvCache::truncate(std::int64_t length) {

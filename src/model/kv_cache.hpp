@@ -1,10 +1,11 @@
-// The per-rank KV cache: for every layer, K and V as [kv_heads][capacity][head_dim] f32, one
-// contiguous sequence. A forward pass writes its T tokens at slots [length, length + T) and then
-// extends the length; rollback after a rejected draft is truncate(n) — a length change, never a
-// copy. Slots past the length hold stale data that the next forward overwrites.
+// The per-rank KV cache in backend memory: for every layer, K and V as
+// [kv_heads][capacity][head_dim] f32, one contiguous sequence. A forward pass writes its T tokens
+// at slots [length, length + T) and then extends the length; rollback after a rejected draft is
+// truncate(n) — a length change, never a copy. Slots past the length hold stale data that the
+// next forward overwrites.
 #pragma once
 
-#include "core/aligned_buffer.hpp"
+#include "runtime/backend.hpp"
 
 #include <cstdint>
 
@@ -12,7 +13,7 @@ namespace selfspec {
 
 class KvCache {
  public:
-  KvCache(std::int64_t num_layers, std::int64_t kv_heads, std::int64_t head_dim,
+  KvCache(Backend& backend, std::int64_t num_layers, std::int64_t kv_heads, std::int64_t head_dim,
           std::int64_t capacity);
 
   std::int64_t length() const { return length_; }
@@ -27,21 +28,22 @@ class KvCache {
   void extend(std::int64_t count);
   void clear() { length_ = 0; }
 
-  // K or V of one layer: [kv_heads][capacity][head_dim].
-  float* keys(std::int64_t layer) { return storage_.data() + layer_offset(layer); }
-  float* values(std::int64_t layer) { return storage_.data() + layer_offset(layer) + per_tensor_; }
-  const float* keys(std::int64_t layer) const { return storage_.data() + layer_offset(layer); }
+  // K or V of one layer in backend memory: [kv_heads][capacity][head_dim].
+  float* keys(std::int64_t layer) { return base() + layer_offset(layer); }
+  float* values(std::int64_t layer) { return base() + layer_offset(layer) + per_tensor_; }
+  const float* keys(std::int64_t layer) const { return base() + layer_offset(layer); }
   const float* values(std::int64_t layer) const {
-    return storage_.data() + layer_offset(layer) + per_tensor_;
+    return base() + layer_offset(layer) + per_tensor_;
   }
 
   // Bytes held by the cache.
-  std::uint64_t bytes() const { return storage_.size() * sizeof(float); }
+  std::uint64_t bytes() const { return storage_.bytes(); }
   // Bytes a cache of this geometry needs (for planning before allocation).
   static std::uint64_t bytes_for(std::int64_t num_layers, std::int64_t kv_heads,
                                  std::int64_t head_dim, std::int64_t capacity);
 
  private:
+  float* base() const { return storage_.as<float>(); }
   std::size_t layer_offset(std::int64_t layer) const {
     return static_cast<std::size_t>(layer) * 2 * per_tensor_;
   }
@@ -51,7 +53,7 @@ class KvCache {
   std::int64_t capacity_;
   std::size_t per_tensor_;
   std::int64_t length_ = 0;
-  AlignedBuffer<float> storage_;
+  DeviceBuffer storage_;
 };
 
 }  // namespace selfspec

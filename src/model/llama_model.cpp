@@ -1,19 +1,12 @@
 #include "model/llama_model.hpp"
 
 #include "core/error.hpp"
-#include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/elementwise.hpp"
-#include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/rope.hpp"
 #include "model/rope_frequencies.hpp"
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 namespace selfspec {
-namespace kc = kernels::cpu;
-
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
@@ -22,12 +15,12 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 LlamaModel::LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights,
-                       Communicator& comm)
+                       Communicator& comm, Backend& backend)
     : config_(std::move(config)),
       shard_(std::move(shard)),
       weights_(std::move(weights)),
       comm_(comm),
-      inv_freq_(rope_inverse_frequencies(config_)),
+      backend_(backend),
       full_plan_(LayerPlan::full(static_cast<int>(config_.num_layers))),
       q_local_(shard_.q_heads.size()),
       kv_local_(shard_.kv_heads.size()),
@@ -35,18 +28,44 @@ LlamaModel::LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights
   SELFSPEC_CHECK(comm_.size() == shard_.tp && comm_.rank() == shard_.rank,
                  "shard plan for rank {}/{} used on communicator rank {}/{}", shard_.rank,
                  shard_.tp, comm_.rank(), comm_.size());
+  const std::vector<float> inv_freq = rope_inverse_frequencies(config_);
+  inv_freq_ = backend_.allocate(inv_freq.size() * sizeof(float));
+  backend_.upload(inv_freq_.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
 }
 
 KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
-  return KvCache(config_.num_layers, kv_local_, config_.head_dim, capacity);
+  return KvCache(backend_, config_.num_layers, kv_local_, config_.head_dim, capacity);
+}
+
+float* LlamaModel::workspace(DeviceBuffer& buffer, std::size_t floats) {
+  if (buffer.bytes() < floats * sizeof(float)) buffer = backend_.allocate(floats * sizeof(float));
+  return buffer.as<float>();
 }
 
 void LlamaModel::all_reduce(float* data, std::int64_t count) {
   if (comm_.size() == 1) return;
   const auto start = Clock::now();
-  comm_.all_reduce_sum({data, static_cast<std::size_t>(count)});
+  backend_.all_reduce(comm_, data, count);
   counters_.comm_seconds += seconds_since(start);
   ++counters_.all_reduces;
+}
+
+void LlamaModel::norm(const Vector& weight, std::int64_t n_tokens) {
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  if (pending_ != nullptr) {
+    backend_.add_rmsnorm(x_.as<float>(), pending_, weight.ptr(), eps, n_tokens, config_.hidden_size,
+                         h_.as<float>());
+    pending_ = nullptr;
+  } else {
+    backend_.rmsnorm(x_.as<float>(), weight.ptr(), eps, n_tokens, config_.hidden_size,
+                     h_.as<float>());
+  }
+}
+
+void LlamaModel::flush_residual(std::int64_t n_tokens) {
+  if (pending_ == nullptr) return;
+  backend_.add_inplace(x_.as<float>(), pending_, n_tokens * config_.hidden_size);
+  pending_ = nullptr;
 }
 
 void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits) {
@@ -78,108 +97,123 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   }
 
   const auto tokens_n = static_cast<std::size_t>(n_tokens);
-  x_.ensure(tokens_n * hidden);
-  h_.ensure(tokens_n * hidden);
-  o_.ensure(tokens_n * hidden);
-  q_.ensure(tokens_n * q_local_ * config_.head_dim);
-  attn_.ensure(tokens_n * q_local_ * config_.head_dim);
-  k_.ensure(tokens_n * kv_local_ * config_.head_dim);
-  v_.ensure(tokens_n * kv_local_ * config_.head_dim);
-  gate_.ensure(tokens_n * inter_local_);
-  up_.ensure(tokens_n * inter_local_);
+  float* x = workspace(x_, tokens_n * hidden);
+  workspace(h_, tokens_n * hidden);
+  workspace(o_, tokens_n * hidden);
+  workspace(q_, tokens_n * q_local_ * config_.head_dim);
+  workspace(attn_, tokens_n * q_local_ * config_.head_dim);
+  workspace(k_, tokens_n * kv_local_ * config_.head_dim);
+  workspace(v_, tokens_n * kv_local_ * config_.head_dim);
+  workspace(gate_, tokens_n * inter_local_);
+  workspace(up_, tokens_n * inter_local_);
+  pending_ = nullptr;
 
+  std::vector<float> observed;  // host copy for observers when the backend memory is a device's
   const auto observe = [&](std::string_view name, int layer, const float* data, std::int64_t rows) {
-    if (args.observer != nullptr && *args.observer) {
-      (*args.observer)(name, layer, {data, static_cast<std::size_t>(rows * hidden)}, rows);
+    if (args.observer == nullptr || !*args.observer) return;
+    const auto count = static_cast<std::size_t>(rows * hidden);
+    if (backend_.host_memory()) {
+      (*args.observer)(name, layer, {data, count}, rows);
+    } else {
+      observed.resize(count);
+      backend_.download(observed.data(), data, count * sizeof(float));
+      (*args.observer)(name, layer, observed, rows);
     }
   };
+  const bool observing = args.observer != nullptr && *args.observer;
 
-  kc::embedding_lookup(weights_.embedding.view(), shard_.vocab.begin, args.tokens.data(), n_tokens,
-                       x_.data());
-  all_reduce(x_.data(), n_tokens * hidden);
-  observe("embed", -1, x_.data(), n_tokens);
+  backend_.begin_forward({args.tokens, args.positions, kv.length(),
+                          args.mask != nullptr ? args.mask->data() : nullptr});
+  backend_.embedding(weights_.embedding.view(), shard_.vocab.begin, x);
+  all_reduce(x, n_tokens * hidden);
+  observe("embed", -1, x, n_tokens);
 
   for (int l = 0; l < config_.num_layers; ++l) {
-    if (plan.runs_attention(l)) attention_block(l, args, kv, n_tokens);
-    observe("attn_out", l, x_.data(), n_tokens);
+    if (plan.runs_attention(l)) attention_block(l, kv, n_tokens);
+    if (observing) {
+      flush_residual(n_tokens);
+      observe("attn_out", l, x, n_tokens);
+    }
     if (plan.runs_mlp(l)) mlp_block(l, n_tokens);
-    observe("mlp_out", l, x_.data(), n_tokens);
+    if (observing) {
+      flush_residual(n_tokens);
+      observe("mlp_out", l, x, n_tokens);
+    }
   }
-  kv.extend(n_tokens);
+  flush_residual(n_tokens);
 
   // Final norm and LM head for the requested rows only.
   const auto n_rows = static_cast<std::int64_t>(args.logit_rows.size());
   const Matrix& head = weights_.output_matrix();
   logits.resize(static_cast<std::size_t>(n_rows * head.rows));
-  for (std::int64_t i = 0; i < n_rows; ++i) {
-    const std::int64_t row = args.logit_rows[static_cast<std::size_t>(i)];
-    kc::rmsnorm(x_.data() + row * hidden, weights_.final_norm.data(),
-                static_cast<float>(config_.rms_norm_eps), 1, hidden, h_.data() + i * hidden);
-  }
   if (n_rows > 0) {
-    observe("final_norm", static_cast<int>(config_.num_layers), h_.data(), n_rows);
-    kc::matmul(h_.data(), n_rows, head.view(), logits.data());
+    float* h = h_.as<float>();
+    backend_.gather_rows(x, args.logit_rows, hidden, h);
+    backend_.rmsnorm(h, weights_.final_norm.ptr(), static_cast<float>(config_.rms_norm_eps), n_rows,
+                     hidden, h);
+    observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
+    float* out = backend_.host_memory()
+                     ? logits.data()
+                     : workspace(logits_, static_cast<std::size_t>(n_rows * head.rows));
+    backend_.matmul(h, n_rows, head.view(), out);
   }
+  backend_.end_forward();
+  if (n_rows > 0 && !backend_.host_memory()) {
+    backend_.download(logits.data(), logits_.data(), logits.size() * sizeof(float));
+  }
+  kv.extend(n_tokens);
   ++counters_.forwards;
   counters_.tokens += n_tokens;
   counters_.total_seconds += seconds_since(start);
 }
 
-void LlamaModel::attention_block(int layer, const ForwardArgs& args, KvCache& kv,
-                                 std::int64_t n_tokens) {
+void LlamaModel::attention_block(int layer, KvCache& kv, std::int64_t n_tokens) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
   const std::int64_t hidden = config_.hidden_size;
   const std::int64_t hd = config_.head_dim;
   const std::int64_t q_width = q_local_ * hd;
   const std::int64_t kv_width = kv_local_ * hd;
+  float* h = h_.as<float>();
+  float* q = q_.as<float>();
+  float* k = k_.as<float>();
+  float* v = v_.as<float>();
+  float* o = o_.as<float>();
 
-  kc::rmsnorm(x_.data(), w.attention_norm.data(), static_cast<float>(config_.rms_norm_eps),
-              n_tokens, hidden, h_.data());
-  kc::matmul(h_.data(), n_tokens, w.wq.view(), q_.data());
-  kc::matmul(h_.data(), n_tokens, w.wk.view(), k_.data());
-  kc::matmul(h_.data(), n_tokens, w.wv.view(), v_.data());
+  norm(w.attention_norm, n_tokens);
+  backend_.matmul(h, n_tokens, w.wq.view(), q);
+  backend_.matmul(h, n_tokens, w.wk.view(), k);
+  backend_.matmul(h, n_tokens, w.wv.view(), v);
   if (!w.bq.empty()) {
-    kc::add_bias(q_.data(), w.bq.data(), n_tokens, q_width);
-    kc::add_bias(k_.data(), w.bk.data(), n_tokens, kv_width);
-    kc::add_bias(v_.data(), w.bv.data(), n_tokens, kv_width);
+    backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
+    backend_.add_bias(k, w.bk.ptr(), n_tokens, kv_width);
+    backend_.add_bias(v, w.bv.ptr(), n_tokens, kv_width);
   }
-  kc::apply_rope(q_.data(), n_tokens, q_width, q_local_, hd, args.positions.data(), inv_freq_);
-  kc::apply_rope(k_.data(), n_tokens, kv_width, kv_local_, hd, args.positions.data(), inv_freq_);
-
-  // Write the new K/V at slots [n_past, n_past + T) of the per-head cache.
-  const std::int64_t n_past = kv.length();
-  const std::int64_t capacity = kv.capacity();
-  float* keys = kv.keys(layer);
-  float* values = kv.values(layer);
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    for (std::int64_t h = 0; h < kv_local_; ++h) {
-      const std::size_t slot = static_cast<std::size_t>((h * capacity + n_past + t) * hd);
-      std::memcpy(keys + slot, k_.data() + t * kv_width + h * hd, hd * sizeof(float));
-      std::memcpy(values + slot, v_.data() + t * kv_width + h * hd, hd * sizeof(float));
-    }
-  }
-
-  const kc::AttentionShape shape{n_tokens, q_local_, kv_local_, hd, n_past, capacity};
-  const std::uint8_t* tree = args.mask != nullptr ? args.mask->data() : nullptr;
-  kc::attention(q_.data(), keys, values, shape, tree,
-                static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), attn_.data());
-  kc::matmul(attn_.data(), n_tokens, w.wo.view(), o_.data());
-  all_reduce(o_.data(), n_tokens * hidden);
-  if (!w.bo.empty()) kc::add_bias(o_.data(), w.bo.data(), n_tokens, hidden);
-  kc::add_inplace(x_.data(), o_.data(), n_tokens * hidden);
+  const float* inv_freq = inv_freq_.as<float>();
+  backend_.rope(q, q_width, q_local_, hd, inv_freq);
+  backend_.rope(k, kv_width, kv_local_, hd, inv_freq);
+  backend_.write_kv(k, v, kv_local_, hd, kv.capacity(), kv.keys(layer), kv.values(layer));
+  backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
+                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
+                     attn_.as<float>());
+  backend_.matmul(attn_.as<float>(), n_tokens, w.wo.view(), o);
+  all_reduce(o, n_tokens * hidden);
+  if (!w.bo.empty()) backend_.add_bias(o, w.bo.ptr(), n_tokens, hidden);
+  pending_ = o;
 }
 
 void LlamaModel::mlp_block(int layer, std::int64_t n_tokens) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
   const std::int64_t hidden = config_.hidden_size;
-  kc::rmsnorm(x_.data(), w.mlp_norm.data(), static_cast<float>(config_.rms_norm_eps), n_tokens,
-              hidden, h_.data());
-  kc::matmul(h_.data(), n_tokens, w.w_gate.view(), gate_.data());
-  kc::matmul(h_.data(), n_tokens, w.w_up.view(), up_.data());
-  kc::swiglu(gate_.data(), up_.data(), gate_.data(), n_tokens * inter_local_);
-  kc::matmul(gate_.data(), n_tokens, w.w_down.view(), o_.data());
-  all_reduce(o_.data(), n_tokens * hidden);
-  kc::add_inplace(x_.data(), o_.data(), n_tokens * hidden);
+  float* h = h_.as<float>();
+  float* gate = gate_.as<float>();
+  float* o = o_.as<float>();
+  norm(w.mlp_norm, n_tokens);  // consumes a pending delta in o before o is written again
+  backend_.matmul(h, n_tokens, w.w_gate.view(), gate);
+  backend_.matmul(h, n_tokens, w.w_up.view(), up_.as<float>());
+  backend_.swiglu(gate, up_.as<float>(), gate, n_tokens * inter_local_);
+  backend_.matmul(gate, n_tokens, w.w_down.view(), o);
+  all_reduce(o, n_tokens * hidden);
+  pending_ = o;
 }
 
 }  // namespace selfspec

@@ -7,20 +7,24 @@
 // The embedding is vocab-parallel: each rank writes the rows it owns and zeros elsewhere, and an
 // all-reduce assembles them exactly.
 //
+// The ops run on a Backend (CPU or CUDA); the residual add of each sublayer is fused with the next
+// sublayer's RMSNorm (Backend::add_rmsnorm).
+//
 // Token-count invariance: every kernel computes each token's row with a fixed reduction order
-// (kernels/cpu/matmul.hpp), the attention of a token depends only on the slots it can see, and the
-// all-reduce is elementwise in rank order — so a token's logits are bit-identical whether it is
-// computed alone (decode), among the prompt (prefill) or among drafted tokens (verification).
+// (kernels/cpu/matmul.hpp; kernels/cuda/cuda_kernels.hpp for the GPU's decode and verification
+// sizes), the attention of a token depends only on the slots it can see, and the all-reduce is
+// elementwise — so a token's logits are bit-identical whether it is computed alone (decode),
+// among drafted tokens (verification) or, on the CPU, among the prompt (prefill).
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "core/aligned_buffer.hpp"
 #include "model/attention_mask.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_weights.hpp"
 #include "model/model_config.hpp"
 #include "model/shard_plan.hpp"
+#include "runtime/backend.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -57,12 +61,16 @@ struct ForwardCounters {
 
 class LlamaModel {
  public:
-  LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights, Communicator& comm);
+  // `comm` carries the activations' all-reduces; `backend` must outlive the model (the weights
+  // live in its memory).
+  LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights, Communicator& comm,
+             Backend& backend);
 
   const ModelConfig& config() const { return config_; }
   const ShardPlan& shard() const { return shard_; }
   const LlamaWeights& weights() const { return weights_; }
   Communicator& comm() { return comm_; }
+  Backend& backend() { return backend_; }
   std::int64_t vocab_local() const { return shard_.vocab.size(); }
 
   // A KV cache for this rank's heads holding `capacity` token slots.
@@ -78,21 +86,28 @@ class LlamaModel {
 
  private:
   void all_reduce(float* data, std::int64_t count);
-  void attention_block(int layer, const ForwardArgs& args, KvCache& kv, std::int64_t n_tokens);
+  // The input norm of a sublayer, absorbing the previous sublayer's pending residual delta.
+  void norm(const Vector& weight, std::int64_t n_tokens);
+  // Adds a pending residual delta to x (before observers, the final norm, skipped blocks).
+  void flush_residual(std::int64_t n_tokens);
+  void attention_block(int layer, KvCache& kv, std::int64_t n_tokens);
   void mlp_block(int layer, std::int64_t n_tokens);
+  float* workspace(DeviceBuffer& buffer, std::size_t floats);
 
   ModelConfig config_;
   ShardPlan shard_;
   LlamaWeights weights_;
   Communicator& comm_;
-  std::vector<float> inv_freq_;
+  Backend& backend_;
+  DeviceBuffer inv_freq_;
   LayerPlan full_plan_;
   std::int64_t q_local_;
   std::int64_t kv_local_;
   std::int64_t inter_local_;
 
-  // Workspace, grown to the largest T seen.
-  AlignedBuffer<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_;
+  // Workspace in backend memory, grown to the largest T seen.
+  DeviceBuffer x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
+  const float* pending_ = nullptr;  // residual delta not yet added to x_
   ForwardCounters counters_;
 };
 

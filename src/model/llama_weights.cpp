@@ -1,5 +1,6 @@
 #include "model/llama_weights.hpp"
 
+#include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 
@@ -29,25 +30,42 @@ DType storage_dtype(const TensorInfo& info, std::optional<DType> convert_to) {
   return convert_to.value_or(info.dtype);
 }
 
-Matrix load_matrix(const Checkpoint& checkpoint, const std::string& name, IndexRange rows,
-                   IndexRange cols, std::optional<DType> convert_to) {
+// Reads a slice into backend memory: straight in when the backend's memory is host memory,
+// through a host staging buffer otherwise.
+DeviceBuffer read_to_backend(Backend& backend, const Checkpoint& checkpoint, const TensorInfo& info,
+                             const TensorSlice& slice, DType dtype, std::size_t bytes) {
+  DeviceBuffer buffer = backend.allocate(bytes);
+  if (backend.host_memory()) {
+    checkpoint.read(info, slice, dtype, buffer.data());
+  } else {
+    AlignedBuffer<std::byte> staging(bytes);
+    checkpoint.read(info, slice, dtype, staging.data());
+    backend.upload(buffer.data(), staging.data(), bytes);
+  }
+  return buffer;
+}
+
+Matrix load_matrix(Backend& backend, const Checkpoint& checkpoint, const std::string& name,
+                   IndexRange rows, IndexRange cols, std::optional<DType> convert_to) {
   const TensorInfo& info = checkpoint.tensor(name);
   Matrix matrix;
   matrix.dtype = storage_dtype(info, convert_to);
   matrix.rows = rows.size();
   matrix.cols = cols.size();
-  matrix.data.resize(static_cast<std::size_t>(matrix.bytes()));
-  checkpoint.read(info, {rows.begin, rows.end, cols.begin, cols.end}, matrix.dtype,
-                  matrix.data.data());
+  matrix.data =
+      read_to_backend(backend, checkpoint, info, {rows.begin, rows.end, cols.begin, cols.end},
+                      matrix.dtype, static_cast<std::size_t>(matrix.bytes()));
   return matrix;
 }
 
-std::vector<float> load_vector(const Checkpoint& checkpoint, const std::string& name,
-                               IndexRange range) {
+Vector load_vector(Backend& backend, const Checkpoint& checkpoint, const std::string& name,
+                   IndexRange range) {
   const TensorInfo& info = checkpoint.tensor(name);
-  std::vector<float> values(static_cast<std::size_t>(range.size()));
-  checkpoint.read(info, {range.begin, range.end, 0, 0}, DType::kF32, values.data());
-  return values;
+  Vector vector;
+  vector.size = range.size();
+  vector.data = read_to_backend(backend, checkpoint, info, {range.begin, range.end, 0, 0},
+                                DType::kF32, static_cast<std::size_t>(vector.bytes()));
+  return vector;
 }
 
 }  // namespace
@@ -121,21 +139,22 @@ std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
        {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
     bytes += m->bytes();
   }
-  bytes += (layer.attention_norm.size() + layer.mlp_norm.size() + layer.bq.size() +
-            layer.bk.size() + layer.bv.size() + layer.bo.size()) *
-           sizeof(float);
+  for (const Vector* v :
+       {&layer.attention_norm, &layer.mlp_norm, &layer.bq, &layer.bk, &layer.bv, &layer.bo}) {
+    bytes += v->bytes();
+  }
   return bytes;
 }
 
 std::uint64_t LlamaWeights::bytes() const {
-  std::uint64_t total =
-      embedding.bytes() + (tied ? 0 : lm_head.bytes()) + final_norm.size() * sizeof(float);
+  std::uint64_t total = embedding.bytes() + (tied ? 0 : lm_head.bytes()) + final_norm.bytes();
   for (std::size_t l = 0; l < layers.size(); ++l) total += layer_bytes(l);
   return total;
 }
 
 LlamaWeights LlamaWeights::load(const Checkpoint& checkpoint, const ModelConfig& config,
-                                const ShardPlan& plan, std::optional<DType> convert_to) {
+                                const ShardPlan& plan, std::optional<DType> convert_to,
+                                Backend& backend) {
   validate_checkpoint(checkpoint, config);
   const std::int64_t hidden = config.hidden_size;
   const std::int64_t hd = config.head_dim;
@@ -146,42 +165,44 @@ LlamaWeights LlamaWeights::load(const Checkpoint& checkpoint, const ModelConfig&
   LlamaWeights weights;
   weights.tied = config.tie_word_embeddings;
   log::Progress progress("loading weights (layers)", config.num_layers);
-  weights.embedding =
-      load_matrix(checkpoint, "model.embed_tokens.weight", plan.vocab, all_hidden, convert_to);
+  weights.embedding = load_matrix(backend, checkpoint, "model.embed_tokens.weight", plan.vocab,
+                                  all_hidden, convert_to);
   weights.layers.resize(static_cast<std::size_t>(config.num_layers));
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
     LayerWeights& layer = weights.layers[static_cast<std::size_t>(l)];
     layer.attention_norm =
-        load_vector(checkpoint, layer_name(l, "input_layernorm.weight"), all_hidden);
-    layer.mlp_norm =
-        load_vector(checkpoint, layer_name(l, "post_attention_layernorm.weight"), all_hidden);
-    layer.wq = load_matrix(checkpoint, layer_name(l, "self_attn.q_proj.weight"), q_rows, all_hidden,
-                           convert_to);
-    layer.wk = load_matrix(checkpoint, layer_name(l, "self_attn.k_proj.weight"), kv_rows,
+        load_vector(backend, checkpoint, layer_name(l, "input_layernorm.weight"), all_hidden);
+    layer.mlp_norm = load_vector(backend, checkpoint,
+                                 layer_name(l, "post_attention_layernorm.weight"), all_hidden);
+    layer.wq = load_matrix(backend, checkpoint, layer_name(l, "self_attn.q_proj.weight"), q_rows,
                            all_hidden, convert_to);
-    layer.wv = load_matrix(checkpoint, layer_name(l, "self_attn.v_proj.weight"), kv_rows,
+    layer.wk = load_matrix(backend, checkpoint, layer_name(l, "self_attn.k_proj.weight"), kv_rows,
                            all_hidden, convert_to);
-    layer.wo = load_matrix(checkpoint, layer_name(l, "self_attn.o_proj.weight"), all_hidden, q_rows,
-                           convert_to);
+    layer.wv = load_matrix(backend, checkpoint, layer_name(l, "self_attn.v_proj.weight"), kv_rows,
+                           all_hidden, convert_to);
+    layer.wo = load_matrix(backend, checkpoint, layer_name(l, "self_attn.o_proj.weight"),
+                           all_hidden, q_rows, convert_to);
     if (config.attention_bias) {
-      layer.bq = load_vector(checkpoint, layer_name(l, "self_attn.q_proj.bias"), q_rows);
-      layer.bk = load_vector(checkpoint, layer_name(l, "self_attn.k_proj.bias"), kv_rows);
-      layer.bv = load_vector(checkpoint, layer_name(l, "self_attn.v_proj.bias"), kv_rows);
+      layer.bq = load_vector(backend, checkpoint, layer_name(l, "self_attn.q_proj.bias"), q_rows);
+      layer.bk = load_vector(backend, checkpoint, layer_name(l, "self_attn.k_proj.bias"), kv_rows);
+      layer.bv = load_vector(backend, checkpoint, layer_name(l, "self_attn.v_proj.bias"), kv_rows);
     }
     if (config.o_proj_bias()) {
-      layer.bo = load_vector(checkpoint, layer_name(l, "self_attn.o_proj.bias"), all_hidden);
+      layer.bo =
+          load_vector(backend, checkpoint, layer_name(l, "self_attn.o_proj.bias"), all_hidden);
     }
-    layer.w_gate = load_matrix(checkpoint, layer_name(l, "mlp.gate_proj.weight"), plan.intermediate,
-                               all_hidden, convert_to);
-    layer.w_up = load_matrix(checkpoint, layer_name(l, "mlp.up_proj.weight"), plan.intermediate,
-                             all_hidden, convert_to);
-    layer.w_down = load_matrix(checkpoint, layer_name(l, "mlp.down_proj.weight"), all_hidden,
-                               plan.intermediate, convert_to);
+    layer.w_gate = load_matrix(backend, checkpoint, layer_name(l, "mlp.gate_proj.weight"),
+                               plan.intermediate, all_hidden, convert_to);
+    layer.w_up = load_matrix(backend, checkpoint, layer_name(l, "mlp.up_proj.weight"),
+                             plan.intermediate, all_hidden, convert_to);
+    layer.w_down = load_matrix(backend, checkpoint, layer_name(l, "mlp.down_proj.weight"),
+                               all_hidden, plan.intermediate, convert_to);
     progress.update(l + 1);
   }
-  weights.final_norm = load_vector(checkpoint, "model.norm.weight", all_hidden);
+  weights.final_norm = load_vector(backend, checkpoint, "model.norm.weight", all_hidden);
   if (!weights.tied) {
-    weights.lm_head = load_matrix(checkpoint, "lm_head.weight", plan.vocab, all_hidden, convert_to);
+    weights.lm_head =
+        load_matrix(backend, checkpoint, "lm_head.weight", plan.vocab, all_hidden, convert_to);
   }
   progress.finish();
   return weights;

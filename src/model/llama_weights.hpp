@@ -1,14 +1,14 @@
 // The weights one tensor-parallel rank holds: its slices of every matrix (see shard_plan.hpp),
-// copied out of the memory-mapped checkpoint once at load, in the checkpoint's dtype or converted
-// to a requested one. Norm weights and biases are kept in f32.
+// copied out of the memory-mapped checkpoint once at load into the backend's memory (host for the
+// CPU backend — read straight in —, device for CUDA — through a host staging buffer), in the
+// checkpoint's dtype or converted to a requested one. Norm weights and biases are kept in f32.
 #pragma once
 
-#include "core/aligned_buffer.hpp"
 #include "core/dtype.hpp"
-#include "kernels/cpu/matmul.hpp"
 #include "model/model_config.hpp"
 #include "model/safetensors.hpp"
 #include "model/shard_plan.hpp"
+#include "runtime/backend.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -21,21 +21,30 @@ struct Matrix {
   DType dtype = DType::kF32;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  AlignedBuffer<std::byte> data;
+  DeviceBuffer data;
 
-  kernels::cpu::WeightView view() const { return {dtype, data.data(), rows, cols}; }
+  BackendWeight view() const { return {dtype, data.data(), rows, cols}; }
   std::uint64_t bytes() const {
     return static_cast<std::uint64_t>(rows * cols) * dtype_size(dtype);
   }
 };
 
+// An f32 vector in backend memory (norm weights, biases); empty when absent.
+struct Vector {
+  DeviceBuffer data;
+  std::int64_t size = 0;
+  const float* ptr() const { return data.as<const float>(); }
+  bool empty() const { return size == 0; }
+  std::uint64_t bytes() const { return static_cast<std::uint64_t>(size) * sizeof(float); }
+};
+
 struct LayerWeights {
-  std::vector<float> attention_norm;
-  std::vector<float> mlp_norm;
+  Vector attention_norm;
+  Vector mlp_norm;
   Matrix wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv;  // empty unless attention_bias (this rank's slices)
-  std::vector<float> bo;          // o_proj bias (LLaMA with attention_bias): full, added once
-                                  // after the all-reduce
+  Vector bq, bk, bv;  // empty unless attention_bias (this rank's slices)
+  Vector bo;          // o_proj bias (LLaMA with attention_bias): full, added once after the
+                      // all-reduce
   Matrix w_gate, w_up, w_down;
 };
 
@@ -43,7 +52,7 @@ struct LlamaWeights {
   Matrix embedding;  // vocab rows of this rank
   Matrix lm_head;    // vocab rows of this rank; empty when tied (use embedding)
   bool tied = false;
-  std::vector<float> final_norm;
+  Vector final_norm;
   std::vector<LayerWeights> layers;
 
   const Matrix& output_matrix() const { return tied ? embedding : lm_head; }
@@ -52,9 +61,11 @@ struct LlamaWeights {
   std::uint64_t layer_bytes(std::size_t layer) const;
 
   // Checks every tensor name and shape of the checkpoint against the config (errors name the
-  // tensor and file), then loads this rank's slices. convert_to = nullopt keeps stored dtypes.
+  // tensor and file), then loads this rank's slices into `backend` memory. convert_to = nullopt
+  // keeps stored dtypes.
   static LlamaWeights load(const Checkpoint& checkpoint, const ModelConfig& config,
-                           const ShardPlan& plan, std::optional<DType> convert_to);
+                           const ShardPlan& plan, std::optional<DType> convert_to,
+                           Backend& backend);
 };
 
 // The HF tensor names of a LLaMA-family checkpoint and their expected shapes under `config`.

@@ -2,11 +2,29 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/process_identity.hpp"
 #include "model/safetensors.hpp"
 
 #include <chrono>
 
 namespace selfspec {
+
+namespace {
+
+// --device auto|cpu|cuda: the GPU of this rank is local_rank % device_count.
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "auto") {
+    if (!cuda_unavailable_reason()) return make_backend("cuda");
+    return make_cpu_backend();
+  }
+  if (parse_device_kind(device) == DeviceKind::kCpu) return make_cpu_backend();
+  if (const std::optional<std::string> reason = cuda_unavailable_reason()) {
+    fail("--device cuda: {}", *reason);
+  }
+  return make_cuda_backend(process_identity().local_rank % cuda_device_count());
+}
+
+}  // namespace
 
 Engine::Engine(EngineOptions options, Communicator& comm)
     : options_(std::move(options)), comm_(comm) {
@@ -18,6 +36,8 @@ Engine::Engine(EngineOptions options, Communicator& comm)
   config_ = ModelConfig::from_file(config_path);
   shard_ = ShardPlan::make(config_, comm_.size(), comm_.rank());
   SELFSPEC_CHECK(options_.ctx_size >= 0, "--ctx-size must be >= 0 (got {})", options_.ctx_size);
+  backend_ = make_backend(options_.device);
+  log::info("backend: {}", backend_->describe());
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);
   } else {
@@ -71,8 +91,9 @@ void Engine::check_context(std::int64_t n_prompt, std::int64_t max_new_tokens) c
 void Engine::load() {
   const auto start = std::chrono::steady_clock::now();
   const Checkpoint checkpoint = Checkpoint::open(options_.model_dir);
-  LlamaWeights weights = LlamaWeights::load(checkpoint, config_, shard_, options_.weights_dtype);
-  model_ = std::make_unique<LlamaModel>(config_, shard_, std::move(weights), comm_);
+  LlamaWeights weights =
+      LlamaWeights::load(checkpoint, config_, shard_, options_.weights_dtype, *backend_);
+  model_ = std::make_unique<LlamaModel>(config_, shard_, std::move(weights), comm_, *backend_);
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

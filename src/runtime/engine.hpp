@@ -1,7 +1,8 @@
-// The engine of one rank: the model's config, shard plan and tokenizer (cheap, available before
-// any weight is read, so bad TP degrees and over-long prompts fail fast), then the weights and
-// the LlamaModel. Prompts are prepared on rank 0 and broadcast, so every rank runs on identical
-// token ids.
+// The engine of one rank: the model's config, shard plan, tokenizer and compute backend (cheap,
+// available before any weight is read, so bad TP degrees and over-long prompts fail fast), then
+// the weights and the LlamaModel. With --device cuda (or auto on a machine with a GPU) the rank
+// uses GPU local_rank % device_count. Prompts are prepared on rank 0 and broadcast, so every rank
+// runs on identical token ids.
 #pragma once
 
 #include "comm/communicator.hpp"
@@ -9,6 +10,7 @@
 #include "model/llama_model.hpp"
 #include "model/model_config.hpp"
 #include "model/shard_plan.hpp"
+#include "runtime/backend.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <cstdint>
@@ -25,6 +27,7 @@ struct EngineOptions {
   std::filesystem::path tokenizer_path;  // empty: tokenizer.json / tokenizer.model in model_dir
   std::optional<DType> weights_dtype;    // nullopt: as stored in the checkpoint
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
+  std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
 };
 
 class Engine {
@@ -34,6 +37,7 @@ class Engine {
   const ModelConfig& config() const { return config_; }
   const ShardPlan& shard() const { return shard_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  Backend& backend() { return *backend_; }
   Communicator& comm() { return comm_; }
   const EngineOptions& options() const { return options_; }
   // The longest sequence (prompt + generation) this run allows.
@@ -60,6 +64,7 @@ class Engine {
   ModelConfig config_;
   ShardPlan shard_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;  // declared before model_: outlives it
   std::unique_ptr<LlamaModel> model_;
   double load_seconds_ = 0.0;
 };

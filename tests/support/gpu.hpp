@@ -13,8 +13,8 @@ std::string gpu_unavailable_reason();
 
 }  // namespace selfspec::testing
 
-#define SELFSPEC_REQUIRE_GPU()                                                         \
-  do {                                                                                 \
+#define SELFSPEC_REQUIRE_GPU()                                                              \
+  do {                                                                                      \
     const std::string selfspec_gpu_reason_ = ::selfspec::testing::gpu_unavailable_reason(); \
-    if (!selfspec_gpu_reason_.empty()) GTEST_SKIP() << selfspec_gpu_reason_;           \
+    if (!selfspec_gpu_reason_.empty()) GTEST_SKIP() << selfspec_gpu_reason_;                \
   } while (0)

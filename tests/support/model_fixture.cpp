@@ -9,13 +9,19 @@
 
 namespace selfspec::testing {
 
+Backend& cpu_backend() {
+  static const std::unique_ptr<Backend> backend = make_cpu_backend();
+  return *backend;
+}
+
 std::unique_ptr<LlamaModel> load_model(const std::filesystem::path& dir, Communicator& comm,
                                        std::optional<DType> convert_to) {
   const ModelConfig config = ModelConfig::from_file(dir / "config.json");
   const ShardPlan shard = ShardPlan::make(config, comm.size(), comm.rank());
   const Checkpoint checkpoint = Checkpoint::open(dir);
   return std::make_unique<LlamaModel>(
-      config, shard, LlamaWeights::load(checkpoint, config, shard, convert_to), comm);
+      config, shard, LlamaWeights::load(checkpoint, config, shard, convert_to, cpu_backend()), comm,
+      cpu_backend());
 }
 
 std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,

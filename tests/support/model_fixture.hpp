@@ -12,6 +12,9 @@
 
 namespace selfspec::testing {
 
+// The process-wide CPU backend the test models run on.
+Backend& cpu_backend();
+
 std::unique_ptr<LlamaModel> load_model(const std::filesystem::path& dir, Communicator& comm,
                                        std::optional<DType> convert_to = std::nullopt);
 

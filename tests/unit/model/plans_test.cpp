@@ -85,7 +85,8 @@ TEST(LayerPlan, SkipsAndMaskRoundTrip) {
 }
 
 TEST(KvCache, LengthBookkeeping) {
-  KvCache kv(2, 3, 8, 10);
+  const std::unique_ptr<Backend> backend = make_cpu_backend();
+  KvCache kv(*backend, 2, 3, 8, 10);
   EXPECT_EQ(kv.bytes(), 2u * 2 * 3 * 10 * 8 * sizeof(float));
   EXPECT_EQ(kv.bytes(), KvCache::bytes_for(2, 3, 8, 10));
   kv.extend(7);
