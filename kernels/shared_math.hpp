@@ -15,7 +15,9 @@
 
 namespace selfspec::kernels {
 
-// silu(g) = g / (1 + exp(-g)); SwiGLU output = silu(gate) * up.
+// silu(g) = g / (1 + exp(-g)); SwiGLU output = silu(gate) * up (divide, then multiply; no
+// multiply-add to contract). The host uses the C library's expf, the device CUDA's expf (<= 2
+// ulp), so the backends agree to a few ulp, not bit for bit.
 SELFSPEC_HOST_DEVICE inline float swiglu_value(float gate, float up) {
   return gate / (1.0f + expf(-gate)) * up;
 }
@@ -25,9 +27,17 @@ struct RopePair {
   float first;
   float second;
 };
+// Two rounded products and a rounded sum per output, never fused: the host build is baseline
+// x86-64 (no FMA contraction), and on the device the _rn intrinsics forbid nvcc's contraction, so
+// both backends give the same bits for the same (cos, sin).
 SELFSPEC_HOST_DEVICE inline RopePair rope_rotate(float x_first, float x_second, float cos_theta,
                                                  float sin_theta) {
+#if defined(__CUDA_ARCH__)
+  return {__fsub_rn(__fmul_rn(x_first, cos_theta), __fmul_rn(x_second, sin_theta)),
+          __fadd_rn(__fmul_rn(x_second, cos_theta), __fmul_rn(x_first, sin_theta))};
+#else
   return {x_first * cos_theta - x_second * sin_theta, x_second * cos_theta + x_first * sin_theta};
+#endif
 }
 
 // bf16 bits -> f32 (exact).

@@ -3,13 +3,15 @@
 // Plain loops the compiler vectorises (baseline SSE2; no reassociation, no FMA contraction, so
 // every element is computed the same way whatever the ISA). Each output element depends only on
 // its own inputs in a fixed order: RMSNorm sums squares in double in ascending i and rounds
-// r = 1 / sqrt(mean + eps) to f32 once per row; SwiGLU uses std::exp on f32. Work is split over
-// tokens (or over element ranges) with parallel_for once it is large enough to pay for the
-// threads; arguments are validated before any parallel region (nothing throws inside one).
+// r = 1 / sqrt(mean + eps) to f32 once per row; SwiGLU is swiglu_value of kernels/shared_math.hpp
+// (expf on f32), the formula the CUDA kernel uses too. Work is split over tokens (or over element
+// ranges) with parallel_for once it is large enough to pay for the threads; arguments are
+// validated before any parallel region (nothing throws inside one).
 #include "kernels/cpu/elementwise.hpp"
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "kernels/shared_math.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -58,9 +60,7 @@ void swiglu(const float* gate, const float* up, float* out, std::int64_t n) {
   SELFSPEC_CHECK(n >= 0, "swiglu: negative length {}", n);
   parallel_for(n, kElementGrain / 4, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
-      const float g = gate[i];
-      const float silu = g / (1.0f + std::exp(-g));
-      out[i] = silu * up[i];
+      out[i] = swiglu_value(gate[i], up[i]);
     }
   });
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "kernels/shared_math.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -47,12 +48,9 @@ void apply_rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::i
         float* first = row + h * head_dim;
         float* second = first + half;
         for (std::int64_t i = 0; i < half; ++i) {
-          const float x0 = first[i];
-          const float x1 = second[i];
-          const float c = cos_table[i];
-          const float s = sin_table[i];
-          first[i] = x0 * c - x1 * s;
-          second[i] = x1 * c + x0 * s;
+          const RopePair rotated = rope_rotate(first[i], second[i], cos_table[i], sin_table[i]);
+          first[i] = rotated.first;
+          second[i] = rotated.second;
         }
       }
     }

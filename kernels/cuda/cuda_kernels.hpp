@@ -64,11 +64,11 @@ void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t
 // Writes k, v ([T][kv_heads*head_dim]) into the cache ([kv_heads][capacity][head_dim]) at slots
 // step->n_past + t.
 void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_t kv_heads,
-              std::int64_t head_dim, std::int64_t capacity, const StepParams* step,
-              float* k_cache, float* v_cache, cudaStream_t stream);
+              std::int64_t head_dim, std::int64_t capacity, const StepParams* step, float* k_cache,
+              float* v_cache, cudaStream_t stream);
 // dst[i] = src[rows[i]] for rows of `dim` floats (the logit rows before the LM head).
-void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows,
-                 std::int64_t dim, float* dst, cudaStream_t stream);
+void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
+                 float* dst, cudaStream_t stream);
 // f32 activations -> bf16 or f16 (round to nearest even), for the cuBLASLt path.
 void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,
                          cudaStream_t stream);
@@ -87,6 +87,9 @@ struct AttentionDims {
   std::int64_t head_dim = 0;
   std::int64_t capacity = 0;
 };
+// The partials workspace of attention() for these dims. Inputs with more tokens than fit a 64 MiB
+// budget (long prefill chunks) are processed in several passes over that workspace; at least
+// kSmallBatch tokens always fit in one pass. The result does not depend on the passes.
 std::size_t attention_workspace_bytes(const AttentionDims& dims);
 void attention(const float* q, const float* k_cache, const float* v_cache,
                const AttentionDims& dims, const StepParams* step, const std::uint8_t* tree_mask,
@@ -125,6 +128,8 @@ void softmax_rows(const float* logits, std::int64_t rows, std::int64_t vocab, fl
 // uniforms: k + 1 draws in [0, 1). Accepts drafted[j] while u_j · q_j(d_j) < p_j(d_j); at the
 // first rejection draws from norm(max(0, p_j − q_j)) by inverse CDF at uniforms[k] (ascending
 // ids), or, when all k are accepted, from p_k. Writes the accepted count and the next token.
+// A drafted id outside [0, vocab) is rejected; a rejection whose residual has no mass draws from
+// p_j instead (same uniform); out_next = -1 only when that row has no mass at all.
 void speculative_accept(const float* p, const float* q, std::int64_t k, std::int64_t vocab,
                         const std::int32_t* drafted, const double* uniforms,
                         std::int32_t* out_accepted, std::int32_t* out_next, cudaStream_t stream);

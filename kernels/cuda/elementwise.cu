@@ -1,0 +1,331 @@
+// Elementwise and row-wise CUDA kernels of the LLaMA block: embedding lookup, RMSNorm (plain and
+// fused with the residual add), residual add, bias, SwiGLU, RoPE, KV-cache writes, row gathers and
+// activation conversion for the cuBLASLt path.
+//
+// Design: purely elementwise work runs as grid-stride loops (256 threads per block, at most 2^16
+// blocks) over 64-bit indices, so any size is covered and every launch shape is legal. Row-wise
+// work uses one block per row:
+//  - RMSNorm: each thread sums the squares of its strided elements in double, the block sums the
+//    per-thread values in a fixed order (warp butterfly, then warps in ascending order), and
+//    r = f32(1 / sqrt(mean + eps)) is computed in double as on the CPU; y = weight * (x * r) in
+//    f32, the CPU's expression. Results match the CPU up to the rounding of the double sum.
+//  - RoPE: one block per token; thread i computes cos/sin of angle = double(pos) * inv_freq[i] in
+//    double, rounds them to f32 and rotates pair i of every head with rope_rotate
+//    (kernels/shared_math.hpp, no FMA contraction) — the CPU's arithmetic.
+// Values that change per step without changing the launch (n_past) are read from StepParams in
+// device memory, so these launches can be captured in a CUDA graph.
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/shared_math.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace selfspec::kernels::cuda {
+namespace {
+
+using detail::grid_stride_blocks;
+using detail::require;
+using detail::str;
+
+constexpr int kThreads = 256;     // grid-stride kernels
+constexpr int kRowThreads = 256;  // RMSNorm: one block per row (a multiple of 32)
+
+__device__ __forceinline__ std::int64_t global_thread() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t grid_threads() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Exact decoders of one stored weight element.
+struct F32Element {
+  using Storage = float;
+  static __device__ __forceinline__ float load(const float* data, std::int64_t i) {
+    return data[i];
+  }
+};
+struct BF16Element {
+  using Storage = std::uint16_t;
+  static __device__ __forceinline__ float load(const std::uint16_t* data, std::int64_t i) {
+    return bf16_bits_to_float(data[i]);
+  }
+};
+struct F16Element {
+  using Storage = std::uint16_t;
+  static __device__ __forceinline__ float load(const std::uint16_t* data, std::int64_t i) {
+    return __half2float(__ushort_as_half(data[i]));
+  }
+};
+
+template <class Element>
+__global__ void embedding_kernel(const typename Element::Storage* table, std::int64_t table_rows,
+                                 std::int64_t dim, std::int64_t vocab_begin,
+                                 const std::int32_t* tokens, std::int64_t n_tokens, float* out) {
+  const std::int64_t n = n_tokens * dim;
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const std::int64_t t = i / dim;
+    const std::int64_t c = i - t * dim;
+    const std::int64_t row = static_cast<std::int64_t>(tokens[t]) - vocab_begin;
+    out[i] = (row >= 0 && row < table_rows) ? Element::load(table, row * dim + c) : 0.0f;
+  }
+}
+
+// kAdd: x_mut[i] = x[i] + delta[i] is stored first (x_mut == x), then normalised.
+template <bool kAdd>
+__global__ void __launch_bounds__(kRowThreads)
+    rmsnorm_kernel(const float* x, float* x_mut, const float* delta, const float* weight, float eps,
+                   std::int64_t dim, float* y) {
+  __shared__ double scratch[kRowThreads / detail::kWarpSize];
+  const std::int64_t row_offset = static_cast<std::int64_t>(blockIdx.x) * dim;
+  double sum_squares = 0.0;
+  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = x[row_offset + i];
+    if constexpr (kAdd) {
+      v = v + delta[row_offset + i];
+      x_mut[row_offset + i] = v;
+    }
+    const double d = v;
+    sum_squares += d * d;
+  }
+  const double total = detail::block_sum(sum_squares, scratch);
+  const double mean = total / static_cast<double>(dim);
+  const float r = static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+  // Each thread re-reads only the elements it wrote (kAdd) or read itself, so y may alias x.
+  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = x[row_offset + i];
+    y[row_offset + i] = weight[i] * (v * r);
+  }
+}
+
+__global__ void add_inplace_kernel(float* x, const float* y, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) x[i] += y[i];
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, std::int64_t n, std::int64_t dim) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) x[i] += bias[i % dim];
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    out[i] = swiglu_value(gate[i], up[i]);
+  }
+}
+
+// One block per token; thread i handles the pair (i, i + half) of every head.
+__global__ void rope_kernel(float* x, std::int64_t row_stride, std::int64_t n_heads,
+                            std::int64_t head_dim, const std::int32_t* positions,
+                            const float* inv_freq) {
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t half = head_dim / 2;
+  const double pos = static_cast<double>(positions[t]);
+  float* row = x + t * row_stride;
+  for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const double angle = pos * static_cast<double>(inv_freq[i]);
+    const float c = static_cast<float>(::cos(angle));
+    const float s = static_cast<float>(::sin(angle));
+    for (std::int64_t h = 0; h < n_heads; ++h) {
+      float* first = row + h * head_dim;
+      float* second = first + half;
+      const RopePair rotated = rope_rotate(first[i], second[i], c, s);
+      first[i] = rotated.first;
+      second[i] = rotated.second;
+    }
+  }
+}
+
+__global__ void write_kv_kernel(const float* k, const float* v, std::int64_t n_tokens,
+                                std::int64_t kv_heads, std::int64_t head_dim, std::int64_t capacity,
+                                const StepParams* step, float* k_cache, float* v_cache) {
+  const std::int64_t n_past = step->n_past;
+  const std::int64_t row = kv_heads * head_dim;
+  const std::int64_t n = n_tokens * row;
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const std::int64_t t = i / row;
+    const std::int64_t r = i - t * row;
+    const std::int64_t h = r / head_dim;
+    const std::int64_t d = r - h * head_dim;
+    const std::int64_t slot = n_past + t;
+    if (slot < 0 || slot >= capacity) continue;  // a bad n_past must not write out of bounds
+    const std::int64_t dst = (h * capacity + slot) * head_dim + d;
+    k_cache[dst] = k[i];
+    v_cache[dst] = v[i];
+  }
+}
+
+__global__ void gather_rows_kernel(const float* src, const std::int32_t* rows, std::int64_t n_rows,
+                                   std::int64_t dim, float* dst) {
+  const std::int64_t n = n_rows * dim;
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const std::int64_t r = i / dim;
+    const std::int64_t c = i - r * dim;
+    dst[i] = src[static_cast<std::int64_t>(rows[r]) * dim + c];
+  }
+}
+
+__global__ void to_bf16_kernel(const float* in, __nv_bfloat16* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    out[i] = __float2bfloat16_rn(in[i]);
+  }
+}
+
+__global__ void to_f16_kernel(const float* in, __half* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads())
+    out[i] = __float2half_rn(in[i]);
+}
+
+template <class Element>
+void launch_embedding(const DeviceWeight& table, std::int64_t vocab_begin,
+                      const std::int32_t* tokens, std::int64_t n_tokens, float* out,
+                      cudaStream_t stream) {
+  const std::int64_t n = n_tokens * table.cols;
+  embedding_kernel<Element><<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+      static_cast<const typename Element::Storage*>(table.data), table.rows, table.cols,
+      vocab_begin, tokens, n_tokens, out);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void check_rows(std::int64_t n_tokens, std::int64_t dim, const char* what) {
+  require(n_tokens >= 0 && dim > 0,
+          std::string(what) + ": bad shape (tokens " + str(n_tokens) + ", dim " + str(dim) + ")");
+  require(n_tokens <= 0x7fffffff,
+          std::string(what) + ": too many rows for one launch (" + str(n_tokens) + ")");
+}
+
+}  // namespace
+
+void embedding(const DeviceWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,
+               std::int64_t n_tokens, float* out, cudaStream_t stream) {
+  require(n_tokens >= 0 && table.rows >= 0 && table.cols > 0 && vocab_begin >= 0,
+          "embedding: bad shape (tokens " + str(n_tokens) + ", rows " + str(table.rows) +
+              ", cols " + str(table.cols) + ", vocab_begin " + str(vocab_begin) + ")");
+  require(table.rows == 0 || table.data != nullptr, "embedding: null table");
+  if (n_tokens == 0) return;
+  switch (table.dtype) {
+    case DType::kF32:
+      launch_embedding<F32Element>(table, vocab_begin, tokens, n_tokens, out, stream);
+      return;
+    case DType::kBF16:
+      launch_embedding<BF16Element>(table, vocab_begin, tokens, n_tokens, out, stream);
+      return;
+    case DType::kF16:
+      launch_embedding<F16Element>(table, vocab_begin, tokens, n_tokens, out, stream);
+      return;
+  }
+  require(false, "embedding: unsupported table dtype " + str(static_cast<int>(table.dtype)));
+}
+
+void rmsnorm(const float* x, const float* weight, float eps, std::int64_t n_tokens,
+             std::int64_t dim, float* y, cudaStream_t stream) {
+  check_rows(n_tokens, dim, "rmsnorm");
+  if (n_tokens == 0) return;
+  rmsnorm_kernel<false><<<static_cast<unsigned>(n_tokens), kRowThreads, 0, stream>>>(
+      x, nullptr, nullptr, weight, eps, dim, y);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void add_rmsnorm(float* x, const float* delta, const float* weight, float eps,
+                 std::int64_t n_tokens, std::int64_t dim, float* y, cudaStream_t stream) {
+  check_rows(n_tokens, dim, "add_rmsnorm");
+  if (n_tokens == 0) return;
+  rmsnorm_kernel<true><<<static_cast<unsigned>(n_tokens), kRowThreads, 0, stream>>>(
+      x, x, delta, weight, eps, dim, y);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void add_inplace(float* x, const float* y, std::int64_t n, cudaStream_t stream) {
+  require(n >= 0, "add_inplace: negative length " + str(n));
+  if (n == 0) return;
+  add_inplace_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, y, n);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t dim,
+              cudaStream_t stream) {
+  require(n_tokens >= 0 && dim >= 0,
+          "add_bias: bad shape (tokens " + str(n_tokens) + ", dim " + str(dim) + ")");
+  const std::int64_t n = n_tokens * dim;
+  if (n == 0) return;
+  add_bias_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, bias, n, dim);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream) {
+  require(n >= 0, "swiglu: negative length " + str(n));
+  if (n == 0) return;
+  swiglu_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t n_heads,
+          std::int64_t head_dim, const std::int32_t* positions, const float* inv_freq,
+          cudaStream_t stream) {
+  require(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim " + str(head_dim) + " must be even");
+  require(n_tokens >= 0 && n_heads >= 0 && row_stride >= n_heads * head_dim,
+          "rope: bad shape (tokens " + str(n_tokens) + ", heads " + str(n_heads) + ", head_dim " +
+              str(head_dim) + ", row stride " + str(row_stride) + ")");
+  require(n_tokens <= 0x7fffffff, "rope: too many tokens for one launch (" + str(n_tokens) + ")");
+  if (n_tokens == 0 || n_heads == 0) return;
+  const std::int64_t half = head_dim / 2;
+  // One thread per pair, rounded up to whole warps, at most 256.
+  const std::int64_t warps = (half + detail::kWarpSize - 1) / detail::kWarpSize;
+  const int threads = static_cast<int>(warps > 8 ? 256 : warps * detail::kWarpSize);
+  rope_kernel<<<static_cast<unsigned>(n_tokens), threads, 0, stream>>>(
+      x, row_stride, n_heads, head_dim, positions, inv_freq);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_t kv_heads,
+              std::int64_t head_dim, std::int64_t capacity, const StepParams* step, float* k_cache,
+              float* v_cache, cudaStream_t stream) {
+  require(n_tokens >= 0 && kv_heads > 0 && head_dim > 0 && capacity >= n_tokens,
+          "write_kv: bad shape (tokens " + str(n_tokens) + ", kv heads " + str(kv_heads) +
+              ", head_dim " + str(head_dim) + ", capacity " + str(capacity) + ")");
+  require(step != nullptr, "write_kv: null step parameters");
+  const std::int64_t n = n_tokens * kv_heads * head_dim;
+  if (n == 0) return;
+  write_kv_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+      k, v, n_tokens, kv_heads, head_dim, capacity, step, k_cache, v_cache);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
+                 float* dst, cudaStream_t stream) {
+  require(n_rows >= 0 && dim > 0,
+          "gather_rows: bad shape (rows " + str(n_rows) + ", dim " + str(dim) + ")");
+  if (n_rows == 0) return;
+  const std::int64_t n = n_rows * dim;
+  gather_rows_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(src, rows, n_rows,
+                                                                               dim, dst);
+  SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,
+                         cudaStream_t stream) {
+  require(n >= 0, "convert_activations: negative length " + str(n));
+  if (n == 0) return;
+  switch (out_dtype) {
+    case DType::kF32:
+      if (static_cast<const void*>(in) != out) {
+        SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(out, in, static_cast<std::size_t>(n) * sizeof(float),
+                                            cudaMemcpyDeviceToDevice, stream));
+      }
+      return;
+    case DType::kBF16:
+      to_bf16_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+          in, static_cast<__nv_bfloat16*>(out), n);
+      SELFSPEC_CUDA_CHECK_LAUNCH();
+      return;
+    case DType::kF16:
+      to_f16_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+          in, static_cast<__half*>(out), n);
+      SELFSPEC_CUDA_CHECK_LAUNCH();
+      return;
+  }
+  require(false, "convert_activations: unsupported dtype " + str(static_cast<int>(out_dtype)));
+}
+
+}  // namespace selfspec::kernels::cuda

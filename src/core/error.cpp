@@ -10,6 +10,10 @@ void check_failed(const std::string& message) {
   throw Error(message);
 }
 
+void throw_error(const std::string& message) {
+  throw Error(message);
+}
+
 void api_call_failed(std::string_view api, std::string_view statement, std::string_view detail,
                      const char* file, int line) {
   const ProcessIdentity& id = process_identity();

@@ -1,0 +1,369 @@
+// Microbenchmarks of the CUDA kernels (Google Benchmark, manual time from CUDA events).
+//
+// Decode and verification matmuls (matmul_small_batch, T = 1 / 4 / 8, bf16 4096 x 4096 and
+// 11008 x 4096) are memory bound: each call uses the next of several copies of the weight matrix,
+// the copies together much larger than the L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so
+// GB/s is HBM bandwidth (weights + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512)
+// reports TFLOP/s. Decode attention (T = 1 over 1k / 4k / 16k cached slots, 32 query heads, 8 KV
+// heads, head_dim 128) rotates over KV-cache copies the same way and reports GB/s of K and V
+// read. RMSNorm and add + RMSNorm report GB/s of data read and written.
+// Each benchmark iteration times kInner back-to-back launches between two CUDA events on one
+// stream and reports their mean as the iteration time. The theoretical peak bandwidth of the
+// device (2 x memory clock x bus width, from the device attributes) is printed and attached to
+// every result as peak_GB/s. Without a usable device the program says so and exits 0.
+#include "core/dtype.hpp"
+#include "kernels/cuda/cublaslt_gemm.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace selfspec::kernels::cuda {
+namespace {
+
+constexpr int kInner = 10;
+constexpr std::size_t kDefaultPoolBytes = std::size_t{1024} << 20;
+
+double g_peak_gbps = 0.0;
+
+std::size_t pool_bytes() {
+  if (const char* env = std::getenv("SELFSPEC_BENCH_POOL_MB")) {
+    return static_cast<std::size_t>(std::max(1L, std::atol(env))) << 20;
+  }
+  return kDefaultPoolBytes;
+}
+
+// Owning device memory (RAII over cudaMalloc / cudaFree).
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(std::size_t bytes) {
+    void* pointer = nullptr;
+    SELFSPEC_CUDA_CHECK(cudaMalloc(&pointer, std::max<std::size_t>(bytes, 1)));
+    data_.reset(pointer);
+  }
+  template <class T = void>
+  T* get() const {
+    return static_cast<T*>(data_.get());
+  }
+
+ private:
+  struct Free {
+    void operator()(void* pointer) const { (void)cudaFree(pointer); }
+  };
+  std::unique_ptr<void, Free> data_;
+};
+
+class Stream {
+ public:
+  Stream() { SELFSPEC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() { (void)cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() { SELFSPEC_CUDA_CHECK(cudaEventCreate(&event_)); }
+  ~Event() { (void)cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Deterministic pseudo-random values in [-1, 1) (xorshift).
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 1) {}
+  float next() {
+    state_ ^= state_ << 13;
+    state_ ^= state_ >> 7;
+    state_ ^= state_ << 17;
+    return static_cast<float>(static_cast<std::int64_t>(state_ >> 40) - (1 << 23)) /
+           static_cast<float>(1 << 23);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// A device buffer of n random values of the given dtype.
+DeviceMemory random_device(DType dtype, std::size_t n, std::uint64_t seed) {
+  Random rng(seed);
+  DeviceMemory memory(n * dtype_size(dtype));
+  if (dtype == DType::kF32) {
+    std::vector<float> host(n);
+    for (float& v : host) v = rng.next();
+    SELFSPEC_CUDA_CHECK(
+        cudaMemcpy(memory.get(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  } else {
+    std::vector<std::uint16_t> host(n);
+    for (std::uint16_t& v : host) {
+      const float f = rng.next();
+      v = dtype == DType::kBF16 ? f32_to_bf16(f) : f32_to_f16(f);
+    }
+    SELFSPEC_CUDA_CHECK(
+        cudaMemcpy(memory.get(), host.data(), n * sizeof(std::uint16_t), cudaMemcpyHostToDevice));
+  }
+  return memory;
+}
+
+// `copies` copies of one random buffer of `bytes`, back to back, so that rotating over them
+// defeats the L2 cache.
+struct Pool {
+  std::size_t bytes = 0;
+  std::size_t copies = 0;
+  std::unique_ptr<DeviceMemory> memory;
+  const std::uint8_t* copy(std::int64_t i) const {
+    return memory->get<std::uint8_t>() + static_cast<std::size_t>(i) % copies * bytes;
+  }
+};
+
+Pool make_pool(DType dtype, std::size_t elements, std::uint64_t seed) {
+  Pool pool;
+  pool.bytes = elements * dtype_size(dtype);
+  pool.copies = std::max<std::size_t>(2, (pool_bytes() + pool.bytes - 1) / pool.bytes);
+  pool.memory = std::make_unique<DeviceMemory>(pool.bytes * pool.copies);
+  const DeviceMemory first = random_device(dtype, elements, seed);
+  for (std::size_t c = 0; c < pool.copies; ++c) {
+    SELFSPEC_CUDA_CHECK(cudaMemcpy(pool.memory->get<std::uint8_t>() + c * pool.bytes, first.get(),
+                                   pool.bytes, cudaMemcpyDeviceToDevice));
+  }
+  return pool;
+}
+
+// Times `launch(call_index)` kInner times per iteration; sets the per-call time and the rates.
+template <class Launch>
+void run_timed(benchmark::State& state, const Stream& stream, double bytes_per_call,
+               double flops_per_call, Launch launch) {
+  launch(0);  // warm-up (and algorithm selection for cuBLASLt)
+  SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  Event start;
+  Event stop;
+  double total_seconds = 0.0;
+  std::int64_t calls = 0;
+  for (auto _ : state) {
+    SELFSPEC_CUDA_CHECK(cudaEventRecord(start.get(), stream.get()));
+    for (int i = 0; i < kInner; ++i) launch(calls + i + 1);
+    SELFSPEC_CUDA_CHECK(cudaEventRecord(stop.get(), stream.get()));
+    SELFSPEC_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float milliseconds = 0.0f;
+    SELFSPEC_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start.get(), stop.get()));
+    const double seconds = static_cast<double>(milliseconds) * 1e-3;
+    state.SetIterationTime(seconds / kInner);
+    total_seconds += seconds;
+    calls += kInner;
+  }
+  if (calls == 0 || total_seconds <= 0.0) return;
+  state.counters["GB/s"] = bytes_per_call * static_cast<double>(calls) / total_seconds / 1e9;
+  if (flops_per_call > 0.0) {
+    state.counters["TFLOP/s"] = flops_per_call * static_cast<double>(calls) / total_seconds / 1e12;
+  }
+  state.counters["peak_GB/s"] = g_peak_gbps;
+}
+
+// Runs a benchmark body, turning a selfspec::Error (or any exception) into a skipped result.
+template <class Body>
+void guarded(benchmark::State& state, Body body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void bm_matmul_small_batch(benchmark::State& state, std::int64_t rows, std::int64_t cols,
+                           std::int64_t n_tokens) {
+  guarded(state, [&] {
+    const Stream stream;
+    const Pool weights = make_pool(DType::kBF16, static_cast<std::size_t>(rows * cols), 1);
+    const DeviceMemory x = random_device(DType::kF32, static_cast<std::size_t>(n_tokens * cols), 2);
+    const DeviceMemory y(static_cast<std::size_t>(n_tokens * rows) * sizeof(float));
+    const double bytes = static_cast<double>(rows * cols) * 2.0 +
+                         static_cast<double>(n_tokens * (cols + rows)) * 4.0;
+    run_timed(state, stream, bytes, 2.0 * static_cast<double>(n_tokens * rows * cols),
+              [&](std::int64_t call) {
+                const DeviceWeight w{DType::kBF16, weights.copy(call), rows, cols};
+                matmul_small_batch(x.get<float>(), n_tokens, w, y.get<float>(), stream.get());
+              });
+  });
+}
+
+void bm_cublaslt(benchmark::State& state, std::int64_t rows, std::int64_t cols,
+                 std::int64_t n_tokens) {
+  guarded(state, [&] {
+    const Stream stream;
+    CublasLtGemm gemm;
+    const Pool weights = make_pool(DType::kBF16, static_cast<std::size_t>(rows * cols), 3);
+    const DeviceMemory x =
+        random_device(DType::kBF16, static_cast<std::size_t>(n_tokens * cols), 4);
+    const DeviceMemory y(static_cast<std::size_t>(n_tokens * rows) * sizeof(float));
+    const double bytes = static_cast<double>(rows * cols) * 2.0 +
+                         static_cast<double>(n_tokens * cols) * 2.0 +
+                         static_cast<double>(n_tokens * rows) * 4.0;
+    run_timed(state, stream, bytes, 2.0 * static_cast<double>(n_tokens * rows * cols),
+              [&](std::int64_t call) {
+                const DeviceWeight w{DType::kBF16, weights.copy(call), rows, cols};
+                gemm.matmul(x.get(), n_tokens, w, y.get<float>(), stream.get());
+              });
+  });
+}
+
+void bm_attention(benchmark::State& state, std::int64_t n_past) {
+  guarded(state, [&] {
+    const Stream stream;
+    AttentionDims dims;
+    dims.n_tokens = 1;
+    dims.n_q_heads = 32;
+    dims.n_kv_heads = 8;
+    dims.head_dim = 128;
+    dims.capacity = n_past + 1;
+    const auto cache_elements =
+        static_cast<std::size_t>(dims.n_kv_heads * dims.capacity * dims.head_dim);
+    // K and V of one copy live side by side in one pool entry.
+    const Pool caches = make_pool(DType::kF32, 2 * cache_elements, 5);
+    const DeviceMemory q =
+        random_device(DType::kF32, static_cast<std::size_t>(dims.n_q_heads * dims.head_dim), 6);
+    const DeviceMemory out(static_cast<std::size_t>(dims.n_q_heads * dims.head_dim) *
+                           sizeof(float));
+    const DeviceMemory workspace(attention_workspace_bytes(dims));
+    const StepParams step_host{static_cast<std::int32_t>(n_past), 0};
+    const DeviceMemory step(sizeof(StepParams));
+    SELFSPEC_CUDA_CHECK(
+        cudaMemcpy(step.get(), &step_host, sizeof step_host, cudaMemcpyHostToDevice));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+    // K and V rows actually read: the n_past + 1 visible slots of every KV head.
+    const double bytes =
+        2.0 * static_cast<double>(dims.n_kv_heads * (n_past + 1) * dims.head_dim) * sizeof(float);
+    run_timed(state, stream, bytes, 0.0, [&](std::int64_t call) {
+      const auto* k_cache = reinterpret_cast<const float*>(caches.copy(call));
+      const float* v_cache = k_cache + cache_elements;
+      attention(q.get<float>(), k_cache, v_cache, dims, step.get<StepParams>(), nullptr, scale,
+                out.get<float>(), workspace.get(), stream.get());
+    });
+  });
+}
+
+void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, bool fused_add) {
+  guarded(state, [&] {
+    const Stream stream;
+    const std::int64_t dim = 4096;
+    const auto n = static_cast<std::size_t>(n_tokens * dim);
+    const DeviceMemory x = random_device(DType::kF32, n, 7);
+    const DeviceMemory delta = random_device(DType::kF32, n, 8);
+    const DeviceMemory weight = random_device(DType::kF32, static_cast<std::size_t>(dim), 9);
+    const DeviceMemory y(n * sizeof(float));
+    // rmsnorm: read x, write y; add_rmsnorm: read x and delta, write x and y (plus the weight).
+    const double bytes =
+        static_cast<double>(n) * sizeof(float) * (fused_add ? 4.0 : 2.0) + dim * sizeof(float);
+    run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
+      if (fused_add) {
+        // Adding the same delta each call keeps x bounded enough for a timing run.
+        add_rmsnorm(x.get<float>(), delta.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim,
+                    y.get<float>(), stream.get());
+      } else {
+        rmsnorm(x.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim, y.get<float>(),
+                stream.get());
+      }
+    });
+  });
+}
+
+void register_benchmarks() {
+  const auto configure = [](benchmark::internal::Benchmark* b) {
+    b->UseManualTime()->Unit(benchmark::kMicrosecond);
+  };
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{4096, 4096},
+                                   std::pair<std::int64_t, std::int64_t>{11008, 4096}}) {
+    for (const std::int64_t t : {1, 4, 8}) {
+      const std::string name = "matmul_small_batch/bf16/" + std::to_string(rows) + "x" +
+                               std::to_string(cols) + "/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(name.c_str(), [rows, cols, t](benchmark::State& s) {
+        bm_matmul_small_batch(s, rows, cols, t);
+      }));
+    }
+    for (const std::int64_t t : {64, 512}) {
+      const std::string name = "cublaslt/bf16/" + std::to_string(rows) + "x" +
+                               std::to_string(cols) + "/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(
+          name.c_str(), [rows, cols, t](benchmark::State& s) { bm_cublaslt(s, rows, cols, t); }));
+    }
+  }
+  for (const std::int64_t slots : {1024, 4096, 16384}) {
+    const std::string name = "attention/T:1/slots:" + std::to_string(slots);
+    configure(benchmark::RegisterBenchmark(
+        name.c_str(), [slots](benchmark::State& s) { bm_attention(s, slots); }));
+  }
+  for (const bool fused : {false, true}) {
+    for (const std::int64_t t : {1, 64}) {
+      const std::string name =
+          std::string(fused ? "add_rmsnorm" : "rmsnorm") + "/4096/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(
+          name.c_str(), [t, fused](benchmark::State& s) { bm_rmsnorm(s, t, fused); }));
+    }
+  }
+}
+
+// Prints the device and its theoretical peak bandwidth; false (with the reason) without one.
+bool describe_device() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    std::printf("cuda_kernel_bench: no CUDA device (%s); nothing to benchmark.\n",
+                status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount() = 0");
+    return false;
+  }
+  int device = 0;
+  cudaDeviceProp prop{};
+  int memory_clock_khz = 0;
+  int bus_width_bits = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device) !=
+          cudaSuccess) {
+    std::printf("cuda_kernel_bench: cannot query the CUDA device; nothing to benchmark.\n");
+    return false;
+  }
+  // Double data rate: two transfers per memory clock.
+  g_peak_gbps = 2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
+  std::printf(
+      "cuda_kernel_bench: %s (sm_%d%d), %d SMs, %.0f MiB L2, memory clock %d MHz, bus %d "
+      "bits: theoretical peak %.0f GB/s\n",
+      prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0,
+      memory_clock_khz / 1000, bus_width_bits, g_peak_gbps);
+  benchmark::AddCustomContext("device", prop.name);
+  benchmark::AddCustomContext("peak_bandwidth_GBps", std::to_string(g_peak_gbps));
+  return true;
+}
+
+}  // namespace
+}  // namespace selfspec::kernels::cuda
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (!selfspec::kernels::cuda::describe_device()) return 0;
+  selfspec::kernels::cuda::register_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,215 @@
+// The CUDA attention against the CPU attention (MHA and GQA, causal and tree masks, n_past 0 and
+// beyond one chunk, head_dim not a multiple of 32, prefill batches split into several workspace
+// passes), and the GPU invariance contract: a query's output is bit-identical alone or inside a
+// batch and whatever the cache capacity (grid size). Cache slots past n_past + T hold NaN, so
+// reading them would poison the output.
+#include "core/error.hpp"
+#include "cuda_test_util.hpp"
+#include "kernels/cpu/attention.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace selfspec::kernels::cuda::test {
+namespace {
+
+struct Case {
+  AttentionDims dims;
+  std::int64_t n_past = 0;
+  std::vector<float> q;
+  std::vector<float> k;  // [kv_heads][capacity][head_dim]
+  std::vector<float> v;
+  std::vector<std::uint8_t> mask;  // empty: causal
+};
+
+Case make_case(std::mt19937& rng, std::int64_t n_tokens, std::int64_t n_q_heads,
+               std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t n_past, bool tree,
+               std::int64_t spare_slots = 40) {
+  Case c;
+  c.dims =
+      AttentionDims{n_tokens, n_q_heads, n_kv_heads, head_dim, n_past + n_tokens + spare_slots};
+  c.n_past = n_past;
+  c.q = random_floats(rng, static_cast<std::size_t>(n_tokens * n_q_heads * head_dim), 2.0f);
+  const auto cache = static_cast<std::size_t>(n_kv_heads * c.dims.capacity * head_dim);
+  c.k = random_floats(rng, cache, 1.5f);
+  c.v = random_floats(rng, cache, 1.0f);
+  for (std::int64_t h = 0; h < n_kv_heads; ++h) {
+    for (std::int64_t s = n_past + n_tokens; s < c.dims.capacity; ++s) {
+      for (std::int64_t d = 0; d < head_dim; ++d) {
+        const auto i = static_cast<std::size_t>((h * c.dims.capacity + s) * head_dim + d);
+        c.k[i] = std::numeric_limits<float>::quiet_NaN();
+        c.v[i] = std::numeric_limits<float>::quiet_NaN();
+      }
+    }
+  }
+  if (tree) {
+    // A random tree over the new tokens: token i's parent is one of 0 .. i-1 (or none); the mask
+    // row holds the token and its ancestors.
+    std::vector<int> parent(static_cast<std::size_t>(n_tokens), -1);
+    c.mask.assign(static_cast<std::size_t>(n_tokens * n_tokens), 0);
+    for (std::int64_t i = 0; i < n_tokens; ++i) {
+      if (i > 0) {
+        std::uniform_int_distribution<int> pick(-1, static_cast<int>(i) - 1);
+        parent[static_cast<std::size_t>(i)] = i == 1 ? 0 : pick(rng);
+      }
+      for (int a = static_cast<int>(i); a >= 0; a = parent[static_cast<std::size_t>(a)]) {
+        c.mask[static_cast<std::size_t>(i * n_tokens + a)] = 1;
+      }
+    }
+  }
+  return c;
+}
+
+std::vector<float> cpu_attention(const Case& c, float scale) {
+  const cpu::AttentionShape shape{c.dims.n_tokens, c.dims.n_q_heads, c.dims.n_kv_heads,
+                                  c.dims.head_dim, c.n_past,         c.dims.capacity};
+  std::vector<float> out(c.q.size());
+  cpu::attention(c.q.data(), c.k.data(), c.v.data(), shape,
+                 c.mask.empty() ? nullptr : c.mask.data(), scale, out.data());
+  return out;
+}
+
+// The device side of a case: q, caches, mask, step parameters and the workspace.
+struct DeviceCase {
+  DeviceBuffer<float> q;
+  DeviceBuffer<float> k;
+  DeviceBuffer<float> v;
+  DeviceBuffer<std::uint8_t> mask;
+  DeviceBuffer<StepParams> step;
+  DeviceBuffer<std::uint8_t> workspace;
+
+  explicit DeviceCase(const Case& c)
+      : q(c.q),
+        k(c.k),
+        v(c.v),
+        mask(c.mask.empty() ? std::vector<std::uint8_t>{0} : c.mask),
+        step(std::vector<StepParams>{{static_cast<std::int32_t>(c.n_past), 0}}),
+        workspace(attention_workspace_bytes(c.dims)) {}
+};
+
+std::vector<float> gpu_attention(const Case& c, DeviceCase& d, float scale) {
+  DeviceBuffer<float> out(c.q.size());
+  out.poison();
+  attention(d.q.get(), d.k.get(), d.v.get(), c.dims, d.step.get(),
+            c.mask.empty() ? nullptr : d.mask.get(), scale, out.get(), d.workspace.get(), nullptr);
+  return out.download();
+}
+
+struct Config {
+  std::int64_t n_tokens;
+  std::int64_t n_q_heads;
+  std::int64_t n_kv_heads;
+  std::int64_t head_dim;
+  std::int64_t n_past;
+  bool tree;
+};
+
+constexpr Config kConfigs[] = {
+    {1, 8, 2, 64, 0, false},     {1, 8, 2, 128, 700, false}, {2, 4, 4, 64, 255, false},
+    {5, 8, 2, 128, 0, false},    {5, 8, 2, 128, 300, true},  {13, 8, 2, 64, 1000, false},
+    {16, 8, 2, 128, 513, false}, {16, 8, 2, 64, 250, true},  {16, 4, 1, 80, 257, true},
+    {7, 6, 3, 16, 40, false},    {3, 2, 1, 256, 600, false}, {64, 8, 2, 64, 100, false},
+    {40, 4, 2, 32, 0, true},
+};
+
+TEST(CudaAttention, MatchesCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  for (const Config& config : kConfigs) {
+    SCOPED_TRACE(::testing::Message()
+                 << "T " << config.n_tokens << " heads " << config.n_q_heads << "/"
+                 << config.n_kv_heads << " head_dim " << config.head_dim << " n_past "
+                 << config.n_past << (config.tree ? " tree" : " causal"));
+    const Case c = make_case(rng, config.n_tokens, config.n_q_heads, config.n_kv_heads,
+                             config.head_dim, config.n_past, config.tree);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+    DeviceCase d(c);
+    // Outputs are convex combinations of V rows (|v| <= 1): an absolute tolerance.
+    expect_close(gpu_attention(c, d, scale), cpu_attention(c, scale), 0.0, 2e-5, "attention");
+  }
+}
+
+TEST(CudaAttention, QueryIsBitIdenticalAloneOrInABatchAndForAnyCapacity) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(32);
+  for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{250}, std::int64_t{700}}) {
+    for (const std::int64_t n_tokens : {std::int64_t{2}, std::int64_t{5}, std::int64_t{16}}) {
+      SCOPED_TRACE(::testing::Message() << "n_past " << n_past << " T " << n_tokens);
+      const std::int64_t q_heads = 8;
+      const std::int64_t head_dim = 128;
+      const Case batch = make_case(rng, n_tokens, q_heads, 2, head_dim, n_past, false, 300);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      DeviceCase d_batch(batch);
+      const std::vector<float> batch_out = gpu_attention(batch, d_batch, scale);
+      const auto row = static_cast<std::size_t>(q_heads * head_dim);
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        // Query t alone: the same cache, n_past + t slots before it, one token.
+        Case single = batch;
+        single.n_past = n_past + t;
+        single.dims.n_tokens = 1;
+        single.q.assign(batch.q.begin() + static_cast<std::ptrdiff_t>(t * row),
+                        batch.q.begin() + static_cast<std::ptrdiff_t>((t + 1) * row));
+        DeviceCase d_single(single);
+        const std::vector<float> alone = gpu_attention(single, d_single, scale);
+        const std::vector<float> in_batch(
+            batch_out.begin() + static_cast<std::ptrdiff_t>(t * row),
+            batch_out.begin() + static_cast<std::ptrdiff_t>((t + 1) * row));
+        EXPECT_TRUE(same_bits(alone, in_batch)) << "token " << t;
+
+        // The same query with a larger cache (more chunks in the grid).
+        Case wide = single;
+        const std::int64_t extra = 1000;
+        wide.dims.capacity = single.dims.capacity + extra;
+        wide.k.clear();
+        wide.v.clear();
+        for (std::int64_t h = 0; h < 2; ++h) {
+          const auto begin = static_cast<std::ptrdiff_t>(h * single.dims.capacity * head_dim);
+          const auto end = begin + static_cast<std::ptrdiff_t>(single.dims.capacity * head_dim);
+          wide.k.insert(wide.k.end(), single.k.begin() + begin, single.k.begin() + end);
+          wide.v.insert(wide.v.end(), single.v.begin() + begin, single.v.begin() + end);
+          wide.k.insert(wide.k.end(), static_cast<std::size_t>(extra * head_dim),
+                        std::numeric_limits<float>::quiet_NaN());
+          wide.v.insert(wide.v.end(), static_cast<std::size_t>(extra * head_dim),
+                        std::numeric_limits<float>::quiet_NaN());
+        }
+        DeviceCase d_wide(wide);
+        EXPECT_TRUE(same_bits(gpu_attention(wide, d_wide, scale), alone))
+            << "token " << t << " with a larger capacity";
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, PrefillSplitIntoSeveralWorkspacePassesMatchesCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  // 32 query heads, 260 chunks of capacity: the partials of one token take 4.3 MB, so the 64 MiB
+  // workspace budget holds 16 tokens and 40 tokens run in 3 passes.
+  std::mt19937 rng(33);
+  const std::int64_t n_tokens = 40;
+  const std::int64_t head_dim = 128;
+  const std::int64_t n_past = 300;
+  const std::int64_t capacity = 260 * kAttentionChunk;
+  const Case c =
+      make_case(rng, n_tokens, 32, 2, head_dim, n_past, false, capacity - n_past - n_tokens);
+  ASSERT_EQ(c.dims.capacity, capacity);
+  EXPECT_LT(attention_workspace_bytes(c.dims),
+            static_cast<std::size_t>(n_tokens) * 32 * 260 * (head_dim + 2) * sizeof(float));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  DeviceCase d(c);
+  expect_close(gpu_attention(c, d, scale), cpu_attention(c, scale), 0.0, 2e-5, "attention");
+}
+
+TEST(CudaAttention, BadShapesThrow) {
+  SELFSPEC_REQUIRE_GPU();
+  EXPECT_THROW(attention_workspace_bytes(AttentionDims{1, 6, 4, 64, 16}), Error);   // 6 % 4
+  EXPECT_THROW(attention_workspace_bytes(AttentionDims{1, 8, 2, 512, 16}), Error);  // head_dim
+  EXPECT_THROW(attention_workspace_bytes(AttentionDims{17, 8, 2, 64, 16}), Error);  // capacity
+}
+
+}  // namespace
+}  // namespace selfspec::kernels::cuda::test

@@ -1,0 +1,290 @@
+// The CUDA elementwise and row-wise kernels against the CPU kernels: embedding (exact), RMSNorm
+// and the fused add + RMSNorm (the double sum differs in order only), residual add and bias
+// (exact), SwiGLU (device expf, a few ulp), RoPE (same formula; cos/sin in double), KV-cache
+// writes, row gathers and activation conversion (exact). Outputs are poisoned with NaN first.
+#include "cuda_test_util.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/rope.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace selfspec::kernels::cuda::test {
+namespace {
+
+constexpr std::int64_t kDims[] = {1, 17, 64, 1000, 4099};
+constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13};
+
+TEST(CudaEmbedding, MatchesCpuExactly) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(1);
+  const std::int64_t vocab_begin = 100;
+  const std::vector<std::int32_t> tokens = {100, 149, 99, 150, 120, 0, 125, 149};
+  for (const DType dtype : kAllDtypes) {
+    for (const std::int64_t dim : {std::int64_t{1}, std::int64_t{77}, std::int64_t{512}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " dim " << dim);
+      const StoredWeights table = random_weights(rng, dtype, 50, dim);
+      const DeviceWeights d_table = upload_weights(table);
+      const auto n_tokens = static_cast<std::int64_t>(tokens.size());
+      std::vector<float> expected(static_cast<std::size_t>(n_tokens * dim));
+      cpu::embedding_lookup(cpu_view(table), vocab_begin, tokens.data(), n_tokens, expected.data());
+      DeviceBuffer<std::int32_t> d_tokens(tokens);
+      DeviceBuffer<float> d_out(expected.size());
+      d_out.poison();
+      embedding(d_table.view, vocab_begin, d_tokens.get(), n_tokens, d_out.get(), nullptr);
+      EXPECT_TRUE(same_bits(d_out.download(), expected));
+    }
+  }
+}
+
+TEST(CudaRmsNorm, MatchesCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(2);
+  const float eps = 1e-5f;
+  for (const std::int64_t dim : kDims) {
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " T " << n_tokens);
+      const std::vector<float> x = random_floats(rng, static_cast<std::size_t>(n_tokens * dim), 3);
+      const std::vector<float> weight = random_floats(rng, static_cast<std::size_t>(dim), 2);
+      std::vector<float> expected(x.size());
+      cpu::rmsnorm(x.data(), weight.data(), eps, n_tokens, dim, expected.data());
+
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<float> d_weight(weight);
+      DeviceBuffer<float> d_y(x.size());
+      d_y.poison();
+      rmsnorm(d_x.get(), d_weight.get(), eps, n_tokens, dim, d_y.get(), nullptr);
+      expect_close(d_y.download(), expected, 1e-6, 1e-30, "rmsnorm");
+      EXPECT_TRUE(same_bits(d_x.download(), x)) << "the input must be untouched";
+
+      // In place (y aliases x).
+      rmsnorm(d_x.get(), d_weight.get(), eps, n_tokens, dim, d_x.get(), nullptr);
+      expect_close(d_x.download(), expected, 1e-6, 1e-30, "rmsnorm in place");
+    }
+  }
+}
+
+TEST(CudaAddRmsNorm, MatchesCpuAddThenNorm) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  const float eps = 1e-6f;
+  for (const std::int64_t dim : kDims) {
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " T " << n_tokens);
+      const auto n = static_cast<std::size_t>(n_tokens * dim);
+      std::vector<float> x = random_floats(rng, n, 2);
+      const std::vector<float> delta = random_floats(rng, n, 2);
+      const std::vector<float> weight = random_floats(rng, static_cast<std::size_t>(dim), 2);
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<float> d_delta(delta);
+      DeviceBuffer<float> d_weight(weight);
+      DeviceBuffer<float> d_y(n);
+      d_y.poison();
+      add_rmsnorm(d_x.get(), d_delta.get(), d_weight.get(), eps, n_tokens, dim, d_y.get(), nullptr);
+
+      cpu::add_inplace(x.data(), delta.data(), static_cast<std::int64_t>(n));
+      std::vector<float> expected(n);
+      cpu::rmsnorm(x.data(), weight.data(), eps, n_tokens, dim, expected.data());
+      EXPECT_TRUE(same_bits(d_x.download(), x)) << "the residual sum must be exact";
+      expect_close(d_y.download(), expected, 1e-6, 1e-30, "add_rmsnorm");
+    }
+  }
+}
+
+TEST(CudaAddAndBias, MatchCpuExactly) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(4);
+  for (const std::int64_t dim : kDims) {
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " T " << n_tokens);
+      const auto n = static_cast<std::size_t>(n_tokens * dim);
+      std::vector<float> x = random_floats(rng, n, 4);
+      const std::vector<float> y = random_floats(rng, n, 4);
+      const std::vector<float> bias = random_floats(rng, static_cast<std::size_t>(dim), 4);
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<float> d_y(y);
+      DeviceBuffer<float> d_bias(bias);
+      add_inplace(d_x.get(), d_y.get(), static_cast<std::int64_t>(n), nullptr);
+      add_bias(d_x.get(), d_bias.get(), n_tokens, dim, nullptr);
+      cpu::add_inplace(x.data(), y.data(), static_cast<std::int64_t>(n));
+      cpu::add_bias(x.data(), bias.data(), n_tokens, dim);
+      EXPECT_TRUE(same_bits(d_x.download(), x));
+    }
+  }
+}
+
+TEST(CudaSwiglu, MatchesCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{11008 * 3 + 5}}) {
+    SCOPED_TRACE(::testing::Message() << "n " << n);
+    const std::vector<float> gate = random_floats(rng, static_cast<std::size_t>(n), 9);
+    const std::vector<float> up = random_floats(rng, static_cast<std::size_t>(n), 3);
+    std::vector<float> expected(gate.size());
+    cpu::swiglu(gate.data(), up.data(), expected.data(), n);
+    DeviceBuffer<float> d_gate(gate);
+    DeviceBuffer<float> d_up(up);
+    DeviceBuffer<float> d_out(gate.size());
+    d_out.poison();
+    swiglu(d_gate.get(), d_up.get(), d_out.get(), n, nullptr);
+    expect_close(d_out.download(), expected, 2e-6, 1e-30, "swiglu");
+    // out aliasing gate
+    swiglu(d_gate.get(), d_up.get(), d_gate.get(), n, nullptr);
+    expect_close(d_gate.download(), expected, 2e-6, 1e-30, "swiglu in place");
+  }
+}
+
+std::vector<float> llama_inv_freq(std::int64_t head_dim, double theta) {
+  std::vector<float> inv_freq(static_cast<std::size_t>(head_dim / 2));
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = static_cast<float>(
+        1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim)));
+  }
+  return inv_freq;
+}
+
+TEST(CudaRope, MatchesCpuAndLeavesTheRowPaddingAlone) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  const std::vector<std::int32_t> positions = {0, 1, 17, 1000, 4095, 131071};
+  const auto n_tokens = static_cast<std::int64_t>(positions.size());
+  for (const std::int64_t head_dim : {std::int64_t{2}, std::int64_t{64}, std::int64_t{128}}) {
+    for (const std::int64_t n_heads : {std::int64_t{1}, std::int64_t{3}}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " heads " << n_heads);
+      const std::int64_t row_stride = n_heads * head_dim + 5;  // 5 floats that must not change
+      const std::vector<float> inv_freq = llama_inv_freq(head_dim, 500000.0);
+      const std::vector<float> x =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * row_stride), 2);
+      std::vector<float> expected = x;
+      cpu::apply_rope(expected.data(), n_tokens, row_stride, n_heads, head_dim, positions.data(),
+                      inv_freq);
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<std::int32_t> d_positions(positions);
+      DeviceBuffer<float> d_inv_freq(inv_freq);
+      rope(d_x.get(), n_tokens, row_stride, n_heads, head_dim, d_positions.get(), d_inv_freq.get(),
+           nullptr);
+      const std::vector<float> actual = d_x.download();
+      // cos/sin are rounded from double on both sides; they differ only when the device's double
+      // cos/sin (<= 2 ulp) straddles an f32 rounding boundary.
+      expect_close(actual, expected, 1e-6, 5e-7, "rope");
+      std::size_t identical = 0;
+      for (std::size_t i = 0; i < actual.size(); ++i) identical += actual[i] == expected[i];
+      EXPECT_GE(static_cast<double>(identical), 0.99 * static_cast<double>(actual.size()));
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        for (std::int64_t i = n_heads * head_dim; i < row_stride; ++i) {
+          const auto index = static_cast<std::size_t>(t * row_stride + i);
+          EXPECT_EQ(actual[index], x[index]) << "padding at token " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaWriteKv, WritesTheNewSlotsOnly) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  const std::int64_t kv_heads = 2;
+  const std::int64_t head_dim = 24;
+  const std::int64_t capacity = 40;
+  for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{5}, std::int64_t{35}}) {
+    for (const std::int64_t n_tokens : {std::int64_t{1}, std::int64_t{5}}) {
+      SCOPED_TRACE(::testing::Message() << "n_past " << n_past << " T " << n_tokens);
+      const auto row = static_cast<std::size_t>(kv_heads * head_dim);
+      const std::vector<float> k = random_floats(rng, static_cast<std::size_t>(n_tokens) * row);
+      const std::vector<float> v = random_floats(rng, static_cast<std::size_t>(n_tokens) * row);
+      const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
+      const std::vector<float> k_before = random_floats(rng, cache_size);
+      const std::vector<float> v_before = random_floats(rng, cache_size);
+      DeviceBuffer<float> d_k(k);
+      DeviceBuffer<float> d_v(v);
+      DeviceBuffer<float> d_k_cache(k_before);
+      DeviceBuffer<float> d_v_cache(v_before);
+      DeviceBuffer<StepParams> d_step(
+          std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
+      write_kv(d_k.get(), d_v.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
+               d_k_cache.get(), d_v_cache.get(), nullptr);
+      std::vector<float> k_expected = k_before;
+      std::vector<float> v_expected = v_before;
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        for (std::int64_t h = 0; h < kv_heads; ++h) {
+          for (std::int64_t d = 0; d < head_dim; ++d) {
+            const auto src = static_cast<std::size_t>((t * kv_heads + h) * head_dim + d);
+            const auto dst = static_cast<std::size_t>((h * capacity + n_past + t) * head_dim + d);
+            k_expected[dst] = k[src];
+            v_expected[dst] = v[src];
+          }
+        }
+      }
+      EXPECT_TRUE(same_bits(d_k_cache.download(), k_expected));
+      EXPECT_TRUE(same_bits(d_v_cache.download(), v_expected));
+    }
+  }
+}
+
+TEST(CudaGatherRows, CopiesTheListedRows) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(8);
+  const std::int64_t dim = 333;
+  const std::vector<float> src = random_floats(rng, static_cast<std::size_t>(10 * dim));
+  const std::vector<std::int32_t> rows = {9, 0, 4, 4, 7};
+  DeviceBuffer<float> d_src(src);
+  DeviceBuffer<std::int32_t> d_rows(rows);
+  DeviceBuffer<float> d_dst(rows.size() * static_cast<std::size_t>(dim));
+  d_dst.poison();
+  gather_rows(d_src.get(), d_rows.get(), static_cast<std::int64_t>(rows.size()), dim, d_dst.get(),
+              nullptr);
+  std::vector<float> expected;
+  for (const std::int32_t r : rows) {
+    expected.insert(expected.end(), src.begin() + r * dim, src.begin() + (r + 1) * dim);
+  }
+  EXPECT_TRUE(same_bits(d_dst.download(), expected));
+}
+
+TEST(CudaConvertActivations, RoundsToNearestEvenLikeTheCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  std::vector<float> x = random_floats(rng, 10007, 4);
+  // Magnitudes across the f16 range, subnormals and rounding ties included.
+  x[1] = 1e-6f;
+  x[2] = -3e-8f;
+  x[3] = 60000.0f;
+  x[4] = 1.0f + 1.0f / 2048.0f;  // f16 tie
+  x[5] = 1.0f + 1.0f / 256.0f;   // bf16 tie
+  x[6] = -0.0f;
+  DeviceBuffer<float> d_x(x);
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    DeviceBuffer<std::uint16_t> d_out(x.size());
+    d_out.poison();
+    convert_activations(d_x.get(), dtype, d_out.get(), static_cast<std::int64_t>(x.size()),
+                        nullptr);
+    const std::vector<std::uint16_t> actual = d_out.download();
+    int failures = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::uint16_t expected = dtype == DType::kBF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+      if (actual[i] != expected && ++failures <= 5) {
+        ADD_FAILURE() << "element " << i << " (" << x[i] << "): " << actual[i] << " vs "
+                      << expected;
+      }
+    }
+    EXPECT_EQ(failures, 0);
+  }
+  // f32 -> f32 is a copy.
+  DeviceBuffer<float> d_copy(x.size());
+  d_copy.poison();
+  convert_activations(d_x.get(), DType::kF32, d_copy.get(), static_cast<std::int64_t>(x.size()),
+                      nullptr);
+  EXPECT_TRUE(same_bits(d_copy.download(), x));
+}
+
+TEST(CudaDevice, CountIsPositiveWithADevice) {
+  SELFSPEC_REQUIRE_GPU();
+  EXPECT_GT(device_count(), 0);
+}
+
+}  // namespace
+}  // namespace selfspec::kernels::cuda::test

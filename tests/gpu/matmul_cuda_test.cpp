@@ -1,0 +1,199 @@
+// matmul_small_batch and the cuBLASLt prefill GEMM against the CPU matmul, for every weight dtype
+// and awkward shapes (cols not a multiple of the 16-byte chunk, one row, more rows than a block),
+// and the GPU token-count invariance contract: row t of a T-token product equals the 1-token
+// product of x row t bit for bit, and the vector-load and scalar-load paths (aligned vs
+// misaligned pointers) give identical bits.
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "cuda_test_util.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cuda/cublaslt_gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace selfspec::kernels::cuda::test {
+namespace {
+
+struct Shape {
+  std::int64_t rows;
+  std::int64_t cols;
+};
+constexpr Shape kShapes[] = {{1, 8}, {37, 64}, {130, 1001}, {67, 4099}, {300, 4096}, {5, 3}};
+constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13, 16};
+
+// |actual − expected| <= rel · Σ_k |x_k w_k| per output (a bound on any summation order's error).
+void expect_matmul_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                         const std::vector<float>& x, const StoredWeights& w, std::int64_t n_tokens,
+                         double rel, const char* what) {
+  ASSERT_EQ(actual.size(), expected.size());
+  int failures = 0;
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    for (std::int64_t n = 0; n < w.rows; ++n) {
+      double magnitude = 0.0;
+      for (std::int64_t k = 0; k < w.cols; ++k) {
+        magnitude += std::fabs(static_cast<double>(x[static_cast<std::size_t>(t * w.cols + k)]) *
+                               w.exact[static_cast<std::size_t>(n * w.cols + k)]);
+      }
+      const auto i = static_cast<std::size_t>(t * w.rows + n);
+      const double diff = std::fabs(static_cast<double>(actual[i]) - expected[i]);
+      if (!(diff <= rel * magnitude + 1e-30)) {
+        if (++failures <= 5) {
+          ADD_FAILURE() << what << ": token " << t << " row " << n << " is " << actual[i]
+                        << ", expected " << expected[i] << " (scale " << magnitude << ")";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << what;
+}
+
+class CudaMatmulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaMatmulTest, SmallBatchMatchesCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  std::mt19937 rng(21);
+  for (const Shape shape : kShapes) {
+    const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
+    const DeviceWeights d_w = upload_weights(w);
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      const std::vector<float> x =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.cols), 2);
+      std::vector<float> expected(static_cast<std::size_t>(n_tokens * shape.rows));
+      cpu::matmul(x.data(), n_tokens, cpu_view(w), expected.data());
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<float> d_y(expected.size());
+      d_y.poison();
+      matmul_small_batch(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      expect_matmul_close(d_y.download(), expected, x, w, n_tokens, 1e-5, "matmul_small_batch");
+    }
+  }
+}
+
+TEST_P(CudaMatmulTest, SmallBatchIsTokenCountInvariantBitForBit) {
+  SELFSPEC_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  std::mt19937 rng(22);
+  for (const Shape shape : kShapes) {
+    const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
+    const DeviceWeights d_w = upload_weights(w);
+    const std::int64_t max_tokens = kSmallBatch;
+    const std::vector<float> x =
+        random_floats(rng, static_cast<std::size_t>(max_tokens * shape.cols), 2);
+    DeviceBuffer<float> d_x(x);
+    // The 1-token reference of every row of x.
+    std::vector<std::vector<float>> single(static_cast<std::size_t>(max_tokens));
+    DeviceBuffer<float> d_one(static_cast<std::size_t>(shape.rows));
+    for (std::int64_t t = 0; t < max_tokens; ++t) {
+      d_one.poison();
+      matmul_small_batch(d_x.get() + t * shape.cols, 1, d_w.view, d_one.get(), nullptr);
+      single[static_cast<std::size_t>(t)] = d_one.download();
+    }
+    for (std::int64_t n_tokens = 1; n_tokens <= max_tokens; ++n_tokens) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      DeviceBuffer<float> d_y(static_cast<std::size_t>(n_tokens * shape.rows));
+      d_y.poison();
+      matmul_small_batch(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      const std::vector<float> y = d_y.download();
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        const std::vector<float> row(y.begin() + t * shape.rows, y.begin() + (t + 1) * shape.rows);
+        EXPECT_TRUE(same_bits(row, single[static_cast<std::size_t>(t)])) << "token " << t;
+      }
+    }
+  }
+}
+
+TEST_P(CudaMatmulTest, VectorAndScalarLoadPathsAreBitIdentical) {
+  SELFSPEC_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  std::mt19937 rng(23);
+  for (const Shape shape : {Shape{37, 64}, Shape{67, 4096}}) {
+    const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
+    const DeviceWeights aligned = upload_weights(w);
+    const DeviceWeights misaligned = upload_weights(w, 1);  // one element off 16 bytes
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      const std::vector<float> x =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.cols), 2);
+      DeviceBuffer<float> d_x(x);
+      std::vector<float> x_shifted(x.size() + 1, 0.0f);
+      std::copy(x.begin(), x.end(), x_shifted.begin() + 1);
+      DeviceBuffer<float> d_x_shifted(x_shifted);  // x at a 4-byte (not 16-byte) boundary
+      const auto n_out = static_cast<std::size_t>(n_tokens * shape.rows);
+      DeviceBuffer<float> d_a(n_out);
+      DeviceBuffer<float> d_b(n_out);
+      DeviceBuffer<float> d_c(n_out);
+      d_a.poison();
+      d_b.poison();
+      d_c.poison();
+      matmul_small_batch(d_x.get(), n_tokens, aligned.view, d_a.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, misaligned.view, d_b.get(), nullptr);
+      matmul_small_batch(d_x_shifted.get() + 1, n_tokens, aligned.view, d_c.get(), nullptr);
+      const std::vector<float> a = d_a.download();
+      EXPECT_TRUE(same_bits(a, d_b.download())) << "misaligned weights";
+      EXPECT_TRUE(same_bits(a, d_c.download())) << "misaligned activations";
+    }
+  }
+}
+
+TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
+  SELFSPEC_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  // x is rounded to the weight dtype first: bf16 keeps 8 mantissa bits, f16 11.
+  const double rel = dtype == DType::kF32 ? 1e-5 : 1e-2;
+  std::mt19937 rng(24);
+  CublasLtGemm gemm;
+  for (const Shape shape : {Shape{64, 128}, Shape{129, 520}, Shape{300, 1000}}) {
+    const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
+    const DeviceWeights d_w = upload_weights(w);
+    for (const std::int64_t n_tokens : {std::int64_t{17}, std::int64_t{64}, std::int64_t{100}}) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      const std::vector<float> x =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.cols), 2);
+      std::vector<float> expected(static_cast<std::size_t>(n_tokens * shape.rows));
+      cpu::matmul(x.data(), n_tokens, cpu_view(w), expected.data());
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<std::uint8_t> d_x_converted(x.size() * dtype_size(dtype));
+      convert_activations(d_x.get(), dtype, d_x_converted.get(),
+                          static_cast<std::int64_t>(x.size()), nullptr);
+      DeviceBuffer<float> d_y(expected.size());
+      d_y.poison();
+      gemm.matmul(d_x_converted.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      expect_matmul_close(d_y.download(), expected, x, w, n_tokens, rel, "cuBLASLt");
+      // A second call reuses the cached algorithm.
+      d_y.poison();
+      gemm.matmul(d_x_converted.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      expect_matmul_close(d_y.download(), expected, x, w, n_tokens, rel, "cuBLASLt (cached)");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, CudaMatmulTest, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& param_info) {
+                           return std::string(dtype_name(param_info.param));
+                         });
+
+TEST(CudaMatmulEdgeCases, BadArgumentsThrowAndEmptyCallsDoNothing) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(25);
+  const StoredWeights w = random_weights(rng, DType::kBF16, 4, 16);
+  const DeviceWeights d_w = upload_weights(w);
+  DeviceBuffer<float> d_x(static_cast<std::size_t>(17 * 16));
+  DeviceBuffer<float> d_y(static_cast<std::size_t>(17 * 4));
+  EXPECT_THROW(matmul_small_batch(d_x.get(), 17, d_w.view, d_y.get(), nullptr), Error);
+  EXPECT_THROW(matmul_small_batch(d_x.get(), -1, d_w.view, d_y.get(), nullptr), Error);
+  d_y.poison();
+  matmul_small_batch(d_x.get(), 0, d_w.view, d_y.get(), nullptr);
+  for (const float v : d_y.download()) EXPECT_TRUE(std::isnan(v));
+}
+
+}  // namespace
+}  // namespace selfspec::kernels::cuda::test
