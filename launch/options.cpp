@@ -38,6 +38,11 @@ void EngineCliOptions::add_to(CLI::App& command) {
                   "is usable)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
+  command
+      .add_option("--cuda-graphs", cuda_graphs,
+                  "record decode/verification forwards as CUDA graphs and replay them")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 EngineOptions EngineCliOptions::engine_options() const {
@@ -47,6 +52,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.weights_dtype = parse_weights_dtype(weights_dtype);
   options.ctx_size = ctx_size;
   options.device = device;
+  options.cuda_graphs = cuda_graphs == "on";
   return options;
 }
 

@@ -22,6 +22,7 @@ struct EngineCliOptions {
   std::int64_t ctx_size = 0;
   int threads = 0;
   std::string device = "auto";
+  std::string cuda_graphs = "on";
 
   void add_to(CLI::App& command);
   EngineOptions engine_options() const;

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "model/rope_frequencies.hpp"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -38,8 +39,32 @@ KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
 }
 
 float* LlamaModel::workspace(DeviceBuffer& buffer, std::size_t floats) {
-  if (buffer.bytes() < floats * sizeof(float)) buffer = backend_.allocate(floats * sizeof(float));
+  if (buffer.bytes() < floats * sizeof(float)) {
+    backend_.invalidate_graphs();  // recorded launches point at the old buffer
+    buffer = backend_.allocate(floats * sizeof(float));
+  }
   return buffer.as<float>();
+}
+
+std::uint64_t LlamaModel::graph_key(const LayerPlan& plan, const ForwardArgs& args,
+                                    const KvCache& kv) const {
+  // Everything that shapes the launches: the plan, the token count, the logit rows, a tree mask's
+  // presence and the KV cache (its address and capacity). Values that only change data — tokens,
+  // positions, the KV length, the mask's entries — travel as inputs.
+  std::array<std::uint64_t, LayerPlan::kMaskWords> mask{};
+  plan.to_mask(mask);
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  const auto mix = [&](std::uint64_t value) {
+    hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+  };
+  for (std::uint64_t word : mask) mix(word);
+  mix(args.tokens.size());
+  mix(args.mask != nullptr && !args.mask->is_causal() ? 1 : 0);
+  for (std::int32_t row : args.logit_rows) mix(static_cast<std::uint64_t>(row) + 1);
+  mix(args.logit_rows.size());
+  mix(reinterpret_cast<std::uintptr_t>(kv.keys(0)));
+  mix(static_cast<std::uint64_t>(kv.capacity()));
+  return hash;
 }
 
 void LlamaModel::all_reduce(float* data, std::int64_t count) {
@@ -96,8 +121,9 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
     SELFSPEC_CHECK(row >= 0 && row < n_tokens, "logit row {} is outside [0, {})", row, n_tokens);
   }
 
+  // Workspaces first: growing one invalidates recorded graphs, which must happen before a replay.
   const auto tokens_n = static_cast<std::size_t>(n_tokens);
-  float* x = workspace(x_, tokens_n * hidden);
+  workspace(x_, tokens_n * hidden);
   workspace(h_, tokens_n * hidden);
   workspace(o_, tokens_n * hidden);
   workspace(q_, tokens_n * q_local_ * config_.head_dim);
@@ -106,27 +132,64 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   workspace(v_, tokens_n * kv_local_ * config_.head_dim);
   workspace(gate_, tokens_n * inter_local_);
   workspace(up_, tokens_n * inter_local_);
-  pending_ = nullptr;
+  const auto n_rows = static_cast<std::int64_t>(args.logit_rows.size());
+  const Matrix& head = weights_.output_matrix();
+  logits.resize(static_cast<std::size_t>(n_rows * head.rows));
+  float* logits_out = backend_.host_memory()
+                          ? logits.data()
+                          : workspace(logits_, static_cast<std::size_t>(n_rows * head.rows));
 
   std::vector<float> observed;  // host copy for observers when the backend memory is a device's
-  const auto observe = [&](std::string_view name, int layer, const float* data, std::int64_t rows) {
-    if (args.observer == nullptr || !*args.observer) return;
-    const auto count = static_cast<std::size_t>(rows * hidden);
-    if (backend_.host_memory()) {
-      (*args.observer)(name, layer, {data, count}, rows);
-    } else {
-      observed.resize(count);
-      backend_.download(observed.data(), data, count * sizeof(float));
-      (*args.observer)(name, layer, observed, rows);
-    }
-  };
   const bool observing = args.observer != nullptr && *args.observer;
+  Observe observe;
+  if (observing)
+    observe = [&](std::string_view name, int layer, const float* data, std::int64_t rows) {
+      const auto count = static_cast<std::size_t>(rows * hidden);
+      if (backend_.host_memory()) {
+        (*args.observer)(name, layer, {data, count}, rows);
+      } else {
+        observed.resize(count);
+        backend_.download(observed.data(), data, count * sizeof(float));
+        (*args.observer)(name, layer, observed, rows);
+      }
+    };
 
-  backend_.begin_forward({args.tokens, args.positions, kv.length(),
-                          args.mask != nullptr ? args.mask->data() : nullptr});
+  const ForwardInputs inputs{args.tokens, args.positions, kv.length(),
+                             args.mask != nullptr ? args.mask->data() : nullptr, args.logit_rows};
+  // Decode, draft and verification forwards can be recorded as a graph once and replayed (CUDA);
+  // prefill and observed forwards always run eagerly. Collectives must be capturable: a device
+  // communicator, or a single rank.
+  const bool graphable = backend_.graphs_enabled() && n_tokens <= kMaxGraphTokens && !observing &&
+                         (comm_.size() == 1 || comm_.supports_device_buffers());
+  const std::uint64_t key = graphable ? graph_key(plan, args, kv) : 0;
+  const GraphMode mode = graphable ? backend_.graph_mode(key) : GraphMode::kEager;
+  if (mode == GraphMode::kReplay) {
+    backend_.replay(key, inputs);
+  } else {
+    if (mode == GraphMode::kCapture) backend_.begin_capture();
+    run_layers(plan, inputs, kv, n_tokens, logits_out, observe);
+    if (mode == GraphMode::kCapture) backend_.end_capture(key);
+  }
+  backend_.end_forward();
+  if (n_rows > 0 && !backend_.host_memory()) {
+    backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
+  }
+  kv.extend(n_tokens);
+  ++counters_.forwards;
+  counters_.tokens += n_tokens;
+  counters_.total_seconds += seconds_since(start);
+}
+
+void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
+                            std::int64_t n_tokens, float* logits_out, const Observe& observe) {
+  const std::int64_t hidden = config_.hidden_size;
+  float* x = x_.as<float>();
+  const bool observing = static_cast<bool>(observe);
+  pending_ = nullptr;
+  backend_.begin_forward(inputs);
   backend_.embedding(weights_.embedding.view(), shard_.vocab.begin, x);
   all_reduce(x, n_tokens * hidden);
-  observe("embed", -1, x, n_tokens);
+  if (observing) observe("embed", -1, x, n_tokens);
 
   for (int l = 0; l < config_.num_layers; ++l) {
     if (plan.runs_attention(l)) attention_block(l, kv, n_tokens);
@@ -143,28 +206,15 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   flush_residual(n_tokens);
 
   // Final norm and LM head for the requested rows only.
-  const auto n_rows = static_cast<std::int64_t>(args.logit_rows.size());
-  const Matrix& head = weights_.output_matrix();
-  logits.resize(static_cast<std::size_t>(n_rows * head.rows));
+  const auto n_rows = static_cast<std::int64_t>(inputs.logit_rows.size());
   if (n_rows > 0) {
     float* h = h_.as<float>();
-    backend_.gather_rows(x, args.logit_rows, hidden, h);
+    backend_.gather_rows(x, hidden, h);
     backend_.rmsnorm(h, weights_.final_norm.ptr(), static_cast<float>(config_.rms_norm_eps), n_rows,
                      hidden, h);
-    observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
-    float* out = backend_.host_memory()
-                     ? logits.data()
-                     : workspace(logits_, static_cast<std::size_t>(n_rows * head.rows));
-    backend_.matmul(h, n_rows, head.view(), out);
+    if (observing) observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
+    backend_.matmul(h, n_rows, weights_.output_matrix().view(), logits_out);
   }
-  backend_.end_forward();
-  if (n_rows > 0 && !backend_.host_memory()) {
-    backend_.download(logits.data(), logits_.data(), logits.size() * sizeof(float));
-  }
-  kv.extend(n_tokens);
-  ++counters_.forwards;
-  counters_.tokens += n_tokens;
-  counters_.total_seconds += seconds_since(start);
 }
 
 void LlamaModel::attention_block(int layer, KvCache& kv, std::int64_t n_tokens) {

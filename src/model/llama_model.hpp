@@ -85,6 +85,12 @@ class LlamaModel {
   void reset_counters() { counters_ = {}; }
 
  private:
+  static constexpr std::int64_t kMaxGraphTokens = 16;
+  using Observe = std::function<void(std::string_view, int, const float*, std::int64_t)>;
+  std::uint64_t graph_key(const LayerPlan& plan, const ForwardArgs& args, const KvCache& kv) const;
+  // Every launch of a forward pass, from begin_forward to the LM head (recordable as a graph).
+  void run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
+                  std::int64_t n_tokens, float* logits_out, const Observe& observe);
   void all_reduce(float* data, std::int64_t count);
   // The input norm of a sublayer, absorbing the previous sublayer's pending residual delta.
   void norm(const Vector& weight, std::int64_t n_tokens);

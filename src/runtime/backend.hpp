@@ -67,9 +67,15 @@ struct BackendWeight {
 struct ForwardInputs {
   std::span<const std::int32_t> tokens;
   std::span<const std::int32_t> positions;
-  std::int64_t n_past = 0;                  // KV slots before the new tokens
-  const std::uint8_t* tree_mask = nullptr;  // host, T × T; nullptr: causal
+  std::int64_t n_past = 0;                   // KV slots before the new tokens
+  const std::uint8_t* tree_mask = nullptr;   // host, T × T; nullptr: causal
+  std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
 };
+
+// How a forward pass runs on a backend with graph support (CUDA graphs): the first time a
+// launch shape (key) is seen it runs eagerly, which also sizes every buffer; the second time its
+// launches are captured into a graph; from then on the graph is replayed with new inputs.
+enum class GraphMode { kEager, kCapture, kReplay };
 
 class Backend {
  public:
@@ -113,14 +119,34 @@ class Backend {
                          std::int64_t capacity, float scale, float* out) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, std::int64_t n) = 0;
   virtual void add_inplace(float* x, const float* y, std::int64_t n) = 0;
-  // dst[i] = src[rows[i]] (rows of `dim` floats; rows given on the host).
-  virtual void gather_rows(const float* src, std::span<const std::int32_t> rows, std::int64_t dim,
-                           float* dst) = 0;
+  // dst[i] = src[logit_rows[i]] (rows of `dim` floats; the current forward's logit rows).
+  virtual void gather_rows(const float* src, std::int64_t dim, float* dst) = 0;
   // Sum over the tensor-parallel ranks, in place (device collectives where the communicator
   // takes device memory, otherwise through host memory).
   virtual void all_reduce(Communicator& comm, float* data, std::int64_t count) = 0;
   // Completes the forward pass (all work done, errors surfaced).
   virtual void end_forward() = 0;
+
+  // --- graphs (backends that record and replay launches; see GraphMode) ----------------------
+  virtual bool graphs_enabled() const { return false; }
+  // Turns recording/replay off or on (--cuda-graphs); no effect on backends without graphs.
+  virtual void set_graphs_enabled(bool enabled) { (void)enabled; }
+  // What to do for a forward with launch shape `key`.
+  virtual GraphMode graph_mode(std::uint64_t key) {
+    (void)key;
+    return GraphMode::kEager;
+  }
+  // kCapture: begin_capture() before begin_forward, end_capture(key) after the last op (it also
+  // launches the recorded work once).
+  virtual void begin_capture() {}
+  virtual void end_capture(std::uint64_t key) { (void)key; }
+  // kReplay: stages `inputs` and launches the recorded work (instead of begin_forward + ops).
+  virtual void replay(std::uint64_t key, const ForwardInputs& inputs) {
+    (void)key;
+    (void)inputs;
+  }
+  // Forgets every recorded graph (their buffers moved).
+  virtual void invalidate_graphs() {}
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -96,8 +96,8 @@ class CpuBackend final : public Backend {
     kc::swiglu(gate, up, out, n);
   }
   void add_inplace(float* x, const float* y, std::int64_t n) override { kc::add_inplace(x, y, n); }
-  void gather_rows(const float* src, std::span<const std::int32_t> rows, std::int64_t dim,
-                   float* dst) override {
+  void gather_rows(const float* src, std::int64_t dim, float* dst) override {
+    const std::span<const std::int32_t> rows = inputs_.logit_rows;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       std::memcpy(dst + static_cast<std::int64_t>(i) * dim, src + rows[i] * dim,
                   static_cast<std::size_t>(dim) * sizeof(float));

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace selfspec {
@@ -62,6 +63,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    invalidate_graphs();
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
@@ -116,6 +118,12 @@ class CudaBackend final : public Backend {
       std::memcpy(mask_host_.data(), inputs.tree_mask, mask_bytes);
       copy_async(mask_device_, mask_host_, mask_bytes);
     }
+    n_rows_ = static_cast<std::int64_t>(inputs.logit_rows.size());
+    const std::size_t row_bytes = inputs.logit_rows.size() * sizeof(std::int32_t);
+    ensure(rows_device_, row_bytes);
+    ensure_pinned(rows_host_, row_bytes);
+    std::memcpy(rows_host_.data(), inputs.logit_rows.data(), row_bytes);
+    copy_async(rows_device_, rows_host_, row_bytes);
   }
 
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
@@ -171,15 +179,8 @@ class CudaBackend final : public Backend {
   void add_inplace(float* x, const float* y, std::int64_t n) override {
     kcu::add_inplace(x, y, n, stream_);
   }
-  void gather_rows(const float* src, std::span<const std::int32_t> rows, std::int64_t dim,
-                   float* dst) override {
-    const std::size_t bytes = rows.size() * sizeof(std::int32_t);
-    ensure(rows_device_, bytes);
-    ensure_pinned(rows_host_, bytes);
-    std::memcpy(rows_host_.data(), rows.data(), bytes);
-    copy_async(rows_device_, rows_host_, bytes);
-    kcu::gather_rows(src, rows_device_.as<const std::int32_t>(),
-                     static_cast<std::int64_t>(rows.size()), dim, dst, stream_);
+  void gather_rows(const float* src, std::int64_t dim, float* dst) override {
+    kcu::gather_rows(src, rows_device_.as<const std::int32_t>(), n_rows_, dim, dst, stream_);
   }
   void all_reduce(Communicator& comm, float* data, std::int64_t count) override {
     if (comm.supports_device_buffers()) {
@@ -194,6 +195,47 @@ class CudaBackend final : public Backend {
   }
   void end_forward() override { wait_for_stream("forward pass"); }
 
+  // CUDA graphs: eager on a key's first forward (sizes every buffer), captured on its second,
+  // replayed after. Replays re-stage the inputs in the same pinned buffers the recorded copies
+  // read from (the recorded launches never change shape: see cuda_kernels.hpp).
+  bool graphs_enabled() const override { return graphs_enabled_; }
+  GraphMode graph_mode(std::uint64_t key) override {
+    Graph& graph = graphs_[key];
+    if (graph.exec != nullptr) return GraphMode::kReplay;
+    return graph.seen++ == 0 ? GraphMode::kEager : GraphMode::kCapture;
+  }
+  void begin_capture() override {
+    capturing_ = true;
+    SELFSPEC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  }
+  void end_capture(std::uint64_t key) override {
+    cudaGraph_t graph = nullptr;
+    capturing_ = false;
+    SELFSPEC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    SELFSPEC_CUDA_CHECK(status);
+    graphs_[key].exec = exec;
+    SELFSPEC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  }
+  void replay(std::uint64_t key, const ForwardInputs& inputs) override {
+    stage_only_ = true;  // begin_forward's copies are part of the graph
+    begin_forward(inputs);
+    stage_only_ = false;
+    SELFSPEC_CUDA_CHECK(cudaGraphLaunch(graphs_.at(key).exec, stream_));
+  }
+  void invalidate_graphs() override {
+    for (auto& [key, graph] : graphs_) {
+      if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+    }
+    graphs_.clear();
+  }
+  void set_graphs_enabled(bool enabled) override {
+    if (!enabled) invalidate_graphs();
+    graphs_enabled_ = enabled;
+  }
+
  private:
   DeviceBuffer allocate_pinned(std::size_t bytes) {
     void* data = nullptr;
@@ -202,19 +244,23 @@ class CudaBackend final : public Backend {
     return DeviceBuffer(data, bytes, release_pinned);
   }
   void ensure(DeviceBuffer& buffer, std::size_t bytes) {
-    if (buffer.bytes() < bytes) {
-      wait_for_stream("reallocation");  // the old buffer may still be in use by queued work
-      buffer = allocate(bytes);
-    }
+    if (buffer.bytes() < bytes) grow(buffer, bytes, false);
   }
   void ensure_pinned(DeviceBuffer& buffer, std::size_t bytes) {
-    if (buffer.bytes() < bytes) {
-      wait_for_stream("reallocation");
-      buffer = allocate_pinned(bytes);
+    if (buffer.bytes() < bytes) grow(buffer, bytes, true);
+  }
+  void grow(DeviceBuffer& buffer, std::size_t bytes, bool pinned) {
+    // A key's first (eager) forward sizes every buffer, so capture and replay never get here.
+    if (capturing_ || stage_only_) {
+      fail("CUDA graph recording needs a buffer to grow ({} bytes); record after an eager run",
+           bytes);
     }
+    wait_for_stream("reallocation");  // the old buffer may still be in use by queued work
+    invalidate_graphs();              // recorded launches point at the old buffer
+    buffer = pinned ? allocate_pinned(bytes) : allocate(bytes);
   }
   void copy_async(DeviceBuffer& device, const DeviceBuffer& host, std::size_t bytes) {
-    if (bytes == 0) return;
+    if (bytes == 0 || stage_only_) return;
     SELFSPEC_CUDA_CHECK(
         cudaMemcpyAsync(device.data(), host.data(), bytes, cudaMemcpyHostToDevice, stream_));
   }
@@ -241,7 +287,16 @@ class CudaBackend final : public Backend {
   std::size_t total_memory_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kcu::CublasLtGemm> gemm_;
+  struct Graph {
+    int seen = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::unordered_map<std::uint64_t, Graph> graphs_;
+  bool graphs_enabled_ = true;
+  bool capturing_ = false;
+  bool stage_only_ = false;
   std::int64_t n_tokens_ = 0;
+  std::int64_t n_rows_ = 0;
   bool has_mask_ = false;
   DeviceBuffer step_device_, step_host_;
   DeviceBuffer tokens_device_, tokens_host_, positions_device_, positions_host_;

@@ -3,6 +3,9 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/process_identity.hpp"
+#if SELFSPEC_HAVE_CUDA
+#include "comm/nccl_comm.hpp"
+#endif
 #include "model/safetensors.hpp"
 
 #include <chrono>
@@ -11,17 +14,16 @@ namespace selfspec {
 
 namespace {
 
-// --device auto|cpu|cuda: the GPU of this rank is local_rank % device_count.
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "auto") {
-    if (!cuda_unavailable_reason()) return make_backend("cuda");
-    return make_cpu_backend();
+// --device auto|cpu|cuda.
+DeviceKind choose_device(const std::string& device) {
+  if (device == "auto") return cuda_unavailable_reason() ? DeviceKind::kCpu : DeviceKind::kCuda;
+  const DeviceKind kind = parse_device_kind(device);
+  if (kind == DeviceKind::kCuda) {
+    if (const std::optional<std::string> reason = cuda_unavailable_reason()) {
+      fail("--device cuda: {}", *reason);
+    }
   }
-  if (parse_device_kind(device) == DeviceKind::kCpu) return make_cpu_backend();
-  if (const std::optional<std::string> reason = cuda_unavailable_reason()) {
-    fail("--device cuda: {}", *reason);
-  }
-  return make_cuda_backend(process_identity().local_rank % cuda_device_count());
+  return kind;
 }
 
 }  // namespace
@@ -36,7 +38,17 @@ Engine::Engine(EngineOptions options, Communicator& comm)
   config_ = ModelConfig::from_file(config_path);
   shard_ = ShardPlan::make(config_, comm_.size(), comm_.rank());
   SELFSPEC_CHECK(options_.ctx_size >= 0, "--ctx-size must be >= 0 (got {})", options_.ctx_size);
-  backend_ = make_backend(options_.device);
+  if (choose_device(options_.device) == DeviceKind::kCuda) {
+    // One GPU per rank: the local rank picks it (OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID).
+    const int device = process_identity().local_rank % cuda_device_count();
+    backend_ = make_cuda_backend(device);
+#if SELFSPEC_HAVE_CUDA
+    if (comm_.size() > 1) device_comm_ = std::make_unique<NcclComm>(comm_, device);
+#endif
+  } else {
+    backend_ = make_cpu_backend();
+  }
+  backend_->set_graphs_enabled(options_.cuda_graphs);
   log::info("backend: {}", backend_->describe());
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);
@@ -93,7 +105,9 @@ void Engine::load() {
   const Checkpoint checkpoint = Checkpoint::open(options_.model_dir);
   LlamaWeights weights =
       LlamaWeights::load(checkpoint, config_, shard_, options_.weights_dtype, *backend_);
-  model_ = std::make_unique<LlamaModel>(config_, shard_, std::move(weights), comm_, *backend_);
+  Communicator& activations = device_comm_ != nullptr ? *device_comm_ : comm_;
+  model_ =
+      std::make_unique<LlamaModel>(config_, shard_, std::move(weights), activations, *backend_);
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -28,6 +28,7 @@ struct EngineOptions {
   std::optional<DType> weights_dtype;    // nullopt: as stored in the checkpoint
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
   std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
+  bool cuda_graphs = true;               // record and replay decode/verification forwards
 };
 
 class Engine {
@@ -65,6 +66,9 @@ class Engine {
   ShardPlan shard_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;  // declared before model_: outlives it
+  // The activations' all-reduces: NCCL on device memory for the CUDA backend over several ranks,
+  // else the world communicator. Control messages and logits always use the world communicator.
+  std::unique_ptr<Communicator> device_comm_;
   std::unique_ptr<LlamaModel> model_;
   double load_seconds_ = 0.0;
 };

@@ -16,12 +16,17 @@ Backend& cpu_backend() {
 
 std::unique_ptr<LlamaModel> load_model(const std::filesystem::path& dir, Communicator& comm,
                                        std::optional<DType> convert_to) {
+  return load_model_on(cpu_backend(), dir, comm, convert_to);
+}
+
+std::unique_ptr<LlamaModel> load_model_on(Backend& backend, const std::filesystem::path& dir,
+                                          Communicator& comm, std::optional<DType> convert_to) {
   const ModelConfig config = ModelConfig::from_file(dir / "config.json");
   const ShardPlan shard = ShardPlan::make(config, comm.size(), comm.rank());
   const Checkpoint checkpoint = Checkpoint::open(dir);
   return std::make_unique<LlamaModel>(
-      config, shard, LlamaWeights::load(checkpoint, config, shard, convert_to, cpu_backend()), comm,
-      cpu_backend());
+      config, shard, LlamaWeights::load(checkpoint, config, shard, convert_to, backend), comm,
+      backend);
 }
 
 std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,

@@ -17,6 +17,10 @@ Backend& cpu_backend();
 
 std::unique_ptr<LlamaModel> load_model(const std::filesystem::path& dir, Communicator& comm,
                                        std::optional<DType> convert_to = std::nullopt);
+// The same on a given backend (e.g. CUDA).
+std::unique_ptr<LlamaModel> load_model_on(Backend& backend, const std::filesystem::path& dir,
+                                          Communicator& comm,
+                                          std::optional<DType> convert_to = std::nullopt);
 
 // Runs `tokens` at positions kv.length()... through the model and returns the logits of every
 // row ([T × vocab_local]).
