@@ -248,6 +248,21 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
         ratio(static_cast<double>(weight_bytes) + kv_bytes, seconds_per_token) * 1e-9;
     const double effective_all_gbps = ratio(all_rank_bytes, seconds_per_token) * 1e-9;
     const double fraction = ratio(effective_all_gbps, bandwidth.aggregate_read_gbps);
+    // On a GPU the weights stream from device memory: report decode against it too (all ranks).
+    std::optional<DeviceBandwidth> device_bandwidth = engine.backend().measure_device_bandwidth();
+    double device_copy_all = 0.0;
+    double device_peak_all = 0.0;
+    if (device_bandwidth) {
+      std::vector<std::uint64_t> copies(static_cast<std::size_t>(comm.size()));
+      std::vector<std::uint64_t> peaks(static_cast<std::size_t>(comm.size()));
+      comm.all_gather_u64(static_cast<std::uint64_t>(device_bandwidth->measured_copy_gbps * 1e3),
+                          copies);
+      comm.all_gather_u64(static_cast<std::uint64_t>(device_bandwidth->peak_gbps * 1e3), peaks);
+      for (std::size_t r = 0; r < copies.size(); ++r) {
+        device_copy_all += static_cast<double>(copies[r]) * 1e-3;
+        device_peak_all += static_cast<double>(peaks[r]) * 1e-3;
+      }
+    }
     if (!job.is_root()) return 0;
 
     nlohmann::json out;
@@ -279,6 +294,14 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
                                       {"copy_all_ranks", bandwidth.aggregate_copy_gbps},
                                       {"buffer_bytes_per_rank", bandwidth.buffer_bytes}};
     out["decode_fraction_of_measured_read_bandwidth"] = fraction;
+    if (device_bandwidth) {
+      // Decode reads the weights from device memory: the fractions that matter on a GPU.
+      out["device_bandwidth_gbps"] = {{"measured_copy_all_ranks", device_copy_all},
+                                      {"peak_all_ranks", device_peak_all}};
+      out["decode_fraction_of_device_copy_bandwidth"] = ratio(effective_all_gbps, device_copy_all);
+      out["decode_fraction_of_device_peak_bandwidth"] = ratio(effective_all_gbps, device_peak_all);
+      out["cuda_graphs"] = engine.backend().graphs_enabled();
+    }
     out["load_s"] = engine.load_seconds();
 
     fmt::print(stderr,
@@ -290,6 +313,14 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
                num_threads(), options.prompt_len, options.gen, median(prefill_tps),
                median(decode_tps), median(decode_ms), all_rank_bytes / 1e6, effective_all_gbps,
                100.0 * fraction, bandwidth.aggregate_read_gbps);
+    if (device_bandwidth) {
+      fmt::print(stderr,
+                 "  on {}: {:.0f}% of the measured device copy bandwidth ({:.0f} GB/s), {:.0f}% of "
+                 "the peak ({:.0f} GB/s); CUDA graphs {}\n",
+                 engine.backend().describe(), 100.0 * ratio(effective_all_gbps, device_copy_all),
+                 device_copy_all, 100.0 * ratio(effective_all_gbps, device_peak_all),
+                 device_peak_all, engine.backend().graphs_enabled() ? "on" : "off");
+    }
 
     if (skips) {
       nlohmann::json configs = nlohmann::json::array();

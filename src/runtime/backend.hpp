@@ -77,6 +77,13 @@ struct ForwardInputs {
 // launches are captured into a graph; from then on the graph is replayed with new inputs.
 enum class GraphMode { kEager, kCapture, kReplay };
 
+// A device's memory bandwidth: measured with a large device-to-device copy (bytes read + bytes
+// written per second, best of several) and the datasheet peak (memory clock × bus width).
+struct DeviceBandwidth {
+  double measured_copy_gbps = 0.0;
+  double peak_gbps = 0.0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -92,6 +99,9 @@ class Backend {
   virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
   // True when backend memory is ordinary host memory (a checkpoint slice can be read into it).
   virtual bool host_memory() const = 0;
+  // For device memory: its bandwidth (benchmarks report decode against it). nullopt for host
+  // memory, which the benchmark measures itself.
+  virtual std::optional<DeviceBandwidth> measure_device_bandwidth() { return std::nullopt; }
 
   // --- a forward pass -----------------------------------------------------------------------
   virtual void begin_forward(const ForwardInputs& inputs) = 0;
