@@ -30,6 +30,7 @@
 #if SELFSPEC_HAVE_CUDA
 #include "comm/nccl_comm.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_event.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -82,17 +83,7 @@ struct Result {
   double busbw_gbps = 0.0;
 };
 
-class Event {
- public:
-  Event() { SELFSPEC_CUDA_CHECK(cudaEventCreate(&event_)); }
-  ~Event() { (void)cudaEventDestroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
+using Event = kernels::cuda::CudaEvent;
 
 class Bench {
  public:

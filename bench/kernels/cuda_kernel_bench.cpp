@@ -14,6 +14,7 @@
 #include "core/dtype.hpp"
 #include "kernels/cuda/cublaslt_gemm.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 
 #include <benchmark/benchmark.h>
@@ -77,17 +78,7 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-class Event {
- public:
-  Event() { SELFSPEC_CUDA_CHECK(cudaEventCreate(&event_)); }
-  ~Event() { (void)cudaEventDestroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
+using Event = CudaEvent;
 
 // Deterministic pseudo-random values in [-1, 1) (xorshift).
 class Random {

@@ -12,6 +12,7 @@
 #include "core/logging.hpp"
 #include "kernels/cuda/cublaslt_gemm.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "runtime/backend.hpp"
 
@@ -111,23 +112,18 @@ class CudaBackend final : public Backend {
     const std::size_t bytes = std::size_t{1} << 30;
     DeviceBuffer a = allocate(bytes);
     DeviceBuffer b = allocate(bytes);
-    cudaEvent_t start = nullptr;
-    cudaEvent_t stop = nullptr;
-    SELFSPEC_CUDA_CHECK(cudaEventCreate(&start));
-    SELFSPEC_CUDA_CHECK(cudaEventCreate(&stop));
+    const kcu::CudaEvent start;
+    const kcu::CudaEvent stop;
     float best_ms = 0.0f;
     for (int rep = 0; rep < 6; ++rep) {
-      SELFSPEC_CUDA_CHECK(cudaEventRecord(start, stream_));
+      SELFSPEC_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
       SELFSPEC_CUDA_CHECK(
           cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream_));
-      SELFSPEC_CUDA_CHECK(cudaEventRecord(stop, stream_));
+      SELFSPEC_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
       wait_for_stream("bandwidth measurement");
-      float ms = 0.0f;
-      SELFSPEC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      const float ms = kcu::CudaEvent::elapsed_ms(start, stop);
       if (rep > 0 && (best_ms == 0.0f || ms < best_ms)) best_ms = ms;  // rep 0 warms up
     }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
     result.measured_copy_gbps = best_ms > 0.0f ? 2.0 * bytes / (best_ms * 1e-3) * 1e-9 : 0.0;
     return result;
   }
