@@ -43,7 +43,15 @@ Engine::Engine(EngineOptions options, Communicator& comm)
     const int device = process_identity().local_rank % cuda_device_count();
     backend_ = make_cuda_backend(device);
 #if SELFSPEC_HAVE_CUDA
-    if (comm_.size() > 1) device_comm_ = std::make_unique<NcclComm>(comm_, device);
+    // NCCL needs one GPU per rank. Ranks sharing a GPU (logic tests) all-reduce through host
+    // memory with MPI instead.
+    if (comm_.size() > 1 && process_identity().local_size <= cuda_device_count()) {
+      device_comm_ = std::make_unique<NcclComm>(comm_, device);
+    } else if (comm_.size() > 1) {
+      log::warn("{} ranks share {} GPU(s) on this node: activations are all-reduced through "
+                "host memory with MPI (for logic tests; use one rank per GPU for speed)",
+                process_identity().local_size, cuda_device_count());
+    }
 #endif
   } else {
     backend_ = make_cpu_backend();
