@@ -26,44 +26,43 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
-DType storage_dtype(const TensorInfo& info, std::optional<DType> convert_to) {
-  return convert_to.value_or(info.dtype);
+DType storage_dtype(const TensorSource& source, const std::string& name,
+                    std::optional<DType> convert_to) {
+  return convert_to ? *convert_to : source.dtype(name);
 }
 
 // Reads a slice into backend memory: straight in when the backend's memory is host memory,
 // through a host staging buffer otherwise.
-DeviceBuffer read_to_backend(Backend& backend, const Checkpoint& checkpoint, const TensorInfo& info,
+DeviceBuffer read_to_backend(Backend& backend, const TensorSource& source, const std::string& name,
                              const TensorSlice& slice, DType dtype, std::size_t bytes) {
   DeviceBuffer buffer = backend.allocate(bytes);
   if (backend.host_memory()) {
-    checkpoint.read(info, slice, dtype, buffer.data());
+    source.read(name, slice, dtype, buffer.data());
   } else {
     AlignedBuffer<std::byte> staging(bytes);
-    checkpoint.read(info, slice, dtype, staging.data());
+    source.read(name, slice, dtype, staging.data());
     backend.upload(buffer.data(), staging.data(), bytes);
   }
   return buffer;
 }
 
-Matrix load_matrix(Backend& backend, const Checkpoint& checkpoint, const std::string& name,
+Matrix load_matrix(Backend& backend, const TensorSource& source, const std::string& name,
                    IndexRange rows, IndexRange cols, std::optional<DType> convert_to) {
-  const TensorInfo& info = checkpoint.tensor(name);
   Matrix matrix;
-  matrix.dtype = storage_dtype(info, convert_to);
+  matrix.dtype = storage_dtype(source, name, convert_to);
   matrix.rows = rows.size();
   matrix.cols = cols.size();
   matrix.data =
-      read_to_backend(backend, checkpoint, info, {rows.begin, rows.end, cols.begin, cols.end},
+      read_to_backend(backend, source, name, {rows.begin, rows.end, cols.begin, cols.end},
                       matrix.dtype, static_cast<std::size_t>(matrix.bytes()));
   return matrix;
 }
 
-Vector load_vector(Backend& backend, const Checkpoint& checkpoint, const std::string& name,
+Vector load_vector(Backend& backend, const TensorSource& source, const std::string& name,
                    IndexRange range) {
-  const TensorInfo& info = checkpoint.tensor(name);
   Vector vector;
   vector.size = range.size();
-  vector.data = read_to_backend(backend, checkpoint, info, {range.begin, range.end, 0, 0},
+  vector.data = read_to_backend(backend, source, name, {range.begin, range.end, 0, 0},
                                 DType::kF32, static_cast<std::size_t>(vector.bytes()));
   return vector;
 }
@@ -152,10 +151,10 @@ std::uint64_t LlamaWeights::bytes() const {
   return total;
 }
 
-LlamaWeights LlamaWeights::load(const Checkpoint& checkpoint, const ModelConfig& config,
+LlamaWeights LlamaWeights::load(const TensorSource& source, const ModelConfig& config,
                                 const ShardPlan& plan, std::optional<DType> convert_to,
                                 Backend& backend) {
-  validate_checkpoint(checkpoint, config);
+  source.validate(config);
   const std::int64_t hidden = config.hidden_size;
   const std::int64_t hd = config.head_dim;
   const IndexRange all_hidden{0, hidden};
@@ -165,44 +164,44 @@ LlamaWeights LlamaWeights::load(const Checkpoint& checkpoint, const ModelConfig&
   LlamaWeights weights;
   weights.tied = config.tie_word_embeddings;
   log::Progress progress("loading weights (layers)", config.num_layers);
-  weights.embedding = load_matrix(backend, checkpoint, "model.embed_tokens.weight", plan.vocab,
+  weights.embedding = load_matrix(backend, source, "model.embed_tokens.weight", plan.vocab,
                                   all_hidden, convert_to);
   weights.layers.resize(static_cast<std::size_t>(config.num_layers));
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
     LayerWeights& layer = weights.layers[static_cast<std::size_t>(l)];
     layer.attention_norm =
-        load_vector(backend, checkpoint, layer_name(l, "input_layernorm.weight"), all_hidden);
-    layer.mlp_norm = load_vector(backend, checkpoint,
+        load_vector(backend, source, layer_name(l, "input_layernorm.weight"), all_hidden);
+    layer.mlp_norm = load_vector(backend, source,
                                  layer_name(l, "post_attention_layernorm.weight"), all_hidden);
-    layer.wq = load_matrix(backend, checkpoint, layer_name(l, "self_attn.q_proj.weight"), q_rows,
+    layer.wq = load_matrix(backend, source, layer_name(l, "self_attn.q_proj.weight"), q_rows,
                            all_hidden, convert_to);
-    layer.wk = load_matrix(backend, checkpoint, layer_name(l, "self_attn.k_proj.weight"), kv_rows,
+    layer.wk = load_matrix(backend, source, layer_name(l, "self_attn.k_proj.weight"), kv_rows,
                            all_hidden, convert_to);
-    layer.wv = load_matrix(backend, checkpoint, layer_name(l, "self_attn.v_proj.weight"), kv_rows,
+    layer.wv = load_matrix(backend, source, layer_name(l, "self_attn.v_proj.weight"), kv_rows,
                            all_hidden, convert_to);
-    layer.wo = load_matrix(backend, checkpoint, layer_name(l, "self_attn.o_proj.weight"),
+    layer.wo = load_matrix(backend, source, layer_name(l, "self_attn.o_proj.weight"),
                            all_hidden, q_rows, convert_to);
     if (config.attention_bias) {
-      layer.bq = load_vector(backend, checkpoint, layer_name(l, "self_attn.q_proj.bias"), q_rows);
-      layer.bk = load_vector(backend, checkpoint, layer_name(l, "self_attn.k_proj.bias"), kv_rows);
-      layer.bv = load_vector(backend, checkpoint, layer_name(l, "self_attn.v_proj.bias"), kv_rows);
+      layer.bq = load_vector(backend, source, layer_name(l, "self_attn.q_proj.bias"), q_rows);
+      layer.bk = load_vector(backend, source, layer_name(l, "self_attn.k_proj.bias"), kv_rows);
+      layer.bv = load_vector(backend, source, layer_name(l, "self_attn.v_proj.bias"), kv_rows);
     }
     if (config.o_proj_bias()) {
       layer.bo =
-          load_vector(backend, checkpoint, layer_name(l, "self_attn.o_proj.bias"), all_hidden);
+          load_vector(backend, source, layer_name(l, "self_attn.o_proj.bias"), all_hidden);
     }
-    layer.w_gate = load_matrix(backend, checkpoint, layer_name(l, "mlp.gate_proj.weight"),
+    layer.w_gate = load_matrix(backend, source, layer_name(l, "mlp.gate_proj.weight"),
                                plan.intermediate, all_hidden, convert_to);
-    layer.w_up = load_matrix(backend, checkpoint, layer_name(l, "mlp.up_proj.weight"),
+    layer.w_up = load_matrix(backend, source, layer_name(l, "mlp.up_proj.weight"),
                              plan.intermediate, all_hidden, convert_to);
-    layer.w_down = load_matrix(backend, checkpoint, layer_name(l, "mlp.down_proj.weight"),
+    layer.w_down = load_matrix(backend, source, layer_name(l, "mlp.down_proj.weight"),
                                all_hidden, plan.intermediate, convert_to);
     progress.update(l + 1);
   }
-  weights.final_norm = load_vector(backend, checkpoint, "model.norm.weight", all_hidden);
+  weights.final_norm = load_vector(backend, source, "model.norm.weight", all_hidden);
   if (!weights.tied) {
     weights.lm_head =
-        load_matrix(backend, checkpoint, "lm_head.weight", plan.vocab, all_hidden, convert_to);
+        load_matrix(backend, source, "lm_head.weight", plan.vocab, all_hidden, convert_to);
   }
   progress.finish();
   return weights;

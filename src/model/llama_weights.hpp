@@ -8,6 +8,7 @@
 #include "model/model_config.hpp"
 #include "model/safetensors.hpp"
 #include "model/shard_plan.hpp"
+#include "model/tensor_source.hpp"
 #include "runtime/backend.hpp"
 
 #include <cstdint>
@@ -60,12 +61,17 @@ struct LlamaWeights {
   std::uint64_t bytes() const;
   std::uint64_t layer_bytes(std::size_t layer) const;
 
-  // Checks every tensor name and shape of the checkpoint against the config (errors name the
+  // Checks every tensor name and shape of the source against the config (errors name the
   // tensor and file), then loads this rank's slices into `backend` memory. convert_to = nullopt
   // keeps stored dtypes.
-  static LlamaWeights load(const Checkpoint& checkpoint, const ModelConfig& config,
+  static LlamaWeights load(const TensorSource& source, const ModelConfig& config,
                            const ShardPlan& plan, std::optional<DType> convert_to,
                            Backend& backend);
+  static LlamaWeights load(const Checkpoint& checkpoint, const ModelConfig& config,
+                           const ShardPlan& plan, std::optional<DType> convert_to,
+                           Backend& backend) {
+    return load(CheckpointSource(checkpoint), config, plan, convert_to, backend);
+  }
 };
 
 // The HF tensor names of a LLaMA-family checkpoint and their expected shapes under `config`.

@@ -6,11 +6,11 @@
 #include "model/llama_weights.hpp"
 #include "model/safetensors_writer.hpp"
 
-#include <boost/random/mersenne_twister.hpp>
-#include <boost/random/normal_distribution.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <fstream>
 
 namespace selfspec {
@@ -42,6 +42,35 @@ double planted_scale(const std::vector<double>& scales, int layer) {
   return layer >= 0 && static_cast<std::size_t>(layer) < scales.size()
              ? scales[static_cast<std::size_t>(layer)]
              : 1.0;
+}
+
+// splitmix64: a fast, well-mixed 64-bit hash (the counter-based generator's round function).
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A standard normal deviate for (key, index): Box–Muller on two uniforms in (0, 1].
+double standard_normal(std::uint64_t key, std::uint64_t index) {
+  const std::uint64_t a = splitmix64(key ^ splitmix64(2 * index));
+  const std::uint64_t b = splitmix64(key ^ splitmix64(2 * index + 1));
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+float round_to(DType dtype, float value) {
+  switch (dtype) {
+    case DType::kF32:
+      return value;
+    case DType::kBF16:
+      return bf16_to_f32(f32_to_bf16(value));
+    case DType::kF16:
+      return f16_to_f32(f32_to_f16(value));
+  }
+  return value;
 }
 
 Init init_for(const SyntheticModelSpec& spec, const std::string& name) {
@@ -86,18 +115,67 @@ ModelConfig make_synthetic_config(std::int64_t layers, std::int64_t hidden, std:
   return config;
 }
 
-std::vector<float> synthetic_tensor_values(const SyntheticModelSpec& spec, const std::string& name,
-                                           std::int64_t numel) {
-  std::vector<float> values(static_cast<std::size_t>(numel));
+void fill_synthetic_slice(const SyntheticModelSpec& spec, const std::string& name,
+                          const std::vector<std::int64_t>& shape, const TensorSlice& slice,
+                          DType dst_dtype, void* dst) {
+  SELFSPEC_CHECK(shape.size() == 1 || shape.size() == 2, "synthetic tensor '{}' has rank {}", name,
+                 shape.size());
+  const bool matrix = shape.size() == 2;
+  const std::int64_t cols = matrix ? shape[1] : 1;
+  const std::int64_t col_begin = matrix ? slice.col_begin : 0;
+  const std::int64_t col_end = matrix ? slice.col_end : 1;
+  SELFSPEC_CHECK(slice.row_begin >= 0 && slice.row_end <= shape[0] && slice.row_begin <= slice.row_end &&
+                     col_begin >= 0 && col_end <= cols && col_begin <= col_end,
+                 "synthetic tensor '{}': slice outside its shape", name);
+  const std::int64_t width = col_end - col_begin;
   const Init init = init_for(spec, name);
-  if (init.constant) {
-    std::fill(values.begin(), values.end(), static_cast<float>(init.value));
-    return values;
+  const std::uint64_t key = fnv1a(name, spec.seed);
+  parallel_for(slice.row_end - slice.row_begin, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(width, 1)),
+               [&](std::int64_t begin, std::int64_t end) {
+                 for (std::int64_t r = begin; r < end; ++r) {
+                   const std::int64_t row = slice.row_begin + r;
+                   for (std::int64_t c = 0; c < width; ++c) {
+                     const auto index = static_cast<std::uint64_t>(row * cols + col_begin + c);
+                     const double value = init.constant ? init.value : init.value * standard_normal(key, index);
+                     // The value the checkpoint stores (spec.dtype), then the requested dtype.
+                     const float stored = round_to(spec.dtype, static_cast<float>(value));
+                     store_from_f32(dst_dtype, dst, static_cast<std::size_t>(r * width + c), stored);
+                   }
+                 }
+               });
+}
+
+SyntheticSource::SyntheticSource(SyntheticModelSpec spec) : spec_(std::move(spec)) {
+  for (const ExpectedTensor& tensor : expected_tensors(spec_.config)) {
+    if (tensor.required) shapes_[tensor.name] = tensor.shape;
   }
-  boost::random::mt19937_64 engine(fnv1a(name, spec.seed));
-  boost::random::normal_distribution<double> normal(0.0, init.value);
-  for (float& v : values) v = static_cast<float>(normal(engine));
-  return values;
+}
+
+void SyntheticSource::validate(const ModelConfig& config) const {
+  SELFSPEC_CHECK(config.num_layers == spec_.config.num_layers &&
+                     config.hidden_size == spec_.config.hidden_size &&
+                     config.vocab_size == spec_.config.vocab_size,
+                 "synthetic weights were made for a different geometry");
+}
+
+const std::vector<std::int64_t>& SyntheticSource::shape_of(const std::string& name) const {
+  const auto it = shapes_.find(name);
+  SELFSPEC_CHECK(it != shapes_.end(), "synthetic weights have no tensor '{}'", name);
+  return it->second;
+}
+
+DType SyntheticSource::dtype(const std::string& name) const {
+  shape_of(name);
+  return spec_.dtype;
+}
+
+void SyntheticSource::read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
+                           void* dst) const {
+  fill_synthetic_slice(spec_, name, shape_of(name), slice, dst_dtype, dst);
+}
+
+std::string SyntheticSource::describe() const {
+  return fmt::format("synthetic weights (seed {}, {})", spec_.seed, dtype_name(spec_.dtype));
 }
 
 std::uint64_t write_synthetic_model(const SyntheticModelSpec& spec,
@@ -116,9 +194,9 @@ std::uint64_t write_synthetic_model(const SyntheticModelSpec& spec,
     for (std::int64_t d : tensor.shape) numel *= d;
     total += static_cast<std::uint64_t>(numel) * dtype_size(spec.dtype);
     writer.add(tensor.name, spec.dtype, tensor.shape,
-               [&spec, name = tensor.name, numel](std::span<std::byte> out) {
-                 const std::vector<float> values = synthetic_tensor_values(spec, name, numel);
-                 convert_dtype(DType::kF32, values.data(), spec.dtype, out.data(), values.size());
+               [&spec, name = tensor.name, shape = tensor.shape](std::span<std::byte> out) {
+                 const TensorSlice all{0, shape[0], 0, shape.size() == 2 ? shape[1] : 0};
+                 fill_synthetic_slice(spec, name, shape, all, spec.dtype, out.data());
                });
   }
   ModelConfig config = spec.config;

@@ -1,7 +1,10 @@
-// Seeded random checkpoints in the HuggingFace layout (config.json + safetensors), written by
-// `selfspec make-model` for demos, benchmarks and tests. Every tensor's values depend only on the
-// seed and the tensor's name (a per-tensor Boost.Random stream), so a checkpoint is reproducible
-// bit for bit and its tensors can be generated in any order.
+// Seeded random weights: written as an HF checkpoint (config.json + safetensors) by
+// `selfspec make-model`, or served directly to the engine (SyntheticSource: the synthetic-weights
+// run mode, e.g. 70B geometry with a couple of layers at TP 8 on a CPU). Element i of tensor N is
+// scale(N) × z(seed, N, i), z a standard normal from a counter-based generator (splitmix64 of the
+// seed, the name's hash and i, through Box–Muller), so any slice — a rank's rows or columns —
+// is produced without the rest of the tensor, and a checkpoint and the in-memory weights of the
+// same seed are bit-identical. (Written by hand: Boost.Random 1.74 has no counter-based engine.)
 //
 // Initialisation keeps a deep random network numerically tame: projections ~ N(0, 1/fan_in),
 // output projections (o_proj, down_proj) further scaled by 1/sqrt(2 L) so the residual stream
@@ -10,9 +13,12 @@
 
 #include "core/dtype.hpp"
 #include "model/model_config.hpp"
+#include "model/safetensors.hpp"
+#include "model/tensor_source.hpp"
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,8 +48,26 @@ ModelConfig make_synthetic_config(std::int64_t layers, std::int64_t hidden, std:
 std::uint64_t write_synthetic_model(const SyntheticModelSpec& spec,
                                     const std::filesystem::path& dir);
 
-// The f32 values of one tensor of a synthetic model (before rounding to the storage dtype).
-std::vector<float> synthetic_tensor_values(const SyntheticModelSpec& spec, const std::string& name,
-                                           std::int64_t numel);
+// Writes the slice (1-D or 2-D tensor `name` of `shape`) into dst as dst_dtype: the values the
+// checkpoint would store (rounded to spec.dtype), converted to dst_dtype.
+void fill_synthetic_slice(const SyntheticModelSpec& spec, const std::string& name,
+                          const std::vector<std::int64_t>& shape, const TensorSlice& slice,
+                          DType dst_dtype, void* dst);
+
+// Weights of a synthetic model served straight to the engine.
+class SyntheticSource final : public TensorSource {
+ public:
+  explicit SyntheticSource(SyntheticModelSpec spec);
+  void validate(const ModelConfig& config) const override;
+  DType dtype(const std::string& name) const override;
+  void read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
+            void* dst) const override;
+  std::string describe() const override;
+
+ private:
+  const std::vector<std::int64_t>& shape_of(const std::string& name) const;
+  SyntheticModelSpec spec_;
+  std::map<std::string, std::vector<std::int64_t>> shapes_;
+};
 
 }  // namespace selfspec
