@@ -43,6 +43,10 @@ class Communicator {
   // values[r] = rank r's `value`, on every rank (small control data: checksums, flags).
   virtual void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) = 0;
   virtual void barrier() = 0;
+  // A barrier with its own deadline for a wait that may legitimately be long (ranks finishing
+  // loading their shards at different times): communicators with a watchdog (MpiComm) end the job
+  // after timeout_s seconds instead of their usual deadline. `what` names the wait in the error.
+  virtual void wait_for_peers(const char* what, double timeout_s);
 
   // Device-buffer collectives (NcclComm): in-place sum of `count` floats in device memory,
   // enqueued on `stream` (a cudaStream_t) without waiting, so a CUDA graph can capture it. Same

@@ -17,6 +17,17 @@ enum class ControlCommand : std::uint32_t {
   kVerify = 4,    // run the verification forward over the drafted tokens
 };
 
+// ControlMessage::flags.
+inline constexpr std::uint32_t kFlagEos = 1u;  // the message's last token is an end-of-sequence id
+// Generation was stopped on request (a stop signal on rank 0); the signal is in bits 8-15.
+inline constexpr std::uint32_t kFlagInterrupted = 2u;
+inline constexpr std::uint32_t interrupted_flags(int signal) {
+  return kFlagInterrupted | (static_cast<std::uint32_t>(signal & 0xff) << 8);
+}
+inline constexpr int interrupt_signal_of(std::uint32_t flags) {
+  return (flags & kFlagInterrupted) != 0 ? static_cast<int>((flags >> 8) & 0xff) : 0;
+}
+
 struct ControlMessage {
   static constexpr int kMaxTokens = 64;
   static constexpr int kMaskWords = 8;  // 2 × 256 layers of skip bits (LayerPlan wire form)

@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace selfspec {
 namespace {
@@ -34,10 +35,14 @@ void make_counts_and_displacements(std::span<const std::int64_t> counts, int siz
 
 }  // namespace
 
-MpiComm::MpiComm() {
+MpiComm::MpiComm(double timeout_s) {
   SELFSPEC_CHECK(MpiRuntime::active(), "MpiComm needs MPI to be initialised (MpiRuntime)");
   SELFSPEC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   SELFSPEC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  if (timeout_s <= 0.0) {
+    timeout_s = timeout_seconds_from_environment(kCommTimeoutVariable, kDefaultCommTimeoutSeconds);
+  }
+  if (size_ > 1) watchdog_ = std::make_unique<CollectiveWatchdog>(timeout_s);
 }
 
 void MpiComm::all_reduce_sum(std::span<float> data) {
@@ -47,6 +52,7 @@ void MpiComm::all_reduce_sum(std::span<float> data) {
   // associate differently per rank and per message size).
   const int count = checked_count(static_cast<std::int64_t>(data.size()), "all_reduce_sum");
   gather_buffer_.resize(data.size() * static_cast<std::size_t>(size_));
+  const auto watch_scope = watch("all_reduce_sum", 0.0);
   SELFSPEC_MPI_CHECK(MPI_Allgather(data.data(), count, MPI_FLOAT, gather_buffer_.data(), count,
                                    MPI_FLOAT, MPI_COMM_WORLD));
   const float* parts = gather_buffer_.data();
@@ -60,6 +66,7 @@ void MpiComm::all_reduce_sum(std::span<float> data) {
 
 void MpiComm::broadcast(std::span<std::byte> data, int root) {
   if (size_ == 1 || data.empty()) return;
+  const auto watch_scope = watch("broadcast", 0.0);
   SELFSPEC_MPI_CHECK(MPI_Bcast(data.data(),
                                checked_count(static_cast<std::int64_t>(data.size()), "broadcast"),
                                MPI_BYTE, root, MPI_COMM_WORLD));
@@ -78,6 +85,7 @@ void MpiComm::gather(std::span<const float> send, std::span<float> recv,
         recv.size() >= static_cast<std::size_t>(displacements.back() + mpi_counts.back()),
         "gather: receive buffer too small");
   }
+  const auto watch_scope = watch("gather", 0.0);
   SELFSPEC_MPI_CHECK(MPI_Gatherv(send.data(), mpi_counts[rank_], MPI_FLOAT, recv.data(),
                                  mpi_counts.data(), displacements.data(), MPI_FLOAT, root,
                                  MPI_COMM_WORLD));
@@ -93,6 +101,7 @@ void MpiComm::all_gather(std::span<const float> send, std::span<float> recv,
                  counts[rank_]);
   SELFSPEC_CHECK(recv.size() >= static_cast<std::size_t>(displacements.back() + mpi_counts.back()),
                  "all_gather: receive buffer too small");
+  const auto watch_scope = watch("all_gather", 0.0);
   SELFSPEC_MPI_CHECK(MPI_Allgatherv(send.data(), mpi_counts[rank_], MPI_FLOAT, recv.data(),
                                     mpi_counts.data(), displacements.data(), MPI_FLOAT,
                                     MPI_COMM_WORLD));
@@ -104,6 +113,7 @@ void MpiComm::gather_bytes(std::span<const std::byte> send, std::span<std::byte>
     SELFSPEC_CHECK(recv.size() >= send.size() * static_cast<std::size_t>(size_),
                    "gather_bytes: receive buffer too small");
   }
+  const auto watch_scope = watch("gather_bytes", 0.0);
   SELFSPEC_MPI_CHECK(
       MPI_Gather(send.data(), count, MPI_BYTE, recv.data(), count, MPI_BYTE, root, MPI_COMM_WORLD));
 }
@@ -111,11 +121,24 @@ void MpiComm::gather_bytes(std::span<const std::byte> send, std::span<std::byte>
 void MpiComm::all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) {
   SELFSPEC_CHECK(static_cast<int>(values.size()) == size_, "all_gather_u64: {} slots for {} ranks",
                  values.size(), size_);
+  const auto watch_scope = watch("all_gather_u64", 0.0);
   SELFSPEC_MPI_CHECK(
       MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD));
 }
 
 void MpiComm::barrier() {
+  const auto watch_scope = watch("barrier", 0.0);
+  SELFSPEC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+std::optional<CollectiveWatchdog::Scope> MpiComm::watch(const char* what, double timeout_s) {
+  if (!watchdog_) return std::nullopt;
+  return std::optional<CollectiveWatchdog::Scope>(
+      std::in_place, *watchdog_, what, timeout_s > 0.0 ? timeout_s : watchdog_->timeout_seconds());
+}
+
+void MpiComm::wait_for_peers(const char* what, double timeout_s) {
+  const auto watch_scope = watch(what, timeout_s);
   SELFSPEC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 

@@ -15,7 +15,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-constexpr std::uint32_t kFlagEos = 1;  // ControlMessage flag: the token is an end-of-sequence
 }  // namespace
 
 void prefill(LlamaModel& model, std::span<const std::int32_t> prompt, std::int64_t chunk,
@@ -83,12 +82,13 @@ GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
           !options.ignore_eos &&
           std::find(options.eos_ids.begin(), options.eos_ids.end(), token) != options.eos_ids.end();
       result.stopped_on_eos = eos;
-      const bool done =
+      const bool complete =
           eos || static_cast<std::int64_t>(result.tokens.size()) >= options.max_new_tokens;
-      message.command = done ? ControlCommand::kStop : ControlCommand::kContinue;
+      const int signal = !complete && options.interrupt ? options.interrupt() : 0;
+      message.command = complete || signal != 0 ? ControlCommand::kStop : ControlCommand::kContinue;
       message.n_tokens = 1;
       message.tokens[0] = token;
-      message.flags = eos ? kFlagEos : 0u;
+      message.flags = (eos ? kFlagEos : 0u) | (signal != 0 ? interrupted_flags(signal) : 0u);
       if (on_token) on_token(token);
     }
     const auto broadcast_start = Clock::now();
@@ -116,7 +116,8 @@ GenerationResult Generator::generate(std::span<const std::int32_t> prompt,
     ++result.timings.decode_forwards;
   }
   result.timings.decode_seconds = result.timings.decode_forwards > 0 ? seconds_since(start) : 0.0;
-  if (!comm_.is_root()) result.stopped_on_eos = (message.flags & kFlagEos) != 0;
+  result.stopped_on_eos = (message.flags & kFlagEos) != 0;
+  result.interrupt_signal = interrupt_signal_of(message.flags);
   result.timings.comm_seconds =
       model_.counters().comm_seconds - comm_before + verifier.comm_seconds() + broadcast_seconds;
   return result;

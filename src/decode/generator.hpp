@@ -29,6 +29,9 @@ struct GenerationOptions {
   std::vector<std::int32_t> eos_ids;
   std::int64_t prefill_chunk = 512;         // prompt tokens per prefill forward
   LogitsMode logits = LogitsMode::kGather;  // how rank 0 learns about vocab-sharded logits
+  // Polled on rank 0 once per step: a non-zero value (a signal number) stops generation after the
+  // tokens already chosen, on every rank (the stop travels in the control message).
+  std::function<int()> interrupt;
 };
 
 struct GenerationTimings {
@@ -49,6 +52,7 @@ struct GenerationTimings {
 struct GenerationResult {
   std::vector<std::int32_t> tokens;  // generated ids (including a final EOS when one stopped it)
   bool stopped_on_eos = false;
+  int interrupt_signal = 0;  // non-zero: stopped early by GenerationOptions::interrupt
   GenerationTimings timings;
 };
 

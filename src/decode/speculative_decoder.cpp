@@ -19,7 +19,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-constexpr std::uint32_t kFlagEos = 1;  // the message's last token is an end-of-sequence token
 constexpr int kMaxDraftPerRound = ControlMessage::kMaxTokens - 1;  // + the target's own token
 
 std::uint64_t mix(std::uint64_t hash, std::uint64_t value) {
@@ -55,6 +54,11 @@ class Round {
       return true;
     }
     return static_cast<std::int64_t>(result_.tokens.size()) >= options_.generation.max_new_tokens;
+  }
+
+  // Rank 0, when a round ends without finishing: the signal of a stop request, else 0.
+  int interrupt() const {
+    return options_.generation.interrupt ? options_.generation.interrupt() : 0;
   }
 
   // Rank 0: sets up the next round in `message` (command, skip mask) and returns its draft cap.
@@ -144,11 +148,13 @@ SpeculativeResult SpeculativeDecoder::generate(std::span<const std::int32_t> pro
   ControlMessage message;
   int cap = 0;
   if (comm_.is_root()) {
-    const bool stop = round.emit(first);
+    const bool complete = round.emit(first);
+    const int signal = complete ? 0 : round.interrupt();
     message.tokens[0] = first;
     message.n_tokens = 1;
-    message.flags = result.stopped_on_eos ? kFlagEos : 0u;
-    if (stop) {
+    message.flags =
+        (result.stopped_on_eos ? kFlagEos : 0u) | (signal != 0 ? interrupted_flags(signal) : 0u);
+    if (complete || signal != 0) {
       message.command = ControlCommand::kStop;
     } else {
       cap = round.plan_next_round(message);
@@ -253,7 +259,9 @@ SpeculativeResult SpeculativeDecoder::generate(std::span<const std::int32_t> pro
       }
       message.n_tokens = emitted;
       message.accepted = static_cast<std::uint32_t>(verdict.accepted);
-      message.flags = result.stopped_on_eos ? kFlagEos : 0u;
+      const int signal = stop ? 0 : round.interrupt();
+      message.flags =
+          (result.stopped_on_eos ? kFlagEos : 0u) | (signal != 0 ? interrupted_flags(signal) : 0u);
       if (k > 0) {
         controller_.update(static_cast<int>(k), verdict.accepted);
         drafter_.observe(static_cast<int>(k), verdict.accepted);
@@ -267,7 +275,7 @@ SpeculativeResult SpeculativeDecoder::generate(std::span<const std::int32_t> pro
                    {"next_token", verdict.next_token},
                    {"controller", controller_.state()},
                    {"plan", draft_plan.describe()}});
-      if (stop) {
+      if (stop || signal != 0) {
         message.command = ControlCommand::kStop;
       } else {
         cap = round.plan_next_round(message);
@@ -289,6 +297,7 @@ SpeculativeResult SpeculativeDecoder::generate(std::span<const std::int32_t> pro
   }
   round.flush_trace();
   result.stopped_on_eos = (message.flags & kFlagEos) != 0;
+  result.interrupt_signal = interrupt_signal_of(message.flags);
   result.timings.decode_seconds = stats.rounds > 0 ? seconds_since(start) : 0.0;
   result.timings.decode_forwards = stats.round_tokens;  // tokens produced after the first
   phases.comm_s += (model_.counters().comm_seconds - model_comm_at_rounds) +

@@ -75,6 +75,7 @@ struct SpeculativeStats {
 struct SpeculativeResult {
   std::vector<std::int32_t> tokens;
   bool stopped_on_eos = false;
+  int interrupt_signal = 0;   // non-zero: stopped early by GenerationOptions::interrupt
   GenerationTimings timings;  // prefill = prompt + first token; decode = every round after it
   SpeculativeStats stats;
 };

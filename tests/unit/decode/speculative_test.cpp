@@ -18,6 +18,7 @@
 #include <boost/math/distributions/chi_squared.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -102,6 +103,44 @@ TEST_F(SpeculativeGreedy, TokenIdenticalToAutoregressiveForEverySkipSetControlle
       }
     }
   }
+}
+
+// A stop request (rank 0's interrupt hook: a SIGTERM in production) ends both loops early with a
+// prefix of the full output, and the result says which signal stopped it.
+TEST_F(SpeculativeGreedy, AStopRequestEndsGenerationWithAPrefixOfTheFullOutput) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> full = autoregressive(*model_, comm_, prompt_, generation);
+  for (int polls_before_stop : {1, 3, 9}) {
+    GenerationOptions g = generation;
+    int polls = 0;
+    g.interrupt = [&polls, polls_before_stop] { return ++polls >= polls_before_stop ? 15 : 0; };
+    KvCache kv = model_->make_kv_cache(static_cast<std::int64_t>(prompt_.size()) + 40);
+    Generator generator(*model_, comm_);
+    const GenerationResult ar = generator.generate(prompt_, g, kv);
+    EXPECT_EQ(ar.interrupt_signal, 15);
+    EXPECT_EQ(ar.tokens.size(), static_cast<std::size_t>(polls_before_stop));
+    EXPECT_TRUE(std::equal(ar.tokens.begin(), ar.tokens.end(), full.begin()));
+
+    polls = 0;
+    ControllerOptions controller;
+    controller.kind = "fixed";
+    controller.max_draft = 4;
+    const SpeculativeResult r = speculative(
+        *model_, comm_, prompt_, g, LayerPlan::skipping(4, std::vector<int>{1}, {}), controller);
+    EXPECT_EQ(r.interrupt_signal, 15);
+    EXPECT_FALSE(r.tokens.empty());
+    EXPECT_LT(r.tokens.size(), full.size());
+    EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), full.begin()));
+  }
+  // Without a request nothing changes.
+  GenerationOptions g = generation;
+  g.interrupt = [] { return 0; };
+  KvCache kv = model_->make_kv_cache(static_cast<std::int64_t>(prompt_.size()) + 40);
+  const GenerationResult ar = Generator(*model_, comm_).generate(prompt_, g, kv);
+  EXPECT_EQ(ar.interrupt_signal, 0);
+  EXPECT_EQ(ar.tokens, full);
 }
 
 TEST_F(SpeculativeGreedy, StopsExactlyLikeAutoregressiveAtEosAndLength) {
