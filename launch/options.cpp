@@ -12,11 +12,36 @@ std::optional<DType> parse_weights_dtype(const std::string& text) {
   return dtype;
 }
 
+void add_config_option(CLI::App& command) {
+  command.add_option_function<std::string>(
+      "--config", [](const std::string&) {},
+      "run config (YAML, configs/runs/): its keys are this command's options without the "
+      "dashes; options given on the command line win");
+}
+
 void EngineCliOptions::add_to(CLI::App& command) {
+  add_config_option(command);
   command
       .add_option("--model", model_dir, "HuggingFace model directory (config.json + safetensors)")
-      ->required()
       ->check(CLI::ExistingDirectory);
+  command
+      .add_option("--architecture", architecture,
+                  "architecture file (configs/models/*.yaml or a config.json): run its geometry "
+                  "with seeded synthetic weights")
+      ->check(CLI::ExistingFile);
+  command.add_flag("--synthetic-weights", synthetic_weights,
+                   "with --model: use the model's config and tokenizer but seeded random weights");
+  command.add_option("--synthetic-seed", synthetic_seed, "seed of the synthetic weights")
+      ->capture_default_str();
+  command
+      .add_option("--layers", layers,
+                  "override the layer count of a synthetic model (e.g. 70B geometry, 2 layers)")
+      ->check(CLI::PositiveNumber);
+  command
+      .add_option("--tp", tp,
+                  "tensor-parallel degree the run expects; must equal the number of ranks "
+                  "(mpirun -np / srun -n)")
+      ->check(CLI::PositiveNumber);
   command
       .add_option("--tokenizer", tokenizer,
                   "tokenizer.json or tokenizer.model (default: the one in --model)")
@@ -47,7 +72,12 @@ void EngineCliOptions::add_to(CLI::App& command) {
 
 EngineOptions EngineCliOptions::engine_options() const {
   EngineOptions options;
-  options.model_dir = model_dir;
+  options.source.model_dir = model_dir;
+  options.source.architecture_file = architecture;
+  options.source.synthetic_weights = synthetic_weights;
+  options.source.synthetic_seed = synthetic_seed;
+  options.source.layers = layers;
+  options.expected_tp = tp;
   options.tokenizer_path = tokenizer;
   options.weights_dtype = parse_weights_dtype(weights_dtype);
   options.ctx_size = ctx_size;

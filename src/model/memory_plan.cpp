@@ -30,4 +30,20 @@ RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, D
   return memory;
 }
 
+std::uint64_t plan_workspace_bytes(const ModelConfig& config, const ShardPlan& shard,
+                                   std::int64_t tokens, std::int64_t logit_rows) {
+  // The buffers LlamaModel::forward sizes per call (llama_model.cpp): x, h, o (hidden each); q and
+  // the attention output (local query heads); k, v (local KV heads); gate, up (local
+  // intermediate); and the logits of the requested rows over the local vocabulary.
+  const auto t = static_cast<std::uint64_t>(tokens);
+  const auto hd = static_cast<std::uint64_t>(config.head_dim);
+  const std::uint64_t per_token = 3 * static_cast<std::uint64_t>(config.hidden_size) +
+                                  2 * static_cast<std::uint64_t>(shard.q_heads.size()) * hd +
+                                  2 * static_cast<std::uint64_t>(shard.kv_heads.size()) * hd +
+                                  2 * static_cast<std::uint64_t>(shard.intermediate.size());
+  const std::uint64_t logits =
+      static_cast<std::uint64_t>(logit_rows) * static_cast<std::uint64_t>(shard.vocab.size());
+  return (t * per_token + logits) * sizeof(float);
+}
+
 }  // namespace selfspec

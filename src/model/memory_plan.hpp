@@ -22,4 +22,10 @@ struct RankMemory {
 RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
                             std::int64_t context);
 
+// Bytes of the forward's activation buffers on one rank (LlamaModel's workspace, f32) for
+// forwards of up to `tokens` tokens (the prefill chunk, or K + 1 for verification) that produce
+// logits for up to `logit_rows` positions.
+std::uint64_t plan_workspace_bytes(const ModelConfig& config, const ShardPlan& shard,
+                                   std::int64_t tokens, std::int64_t logit_rows);
+
 }  // namespace selfspec

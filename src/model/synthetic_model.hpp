@@ -1,14 +1,15 @@
 // Seeded random weights: written as an HF checkpoint (config.json + safetensors) by
 // `selfspec make-model`, or served directly to the engine (SyntheticSource: the synthetic-weights
 // run mode, e.g. 70B geometry with a couple of layers at TP 8 on a CPU). Element i of tensor N is
-// scale(N) × z(seed, N, i), z a standard normal from a counter-based generator (splitmix64 of the
-// seed, the name's hash and i, through Box–Muller), so any slice — a rank's rows or columns —
-// is produced without the rest of the tensor, and a checkpoint and the in-memory weights of the
-// same seed are bit-identical. (Written by hand: Boost.Random 1.74 has no counter-based engine.)
+// scale(N) × z(seed, N, i), z a zero-mean unit-variance deviate from a counter-based generator
+// (splitmix64 of the seed, the name's hash and i; Irwin–Hall sum of four uniforms), so any slice —
+// a rank's rows or columns — is produced without the rest of the tensor, and a checkpoint and the
+// in-memory weights of the same seed are bit-identical. (Written by hand: Boost.Random 1.74 has no
+// counter-based engine.)
 //
-// Initialisation keeps a deep random network numerically tame: projections ~ N(0, 1/fan_in),
-// output projections (o_proj, down_proj) further scaled by 1/sqrt(2 L) so the residual stream
-// stays O(1), embeddings ~ N(0, 1), norm weights = 1, biases ~ N(0, 0.02²).
+// Initialisation keeps a deep random network numerically tame: projections with variance
+// 1/fan_in, output projections (o_proj, down_proj) further scaled by 1/sqrt(2 L) so the residual
+// stream stays O(1), embeddings with variance 1, norm weights = 1, biases with std 0.02.
 #pragma once
 
 #include "core/dtype.hpp"

@@ -1,8 +1,9 @@
 // The engine of one rank: the model's config, shard plan, tokenizer and compute backend (cheap,
 // available before any weight is read, so bad TP degrees and over-long prompts fail fast), then
-// the weights and the LlamaModel. With --device cuda (or auto on a machine with a GPU) the rank
-// uses GPU local_rank % device_count. Prompts are prepared on rank 0 and broadcast, so every rank
-// runs on identical token ids.
+// the weights (a checkpoint's, or synthetic ones: model_source.hpp) and the LlamaModel. Every rank
+// prints one start line (host, rank, device, threads) so a launch can be checked at a glance. With
+// --device cuda (or auto on a machine with a GPU) the rank uses GPU local_rank % device_count.
+// Prompts are prepared on rank 0 and broadcast, so every rank runs on identical token ids.
 #pragma once
 
 #include "comm/communicator.hpp"
@@ -11,6 +12,7 @@
 #include "model/model_config.hpp"
 #include "model/shard_plan.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/model_source.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <cstdint>
@@ -23,7 +25,8 @@
 namespace selfspec {
 
 struct EngineOptions {
-  std::filesystem::path model_dir;
+  ModelSourceOptions source;             // --model / --architecture / synthetic weights
+  int expected_tp = 0;                   // --tp: must equal the job's world size (0: any)
   std::filesystem::path tokenizer_path;  // empty: tokenizer.json / tokenizer.model in model_dir
   std::optional<DType> weights_dtype;    // nullopt: as stored in the checkpoint
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
@@ -35,7 +38,8 @@ class Engine {
  public:
   Engine(EngineOptions options, Communicator& comm);
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const { return source_.config; }
+  const ModelSource& source() const { return source_; }
   const ShardPlan& shard() const { return shard_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   Backend& backend() { return *backend_; }
@@ -60,9 +64,11 @@ class Engine {
   std::vector<std::int32_t> eos_ids() const;
 
  private:
+  void announce_rank() const;
+
   EngineOptions options_;
   Communicator& comm_;
-  ModelConfig config_;
+  ModelSource source_;
   ShardPlan shard_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;  // declared before model_: outlives it
