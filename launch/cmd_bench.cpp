@@ -20,11 +20,13 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
+#include "core/stop_request.hpp"
 #include "decode/generator.hpp"
 #include "decode/speculative_decoder.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
+#include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/spec_options.hpp"
 #include "runtime/engine.hpp"
@@ -54,6 +56,7 @@ struct BenchOptions {
   double top_p = 1.0;
   double bandwidth_mb = 0.0;
   std::string out;
+  std::string out_jsonl;
   bool json = false;
   SpecCliOptions spec;
 };
@@ -167,6 +170,17 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     generation.ignore_eos = true;
     generation.sampling = sampling;
     generation.logits = options.spec.logits_modes().front();
+    generation.interrupt = pending_stop_signal;
+    // One record per finished run, written as it finishes (rank 0).
+    std::unique_ptr<JsonlWriter> jsonl;
+    if (job.is_root() && !options.out_jsonl.empty()) {
+      jsonl = std::make_unique<JsonlWriter>(options.out_jsonl);
+    }
+    const auto record = [&](nlohmann::json entry) {
+      if (jsonl) jsonl->write(entry);
+    };
+    int interrupted = 0;  // the stop signal, identical on every rank (it travels with the tokens)
+    int completed_runs = 0;
     KvCache kv = model.make_kv_cache(options.prompt_len + std::max<std::int64_t>(options.gen, 1));
     Generator generator(model, comm);
 
@@ -174,7 +188,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     {
       GenerationOptions warmup = generation;
       warmup.max_new_tokens = std::min<std::int64_t>(options.gen, 4);
-      generator.generate(prompts[0], warmup, kv);
+      interrupted = generator.generate(prompts[0], warmup, kv).interrupt_signal;
     }
 
     std::vector<double> prefill_tps, decode_tps, decode_ms;
@@ -190,10 +204,22 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       }
     }
     const int ar_runs = skips ? n_prompts : options.reps;
-    for (int run = 0; run < ar_runs; ++run) {
+    for (int run = 0; run < ar_runs && interrupted == 0; ++run) {
       const std::vector<std::int32_t>& prompt = prompts[static_cast<std::size_t>(skips ? run : 0)];
       kv.clear();
       const GenerationResult result = generator.generate(prompt, generation, kv);
+      if (result.interrupt_signal != 0) {
+        interrupted = result.interrupt_signal;
+        break;
+      }
+      ++completed_runs;
+      record({{"record", "run"},
+              {"method", "autoregressive"},
+              {"run", run},
+              {"prefill_tokens_per_s", result.timings.prefill_tokens_per_second()},
+              {"decode_tokens_per_s", result.timings.decode_tokens_per_second()},
+              {"decode_tokens", result.timings.decode_forwards},
+              {"tp", comm.size()}});
       prefill_tps.push_back(result.timings.prefill_tokens_per_second());
       decode_tps.push_back(result.timings.decode_tokens_per_second());
       decode_ms.push_back(ratio(1e3 * result.timings.decode_seconds,
@@ -218,10 +244,28 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
         SpeculativeDecoder decoder(model, comm, drafter, *controller);
         kv.clear();
         const SpeculativeResult r = decoder.generate(prompt, spec, kv);
+        if (r.interrupt_signal != 0) {
+          interrupted = r.interrupt_signal;
+          break;
+        }
+        ++completed_runs;
         totals.add(r);
         ++totals.prompts;
         if (sampling.greedy() && r.tokens == result.tokens) ++totals.lossless_prompts;
         totals.last_controller_state = controller->state();
+        record({{"record", "run"},
+                {"method", "self-speculative"},
+                {"run", run},
+                {"controller", totals.controller},
+                {"logits", logits_mode_name(totals.logits)},
+                {"decode_tokens_per_s", r.timings.decode_tokens_per_second()},
+                {"speedup", ratio(r.timings.decode_tokens_per_second(),
+                                  result.timings.decode_tokens_per_second())},
+                {"acceptance_rate", r.stats.acceptance_rate()},
+                {"mean_accepted_length", r.stats.mean_accepted_length()},
+                {"lossless", sampling.greedy() ? nlohmann::json(r.tokens == result.tokens)
+                                               : nlohmann::json(nullptr)},
+                {"tp", comm.size()}});
         log::info(
             "    {:>9} / {:<6}: {:.2f} tok/s ({:.2f}x), acceptance {:.3f}, M {:.2f}",
             totals.controller, logits_mode_name(totals.logits),
@@ -249,7 +293,9 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     const double effective_all_gbps = ratio(all_rank_bytes, seconds_per_token) * 1e-9;
     const double fraction = ratio(effective_all_gbps, bandwidth.aggregate_read_gbps);
     // On a GPU the weights stream from device memory: report decode against it too (all ranks).
-    std::optional<DeviceBandwidth> device_bandwidth = engine.backend().measure_device_bandwidth();
+    // (Skipped after a stop signal: every rank knows, so all skip it together.)
+    std::optional<DeviceBandwidth> device_bandwidth;
+    if (interrupted == 0) device_bandwidth = engine.backend().measure_device_bandwidth();
     double device_copy_all = 0.0;
     double device_peak_all = 0.0;
     if (device_bandwidth) {
@@ -263,10 +309,11 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
         device_peak_all += static_cast<double>(peaks[r]) * 1e-3;
       }
     }
-    if (!job.is_root()) return 0;
+    const int status = interrupted != 0 ? stop_exit_code(interrupted) : 0;
+    if (!job.is_root()) return status;
 
     nlohmann::json out;
-    out["model"] = options.engine.model_dir;
+    out["model"] = options.engine.model_name();
     out["parameters"] = config.parameter_count();
     out["weight_dtype"] = dtype_name(model.weights().embedding.dtype);
     out["tp"] = comm.size();
@@ -303,6 +350,15 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       out["cuda_graphs"] = engine.backend().graphs_enabled();
     }
     out["load_s"] = engine.load_seconds();
+    out["completed_runs"] = completed_runs;
+    out["interrupted"] = interrupted != 0;
+    if (interrupted != 0) {
+      out["signal"] = stop_signal_name(interrupted);
+      log::warn(
+          "stopped by {} after {} completed run(s): the summary covers those; exiting with "
+          "status {}",
+          stop_signal_name(interrupted), completed_runs, status);
+    }
 
     fmt::print(stderr,
                "bench: {} params ({}), tp {}, {} thread(s)/rank, prompt {}, gen {}\n"
@@ -386,12 +442,17 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     }
 
     fmt::print("{}\n", out.dump());
+    if (jsonl) {
+      nlohmann::json summary = out;
+      summary["record"] = "summary";
+      jsonl->write(summary);
+    }
     if (!options.out.empty()) {
       std::ofstream file(options.out);
       SELFSPEC_CHECK(file.good(), "--out {}: cannot open for writing", options.out);
       file << out.dump(2) << "\n";
     }
-    return 0;
+    return status;
   });
 }
 
@@ -430,6 +491,9 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
                    "buffer per rank for the bandwidth measurement (0: 4x last-level cache)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--out", options->out, "also write the JSON result to this file");
+  command->add_option("--out-jsonl", options->out_jsonl,
+                      "append one JSON line per finished run, then the summary, to this file "
+                      "(flushed as written: a preempted job keeps its finished runs)");
   command->add_flag("--json", options->json, "(the JSON line is always printed on stdout)");
   options->spec.add_to(*command, /*lists=*/true);
   command->callback([options, command, &run] {

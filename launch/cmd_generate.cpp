@@ -1,12 +1,17 @@
-// `selfspec generate`: autoregressive generation, streamed to stdout on rank 0, or one JSON
-// object as the last line with --json.
+// `selfspec generate`: autoregressive or self-speculative generation, streamed to stdout on rank 0,
+// or one JSON object as the last line with --json; --out-jsonl appends the same record to a file.
+// A stop signal (SIGTERM from SLURM or mpirun, Ctrl-C) ends generation at the next step on every
+// rank; the record then carries "interrupted": true and the tokens produced so far, and the exit
+// status is 128 + signal.
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
+#include "core/stop_request.hpp"
 #include "decode/generator.hpp"
 #include "decode/speculative_decoder.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
+#include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/spec_options.hpp"
 #include "runtime/engine.hpp"
@@ -32,6 +37,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool no_bos = false;
   bool json = false;
+  std::string out_jsonl;
   std::int64_t prefill_chunk = 512;
   SpecCliOptions spec;
 };
@@ -57,6 +63,11 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     generation.eos_ids = engine.eos_ids();
     generation.prefill_chunk = options.prefill_chunk;
     generation.logits = options.spec.logits_mode();
+    generation.interrupt = pending_stop_signal;
+    std::unique_ptr<JsonlWriter> jsonl;
+    if (job.is_root() && !options.out_jsonl.empty()) {
+      jsonl = std::make_unique<JsonlWriter>(options.out_jsonl);
+    }
 
     engine.load();
     LlamaModel& model = engine.model();
@@ -97,6 +108,7 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
       SpeculativeResult spec_result = decoder.generate(prompt, spec, kv, on_token);
       result.tokens = std::move(spec_result.tokens);
       result.stopped_on_eos = spec_result.stopped_on_eos;
+      result.interrupt_signal = spec_result.interrupt_signal;
       result.timings = spec_result.timings;
       spec_stats = spec_result.stats;
     } else {
@@ -104,7 +116,8 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
       result = generator.generate(prompt, generation, kv, on_token);
     }
 
-    if (!job.is_root()) return 0;
+    const int status = result.interrupt_signal != 0 ? stop_exit_code(result.interrupt_signal) : 0;
+    if (!job.is_root()) return status;
     std::string text;
     if (tokenizer != nullptr) text = tokenizer->decode(result.tokens, true);
     if (print_stream) {
@@ -127,16 +140,22 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
           spec_stats->acceptance_rate(), spec_stats->mean_accepted_length(),
           spec_stats->draft_forwards, spec_stats->verify_forwards);
     }
-    if (options.json) {
+    if (result.interrupt_signal != 0) {
+      log::warn("stopped by {} after {} generated token(s); exiting with status {}",
+                stop_signal_name(result.interrupt_signal), result.tokens.size(), status);
+    }
+    if (options.json || jsonl) {
       nlohmann::json out;
       out["tokens"] = result.tokens;
+      out["interrupted"] = result.interrupt_signal != 0;
+      if (result.interrupt_signal != 0) out["signal"] = stop_signal_name(result.interrupt_signal);
       out["text"] = text;
       out["n_prompt"] = prompt.size();
       out["n_generated"] = result.tokens.size();
       out["stopped_on_eos"] = result.stopped_on_eos;
       out["tp"] = job.comm().size();
       out["threads_per_rank"] = num_threads();
-      out["model"] = options.engine.model_dir;
+      out["model"] = options.engine.model_name();
       out["sampling"] = {{"temperature", options.temperature},
                          {"top_k", options.top_k},
                          {"top_p", options.top_p},
@@ -163,10 +182,13 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
                          {"control_s", st.phases.control_s},
                          {"comm_s", st.phases.comm_s}};
       }
-      fmt::print("{}\n", out.dump());
-      std::fflush(stdout);
+      if (jsonl) jsonl->write(out);
+      if (options.json) {
+        fmt::print("{}\n", out.dump());
+        std::fflush(stdout);
+      }
     }
-    return 0;
+    return status;
   });
 }
 
@@ -205,6 +227,8 @@ void add_generate_command(CLI::App& app, CommandBody& run) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_flag("--json", options->json, "print one JSON object as the last line");
+  command->add_option("--out-jsonl", options->out_jsonl,
+                      "append the JSON record to this file (JSON Lines), flushed when written");
   options->spec.add_to(*command);
   command->callback([options, command, &run] {
     if (command->count("--prompt") == 0 && command->count("--prompt-ids") == 0) {

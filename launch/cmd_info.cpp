@@ -3,6 +3,7 @@
 // Reads config.json and, when present, the checkpoint headers (validated) — never the weights.
 #include "core/error.hpp"
 #include "launch/commands.hpp"
+#include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "model/llama_weights.hpp"
@@ -39,14 +40,6 @@ std::string rope_scaling_name(RopeScalingType type) {
       return "llama3";
   }
   return "?";
-}
-
-std::string human_bytes(std::uint64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
-  if (b >= 1e6) return fmt::format("{:.2f} MB", b / 1e6);
-  if (b >= 1e3) return fmt::format("{:.2f} kB", b / 1e3);
-  return fmt::format("{} B", bytes);
 }
 
 int run_info(const InfoOptions& options) {
@@ -160,6 +153,7 @@ void add_info_command(CLI::App& app, CommandBody& run) {
   auto options = std::make_shared<InfoOptions>();
   CLI::App* command =
       app.add_subcommand("info", "architecture, parameters, per-rank memory, TP validity");
+  add_config_option(*command);
   command->add_option("--model", options->model_dir, "model directory (config.json)")
       ->required()
       ->check(CLI::ExistingDirectory);

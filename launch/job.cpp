@@ -1,8 +1,11 @@
 #include "launch/job.hpp"
 
+#include "comm/collective_watchdog.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/process_identity.hpp"
+#include "core/stop_request.hpp"
+#include "launch/launcher_check.hpp"
 
 #include <fmt/format.h>
 
@@ -11,9 +14,30 @@
 
 namespace selfspec::launch {
 
+namespace {
+
+// A collective waited past its deadline: a peer is dead or stopped, and this thread cannot be
+// freed from inside MPI. End this process with an error; the launcher ends the others (each of
+// which has its own watchdog as well).
+void end_process_on_hung_collective(const std::string& message) {
+  std::fflush(stdout);
+  fmt::print(stderr, "{} error: {}\n", rank_prefix(), message);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+}  // namespace
+
+int pending_stop_signal() {
+  return stop_signal();
+}
+
 Job::Job(int threads) {
+  install_stop_signal_handlers();
+  CollectiveWatchdog::set_expiry_handler(end_process_on_hung_collective);
   if (launched_under_mpi()) mpi_ = std::make_unique<MpiRuntime>();
   comm_ = make_world_communicator();
+  check_launcher_world(comm_->size());
   const int local_ranks = process_identity().local_size;
   set_num_threads(threads > 0 ? threads : default_num_threads(local_ranks));
 }

@@ -1,7 +1,13 @@
 // The job a `selfspec` command runs in: MPI when started by mpirun/srun (MpiRuntime + MpiComm),
 // a single local rank otherwise; the worker-thread count; and the one place that decides to end
-// the job on an error (run_job): it prints "[rank r/n host] error: ..." and, with several ranks,
-// calls MPI_Abort so that no peer is left blocked in a collective.
+// the job (run_job and the handlers installed here):
+//   * an error on any rank: "[rank r/n host] error: ..." and, with several ranks, MPI_Abort so
+//     that no peer is left blocked in a collective;
+//   * a collective past its deadline (a peer died or hung, comm/collective_watchdog.hpp): the
+//     message, then the process exits non-zero, and mpirun / srun --kill-on-bad-exit end the rest;
+//   * SIGTERM / SIGINT / SIGUSR1 (core/stop_request.hpp): the commands stop at the next step,
+//     write what they finished and exit with 128 + signal.
+// At start-up it also checks the world against the launcher (launcher_check.hpp).
 #pragma once
 
 #include "comm/communicator.hpp"
@@ -23,6 +29,9 @@ class Job {
   std::unique_ptr<MpiRuntime> mpi_;
   std::unique_ptr<Communicator> comm_;
 };
+
+// Generation options' interrupt hook: the pending stop signal (0 when none). Polled on rank 0.
+int pending_stop_signal();
 
 // Runs body(job) and turns any exception into an error exit of the whole job. Returns the exit
 // code (body's, or 1 after an error in a single-rank job; multi-rank jobs abort).

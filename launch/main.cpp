@@ -1,5 +1,6 @@
 // selfspec: one binary, subcommands. Multi-rank use is plain `mpirun -np N selfspec generate ...`.
 #include "launch/commands.hpp"
+#include "launch/run_config.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   selfspec::launch::add_tokenize_command(app, run);
   selfspec::launch::add_make_model_command(app, run);
   selfspec::launch::add_bench_command(app, run);
+  selfspec::launch::add_plan_command(app, run);
 
   // CLI11 would only say "A subcommand is required" for a misspelt subcommand: name it.
   if (argc > 1 && argv[1][0] != '-') {
@@ -34,8 +36,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::vector<std::string> args;
   try {
-    app.parse(argc, argv);
+    args = selfspec::launch::expand_run_config(app, argc, argv);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "error: {}\n", error.what());
+    return 2;
+  }
+  try {
+    // CLI11 parses a reversed vector of the arguments after the program name.
+    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
+    app.parse(std::move(reversed));
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   }

@@ -2,91 +2,15 @@
 // identical tokens across TP degrees, sharded checkpoints, load-time conversion, and clear errors
 // (non-zero exit + a message naming the option, file or tensor) for bad input — never a hang:
 // every command runs under `timeout`.
-#include "tests/support/temp_dir.hpp"
+#include "tests/integration/cli_fixture.hpp"
 
-#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <nlohmann/json.hpp>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 namespace selfspec::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  nlohmann::json json() const {
-    const auto end = out.find_last_not_of('\n');
-    const auto begin = out.rfind('\n', end);
-    return nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
-  }
-};
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-class Cli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    // Open MPI refuses root without these; oversubscription lets 4 ranks share 2 cores.
-    for (const char* name : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
-                             "OMPI_MCA_rmaps_base_oversubscribe"}) {
-      setenv(name, "1", 0);
-    }
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-  }
-
-  CommandResult run(const std::string& args, int ranks = 0, int timeout_s = 120) {
-    std::string command;
-    if (ranks > 0) {
-      command = fmt::format("timeout {} {} -np {} {} {} {}", timeout_s, SELFSPEC_MPIEXEC, ranks,
-                            SELFSPEC_MPIEXEC_FLAGS, SELFSPEC_BINARY, args);
-    } else {
-      command = fmt::format("timeout {} {} {}", timeout_s, SELFSPEC_BINARY, args);
-    }
-    const auto out = dir_ / "stdout.txt";
-    const auto err = dir_ / "stderr.txt";
-    const int status = std::system(
-        fmt::format("{} >{} 2>{} </dev/null", command, out.string(), err.string()).c_str());
-    CommandResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.out = read_file(out);
-    result.err = read_file(err);
-    EXPECT_NE(result.exit_code, 124) << "timed out: " << command << "\n" << result.err;
-    return result;
-  }
-
-  // A small random model; returns its directory.
-  std::filesystem::path make_model(const std::string& name, const std::string& extra = "") {
-    const auto path = dir_ / name;
-    const CommandResult r = run(fmt::format(
-        "make-model --out {} --layers 3 --hidden 64 --heads 8 --kv-heads 2 --intermediate 100 "
-        "--vocab 300 --seed 11 {}",
-        path.string(), extra));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return path;
-  }
-
-  void expect_error(const CommandResult& r, const std::string& message) {
-    EXPECT_NE(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.exit_code, 124) << "hung instead of failing";
-    EXPECT_THAT(r.err, HasSubstr(message));
-  }
-
-  TempDir dir_{"selfspec-cli"};
-};
 
 TEST_F(Cli, GenerateJsonHasTheDocumentedFields) {
   const auto model = make_model("m");

@@ -1,0 +1,161 @@
+// Launching from configs, with the real binary: `selfspec plan` on the shipped architecture files
+// (LLaMA-2-70B at TP 8 ≈ 17.2 GB of bf16 weights per rank, LLaMA-3-70B at TP 16 by KV-head
+// replication, refusals with reasons and exit codes), run configs with command-line overrides,
+// synthetic weights identical to the checkpoint make-model writes, and the start-up checks that
+// reject a bad launch before any weight is read.
+#include "tests/integration/cli_fixture.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace selfspec::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::filesystem::path kSource(SELFSPEC_SOURCE_DIR);
+std::string model_file(const std::string& name) {
+  return (kSource / "configs/models" / (name + ".yaml")).string();
+}
+std::string run_file(const std::string& name) {
+  return (kSource / "configs/runs" / (name + ".yaml")).string();
+}
+
+class Launch : public Cli {};
+
+TEST_F(Launch, PlanSizesLlama2_70bAtTp8FromTheArchitectureFileAlone) {
+  const CommandResult r =
+      run(fmt::format("plan --architecture {} --tp 8 --weights-dtype bf16 --gpu-memory 80 --json",
+                      model_file("llama-2-70b")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = r.json();
+  EXPECT_TRUE(j["tp_valid"]);
+  EXPECT_TRUE(j["fits"]);
+  EXPECT_EQ(j["weight_dtype"], "bf16");
+  ASSERT_EQ(j["ranks"].size(), 8u);
+  for (const auto& rank : j["ranks"]) {
+    EXPECT_NEAR(rank["weight_bytes"].get<double>() / 1e9, 17.2, 0.1);
+    EXPECT_GT(rank["kv_cache_bytes"].get<double>(), 0.0);
+    EXPECT_GT(rank["workspace_bytes"].get<double>(), 0.0);
+  }
+  EXPECT_NEAR(j["weights_total_bytes"].get<double>() / 1e9, 138.0, 0.5);
+}
+
+TEST_F(Launch, PlanHandlesLlama3_70bAtTp16AndRefusesWhatCannotBeSplitOrFit) {
+  CommandResult r =
+      run(fmt::format("plan --architecture {} --tp 16 --json", model_file("llama-3-70b")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.json()["kv_heads_replicated"]);
+  EXPECT_EQ(r.json()["nodes"], 2);
+
+  r = run(fmt::format("plan --architecture {} --tp 16 --json", model_file("llama-2-13b")));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(r.json()["tp_valid"]);
+  EXPECT_THAT(r.json()["tp_reason"].get<std::string>(), HasSubstr("num_attention_heads = 40"));
+
+  r = run(fmt::format("plan --architecture {} --tp 2 --gpu-memory 40", model_file("llama-2-70b")));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, HasSubstr("DOES NOT FIT"));
+}
+
+TEST_F(Launch, PlanReadsRunConfigsAndTheCommandLineOverridesThem) {
+  CommandResult r =
+      run(fmt::format("plan --config {} --json", run_file("llama-2-70b-tp8-draft-verify")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["tp"], 8);
+  EXPECT_EQ(r.json()["context"], 4096);
+  r = run(fmt::format("plan --config {} --tp 4 --ctx-size 1024 --json",
+                      run_file("llama-2-70b-tp8-draft-verify")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["tp"], 4);
+  EXPECT_EQ(r.json()["context"], 1024);
+  // Every shipped run config plans.
+  for (const auto& entry : std::filesystem::directory_iterator(kSource / "configs/runs")) {
+    r = run(fmt::format("plan --config {} --json", entry.path().string()));
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
+  }
+}
+
+TEST_F(Launch, SyntheticWeightsGiveTheTokensOfTheCheckpointWithTheSameSeed) {
+  const auto model = dir_ / "m";
+  ASSERT_EQ(run(fmt::format("make-model --out {} --layers 3 --hidden 64 --heads 8 --kv-heads 2 "
+                            "--intermediate 100 --vocab 300 --seed 5",
+                            model.string()))
+                .exit_code,
+            0);
+  const std::string generate =
+      "generate --prompt-ids 1,17,4 --max-new-tokens 12 --ignore-eos --json";
+  const CommandResult from_checkpoint = run(fmt::format("{} --model {}", generate, model.string()));
+  ASSERT_EQ(from_checkpoint.exit_code, 0) << from_checkpoint.err;
+  const CommandResult from_architecture = run(fmt::format(
+      "{} --architecture {} --synthetic-seed 5", generate, (model / "config.json").string()));
+  ASSERT_EQ(from_architecture.exit_code, 0) << from_architecture.err;
+  const CommandResult synthetic_in_place = run(fmt::format(
+      "{} --model {} --synthetic-weights --synthetic-seed 5", generate, model.string()));
+  ASSERT_EQ(synthetic_in_place.exit_code, 0) << synthetic_in_place.err;
+  EXPECT_EQ(from_architecture.json()["tokens"], from_checkpoint.json()["tokens"]);
+  EXPECT_EQ(synthetic_in_place.json()["tokens"], from_checkpoint.json()["tokens"]);
+  // Another seed is another model.
+  const CommandResult other = run(fmt::format("{} --architecture {} --synthetic-seed 6", generate,
+                                              (model / "config.json").string()));
+  EXPECT_NE(other.json()["tokens"], from_checkpoint.json()["tokens"]);
+  // And the layer override applies to synthetic weights only.
+  expect_error(run(fmt::format("{} --model {} --layers 2", generate, model.string())),
+               "--layers 2 needs synthetic weights");
+}
+
+TEST_F(Launch, RunConfigsFeedGenerateAndBadKeysAreNamed) {
+  const auto model = make_model("m");
+  const auto config = dir_ / "run.yaml";
+  std::ofstream(config) << fmt::format(
+      "model: {}\ndecoding:\n  spec: layer-skip\n  skip-attn: [1]\n  max-draft: 3\n"
+      "max_new_tokens: 9\nignore-eos: true\nprompt-ids: [1, 2, 3]\ngpu-memory: 80\n",
+      model.string());
+  CommandResult r = run(fmt::format("generate --config {} --json", config.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["n_generated"], 9);
+  EXPECT_EQ(r.json()["spec"]["max_draft"], 3);
+  r = run(fmt::format("generate --config {} --max-new-tokens 4 --json", config.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["n_generated"], 4);
+
+  std::ofstream(config) << "max-new-tokns: 9\n";
+  r = run(fmt::format("generate --config {} --model {} --prompt-ids 1", config.string(),
+                      model.string()));
+  expect_error(r, "unknown key 'max-new-tokns'");
+  EXPECT_THAT(r.err, HasSubstr(config.string()));
+}
+
+TEST_F(Launch, BadLaunchesAreRejectedBeforeAnyWeightIsRead) {
+  const std::string seventy = fmt::format(
+      "generate --architecture {} --layers 2 --prompt-ids 1,2 --max-new-tokens 2 --threads 1",
+      model_file("llama-2-70b"));
+  // 64 heads do not split 3 ways.
+  CommandResult r = run(seventy, 3);
+  expect_error(r, "num_attention_heads = 64 is not divisible by tp = 3");
+  EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
+  // The config says TP 8; the job has 2 ranks.
+  r = run(seventy + " --tp 8", 2);
+  expect_error(r, "--tp 8 but the job has 2 rank(s)");
+  EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
+  // Both a checkpoint and an architecture.
+  const auto model = make_model("m");
+  expect_error(run(fmt::format("{} --model {}", seventy, model.string())), "give one of them");
+  // SLURM started 4 tasks but this process is alone: the silent singleton start.
+  const std::string slurm = "env SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4 ";
+  const int status =
+      std::system(fmt::format("timeout 60 {}{} {} >{} 2>{} </dev/null", slurm, SELFSPEC_BINARY,
+                              seventy, (dir_ / "o.txt").string(), (dir_ / "e.txt").string())
+                      .c_str());
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const std::string err = read_file(dir_ / "e.txt");
+  EXPECT_THAT(err, HasSubstr("SLURM_STEP_NUM_TASKS=4"));
+  EXPECT_THAT(err, HasSubstr("srun --mpi=pmix"));
+  EXPECT_THAT(err, Not(HasSubstr("loading weights")));
+}
+
+}  // namespace
+}  // namespace selfspec::testing
