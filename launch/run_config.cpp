@@ -35,8 +35,24 @@ bool given_on_command_line(int argc, char** argv, int from, const std::string& n
   return false;
 }
 
+// True when argv[from..] sets `--name value` or `--name=value` to `value`.
+bool set_on_command_line(int argc, char** argv, const std::string& name, std::string_view value) {
+  const std::string flag = "--" + name;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == flag && i + 1 < argc && argv[i + 1] == value) return true;
+    if (arg == flag + "=" + std::string(value)) return true;
+  }
+  return false;
+}
+
 bool overridden_on_command_line(int argc, char** argv, const std::string& key) {
   if (given_on_command_line(argc, argv, 2, key)) return true;
+  // `--spec none` turns a speculative run config into its autoregressive baseline.
+  if (set_on_command_line(argc, argv, "spec", "none") &&
+      std::find(kAlternatives[2].begin(), kAlternatives[2].end(), key) != kAlternatives[2].end()) {
+    return true;
+  }
   for (const std::vector<std::string>& group : kAlternatives) {
     if (std::find(group.begin(), group.end(), key) == group.end()) continue;
     for (const std::string& other : group) {

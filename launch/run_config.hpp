@@ -3,7 +3,8 @@
 // underscores work too), values are scalars, lists (joined with commas) or booleans (flags);
 // maps only group keys for readability (`decoding: {controller: adaptive}` sets --controller).
 // An option given on the command line overrides the file (and --model overrides the file's
-// architecture, --prompt its prompt-ids, any skip option its skip set). Relative paths of input
+// architecture, --prompt its prompt-ids, any skip option its skip set, and `--spec none` drops
+// the skip set: the autoregressive baseline of a speculative config). Relative paths of input
 // files (model, architecture, tokenizer, skip-config) are relative to the config file. A key that
 // names an option of another subcommand is ignored (one run config can serve generate, bench and
 // plan); a key that names no option anywhere is an error naming the file and the key.

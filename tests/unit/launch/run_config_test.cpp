@@ -69,6 +69,15 @@ TEST_F(RunConfigTest, AnAlternativeOnTheCommandLineReplacesTheFilesChoice) {
       ElementsAre("selfspec", "generate", "--max-new-tokens=4", "--config", file, "--model", "/m"));
 }
 
+TEST_F(RunConfigTest, SpecNoneOnTheCommandLineDropsTheFilesSkipSet) {
+  generate_->add_option("--spec");
+  generate_->add_option("--skip-uniform");
+  const std::string file = write("spec: layer-skip\nskip-uniform: 0.5\ncontroller: adaptive\n");
+  EXPECT_THAT(expand({"selfspec", "generate", "--config", file, "--spec", "none"}),
+              ElementsAre("selfspec", "generate", "--controller=adaptive", "--config", file,
+                          "--spec", "none"));
+}
+
 TEST_F(RunConfigTest, WithoutAConfigTheArgumentsAreUnchanged) {
   EXPECT_THAT(expand({"selfspec", "generate", "--tp", "2"}),
               ElementsAre("selfspec", "generate", "--tp", "2"));

@@ -1,0 +1,13 @@
+# The real Slurm test: tests/slurm/run_cpu_smoke.sh brings up munged, slurmctld and slurmd on
+# localhost (installing slurmctld/slurmd/munge/libpmix-dev if missing), submits the real
+# scripts/slurm/cpu_smoke.sbatch, checks that 1 rank and 2 ranks (srun --mpi=pmix) give identical
+# tokens, and stops everything it started. Needs root (skipped otherwise: exit code 77) and the
+# selfspec binary in ${CMAKE_BINARY_DIR}/bin. RUN_SERIAL: it owns the ports and
+# /etc/slurm/slurm.conf of this machine while it runs. `ctest -L slurm` runs it alone.
+add_test(NAME slurm_cpu_smoke
+         COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/run_cpu_smoke.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(slurm_cpu_smoke PROPERTIES
+  LABELS "slurm;integration"
+  TIMEOUT 900
+  SKIP_RETURN_CODE 77
+  RUN_SERIAL TRUE)
