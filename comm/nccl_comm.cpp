@@ -10,8 +10,8 @@
 #include "comm/nccl_comm.hpp"
 
 #include "comm/nccl_check.hpp"
+#include "core/cuda_check.hpp"
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_check.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -17,20 +17,19 @@
 // verification/decode cost ratio is reported beside it). Greedy runs also check that the
 // speculative tokens equal the autoregressive ones.
 // Summary on stderr, one JSON object on stdout (and in --out).
+#include "backend/memory_bandwidth.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
 #include "decode/generator.hpp"
 #include "decode/speculative_decoder.hpp"
-#include "kernels/cpu/cpu_features.hpp"
+#include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/spec_options.hpp"
-#include "runtime/engine.hpp"
-#include "runtime/memory_bandwidth.hpp"
 
 #include <fmt/format.h>
 #include <boost/random/mersenne_twister.hpp>
@@ -318,8 +317,8 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     out["weight_dtype"] = dtype_name(model.weights().embedding.dtype);
     out["tp"] = comm.size();
     out["threads_per_rank"] = num_threads();
-    out["isa"] = kernels::cpu::isa_name(kernels::cpu::active_isa());
-    out["backend"] = engine.backend().describe();
+    out["isa"] = engine.backend().description().isa;
+    out["backend"] = engine.backend().description().summary();
     out["prompt_len"] = options.prompt_len;
     out["gen"] = options.gen;
     out["prompts"] = n_prompts;
@@ -373,9 +372,10 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       fmt::print(stderr,
                  "  on {}: {:.0f}% of the measured device copy bandwidth ({:.0f} GB/s), {:.0f}% of "
                  "the peak ({:.0f} GB/s); CUDA graphs {}\n",
-                 engine.backend().describe(), 100.0 * ratio(effective_all_gbps, device_copy_all),
-                 device_copy_all, 100.0 * ratio(effective_all_gbps, device_peak_all),
-                 device_peak_all, engine.backend().graphs_enabled() ? "on" : "off");
+                 engine.backend().description().summary(),
+                 100.0 * ratio(effective_all_gbps, device_copy_all), device_copy_all,
+                 100.0 * ratio(effective_all_gbps, device_peak_all), device_peak_all,
+                 engine.backend().graphs_enabled() ? "on" : "off");
     }
 
     if (skips) {

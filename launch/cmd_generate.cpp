@@ -9,12 +9,12 @@
 #include "core/stop_request.hpp"
 #include "decode/generator.hpp"
 #include "decode/speculative_decoder.hpp"
+#include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/spec_options.hpp"
-#include "runtime/engine.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -6,11 +6,11 @@
 #include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
-#include "model/llama_weights.hpp"
 #include "model/memory_plan.hpp"
-#include "model/model_config.hpp"
-#include "model/safetensors.hpp"
 #include "model/shard_plan.hpp"
+#include "model_io/checkpoint_layout.hpp"
+#include "model_io/model_config.hpp"
+#include "model_io/safetensors.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -169,13 +169,7 @@ void add_info_command(CLI::App& app, CommandBody& run) {
       ->capture_default_str();
   command->add_flag("--json", options->json, "print one JSON object");
   command->callback([options, &run] {
-    run = [options] {
-      try {
-        return run_info(*options);
-      } catch (const std::exception& error) {
-        return report_error(error);
-      }
-    };
+    run = [options] { return run_without_job([&] { return run_info(*options); }); };
   });
 }
 

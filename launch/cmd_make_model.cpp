@@ -4,8 +4,8 @@
 #include "core/logging.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
-#include "model/planted_redundancy.hpp"
-#include "model/synthetic_model.hpp"
+#include "model_io/planted_redundancy.hpp"
+#include "model_io/synthetic_model.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -195,13 +195,7 @@ void add_make_model_command(CLI::App& app, CommandBody& run) {
   command->add_flag("--json", options->json, "print one JSON object");
   command->callback([options, command, &run] {
     apply_preset_defaults(*options, *command);
-    run = [options] {
-      try {
-        return run_make_model(*options);
-      } catch (const std::exception& error) {
-        return report_error(error);
-      }
-    };
+    run = [options] { return run_without_job([&] { return run_make_model(*options); }); };
   });
 }
 

@@ -10,7 +10,7 @@
 #include "launch/options.hpp"
 #include "model/memory_plan.hpp"
 #include "model/shard_plan.hpp"
-#include "runtime/model_source.hpp"
+#include "model_io/model_source.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -209,13 +209,7 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
       ->capture_default_str();
   command->add_flag("--json", options->json, "print one JSON object");
   command->callback([options, &run] {
-    run = [options] {
-      try {
-        return run_plan(*options);
-      } catch (const std::exception& error) {
-        return report_error(error);
-      }
-    };
+    run = [options] { return run_without_job([&] { return run_plan(*options); }); };
   });
 }
 

@@ -65,13 +65,7 @@ void add_tokenize_command(CLI::App& app, CommandBody& run) {
     if (command->count("--model") == 0 && command->count("--tokenizer") == 0) {
       throw CLI::RequiredError("--model or --tokenizer");
     }
-    run = [options] {
-      try {
-        return run_tokenize(*options);
-      } catch (const std::exception& error) {
-        return report_error(error);
-      }
-    };
+    run = [options] { return run_without_job([&] { return run_tokenize(*options); }); };
   });
 }
 

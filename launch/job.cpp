@@ -42,11 +42,15 @@ Job::Job(int threads) {
   set_num_threads(threads > 0 ? threads : default_num_threads(local_ranks));
 }
 
-int report_error(const std::exception& error) {
-  std::fflush(stdout);
-  fmt::print(stderr, "error: {}\n", error.what());
-  std::fflush(stderr);
-  return 1;
+int run_without_job(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& error) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", error.what());
+    std::fflush(stderr);
+    return 1;
+  }
 }
 
 int run_job(int threads, const std::function<int(Job&)>& body) {

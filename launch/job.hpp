@@ -37,7 +37,8 @@ int pending_stop_signal();
 // code (body's, or 1 after an error in a single-rank job; multi-rank jobs abort).
 int run_job(int threads, const std::function<int(Job&)>& body);
 
-// Reports an error from a command that runs no job (no MPI): "error: ..." on stderr, returns 1.
-int report_error(const std::exception& error);
+// Runs a command that needs no job (no MPI: info, plan, tokenize, make-model): an exception
+// becomes "error: ..." on stderr and exit code 1.
+int run_without_job(const std::function<int()>& body);
 
 }  // namespace selfspec::launch

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "core/dtype.hpp"
-#include "runtime/engine.hpp"
+#include "engine/engine.hpp"
 
 #include <CLI/CLI.hpp>
 

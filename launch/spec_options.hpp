@@ -7,7 +7,7 @@
 #include "decode/sharded_logits.hpp"
 #include "draft/drafter.hpp"
 #include "draft/skip_set.hpp"
-#include "model/model_config.hpp"
+#include "model_io/model_config.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

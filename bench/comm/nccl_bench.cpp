@@ -29,7 +29,7 @@
 
 #if SELFSPEC_HAVE_CUDA
 #include "comm/nccl_comm.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #include "kernels/cuda/cuda_event.hpp"
 
 #include <cuda_runtime.h>

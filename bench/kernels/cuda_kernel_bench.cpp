@@ -11,9 +11,9 @@
 // stream and reports their mean as the iteration time. The theoretical peak bandwidth of the
 // device (2 x memory clock x bus width, from the device attributes) is printed and attached to
 // every result as peak_GB/s. Without a usable device the program says so and exits 0.
+#include "core/cuda_check.hpp"
 #include "core/dtype.hpp"
 #include "kernels/cuda/cublaslt_gemm.hpp"
-#include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 

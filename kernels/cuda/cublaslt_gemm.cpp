@@ -11,8 +11,8 @@
 // alignments, cached per (dtype, N, K, T, alignments).
 #include "kernels/cuda/cublaslt_gemm.hpp"
 
+#include "core/cuda_check.hpp"
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_check.hpp"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/check.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 #include <cuda_runtime.h>
 

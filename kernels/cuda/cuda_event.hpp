@@ -1,7 +1,7 @@
 // RAII over a cudaEvent_t (timing with events: record, synchronize, elapsed time).
 #pragma once
 
-#include "kernels/cuda/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 #include <cuda_runtime.h>
 

@@ -1,8 +1,8 @@
 #include "decode/generator.hpp"
 
-#include "comm/control_message.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "decode/control_message.hpp"
 #include "decode/verifier.hpp"
 
 #include <algorithm>

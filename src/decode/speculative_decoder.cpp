@@ -1,7 +1,7 @@
 #include "decode/speculative_decoder.hpp"
 
-#include "comm/control_message.hpp"
 #include "core/error.hpp"
+#include "decode/control_message.hpp"
 #include "decode/verifier.hpp"
 
 #include <nlohmann/json.hpp>

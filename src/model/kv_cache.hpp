@@ -5,7 +5,7 @@
 // next forward overwrites.
 #pragma once
 
-#include "runtime/backend.hpp"
+#include "backend/backend.hpp"
 
 #include <cstdint>
 

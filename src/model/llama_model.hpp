@@ -17,14 +17,14 @@
 // among drafted tokens (verification) or, on the CPU, among the prompt (prefill).
 #pragma once
 
+#include "backend/backend.hpp"
 #include "comm/communicator.hpp"
 #include "model/attention_mask.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_weights.hpp"
-#include "model/model_config.hpp"
 #include "model/shard_plan.hpp"
-#include "runtime/backend.hpp"
+#include "model_io/model_config.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -3,6 +3,7 @@
 #include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "model_io/checkpoint_layout.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,19 +13,6 @@
 
 namespace selfspec {
 namespace {
-
-std::string layer_name(std::int64_t layer, std::string_view suffix) {
-  return fmt::format("model.layers.{}.{}", layer, suffix);
-}
-
-// Names that may appear in a checkpoint and are not used (computed buffers of old exports).
-bool is_ignorable(std::string_view name) {
-  return name.ends_with("rotary_emb.inv_freq");
-}
-
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
 
 DType storage_dtype(const TensorSource& source, const std::string& name,
                     std::optional<DType> convert_to) {
@@ -52,9 +40,8 @@ Matrix load_matrix(Backend& backend, const TensorSource& source, const std::stri
   matrix.dtype = storage_dtype(source, name, convert_to);
   matrix.rows = rows.size();
   matrix.cols = cols.size();
-  matrix.data =
-      read_to_backend(backend, source, name, {rows.begin, rows.end, cols.begin, cols.end},
-                      matrix.dtype, static_cast<std::size_t>(matrix.bytes()));
+  matrix.data = read_to_backend(backend, source, name, {rows.begin, rows.end, cols.begin, cols.end},
+                                matrix.dtype, static_cast<std::size_t>(matrix.bytes()));
   return matrix;
 }
 
@@ -62,74 +49,12 @@ Vector load_vector(Backend& backend, const TensorSource& source, const std::stri
                    IndexRange range) {
   Vector vector;
   vector.size = range.size();
-  vector.data = read_to_backend(backend, source, name, {range.begin, range.end, 0, 0},
-                                DType::kF32, static_cast<std::size_t>(vector.bytes()));
+  vector.data = read_to_backend(backend, source, name, {range.begin, range.end, 0, 0}, DType::kF32,
+                                static_cast<std::size_t>(vector.bytes()));
   return vector;
 }
 
 }  // namespace
-
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config) {
-  const std::int64_t hidden = config.hidden_size;
-  std::vector<ExpectedTensor> tensors;
-  tensors.push_back({"model.embed_tokens.weight", {config.vocab_size, hidden}});
-  for (std::int64_t l = 0; l < config.num_layers; ++l) {
-    tensors.push_back({layer_name(l, "input_layernorm.weight"), {hidden}});
-    tensors.push_back({layer_name(l, "self_attn.q_proj.weight"), {config.q_dim(), hidden}});
-    tensors.push_back({layer_name(l, "self_attn.k_proj.weight"), {config.kv_dim(), hidden}});
-    tensors.push_back({layer_name(l, "self_attn.v_proj.weight"), {config.kv_dim(), hidden}});
-    tensors.push_back({layer_name(l, "self_attn.o_proj.weight"), {hidden, config.q_dim()}});
-    if (config.attention_bias) {
-      tensors.push_back({layer_name(l, "self_attn.q_proj.bias"), {config.q_dim()}});
-      tensors.push_back({layer_name(l, "self_attn.k_proj.bias"), {config.kv_dim()}});
-      tensors.push_back({layer_name(l, "self_attn.v_proj.bias"), {config.kv_dim()}});
-    }
-    if (config.o_proj_bias()) {
-      tensors.push_back({layer_name(l, "self_attn.o_proj.bias"), {hidden}});
-    }
-    tensors.push_back({layer_name(l, "post_attention_layernorm.weight"), {hidden}});
-    tensors.push_back({layer_name(l, "mlp.gate_proj.weight"), {config.intermediate_size, hidden}});
-    tensors.push_back({layer_name(l, "mlp.up_proj.weight"), {config.intermediate_size, hidden}});
-    tensors.push_back({layer_name(l, "mlp.down_proj.weight"), {hidden, config.intermediate_size}});
-  }
-  tensors.push_back({"model.norm.weight", {hidden}});
-  // With tied embeddings an lm_head.weight may still be present (some exporters write it); it is
-  // then checked but unused.
-  tensors.push_back({"lm_head.weight", {config.vocab_size, hidden}, !config.tie_word_embeddings});
-  return tensors;
-}
-
-void validate_checkpoint(const Checkpoint& checkpoint, const ModelConfig& config) {
-  std::set<std::string, std::less<>> known;
-  for (const ExpectedTensor& expected : expected_tensors(config)) {
-    known.insert(expected.name);
-    if (!checkpoint.contains(expected.name)) {
-      if (!expected.required) continue;
-      if (expected.name == "lm_head.weight") {
-        fail(
-            "tensor 'lm_head.weight' is missing from {} (config.json has tie_word_embeddings = "
-            "false, so the checkpoint must carry its own LM head)",
-            checkpoint.directory().string());
-      }
-      fail("tensor '{}' is missing from {} (expected by config.json: {} layers{})", expected.name,
-           checkpoint.directory().string(), config.num_layers,
-           config.attention_bias ? ", attention_bias" : "");
-    }
-    const TensorInfo& info = checkpoint.tensor(expected.name);
-    if (info.shape != expected.shape) {
-      fail("tensor '{}' in {} has shape {} but config.json implies {}", expected.name,
-           checkpoint.file_of(info).string(), shape_string(info.shape),
-           shape_string(expected.shape));
-    }
-  }
-  for (const std::string& name : checkpoint.tensor_names()) {
-    if (known.contains(name) || is_ignorable(name)) continue;
-    const TensorInfo& info = checkpoint.tensor(name);
-    fail("tensor '{}' in {} is not part of a {} model with the config.json geometry ({} layers{})",
-         name, checkpoint.file_of(info).string(), config.model_type, config.num_layers,
-         config.attention_bias ? "" : ", no attention bias");
-  }
-}
 
 std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
   const LayerWeights& layer = layers[index];
@@ -164,37 +89,40 @@ LlamaWeights LlamaWeights::load(const TensorSource& source, const ModelConfig& c
   LlamaWeights weights;
   weights.tied = config.tie_word_embeddings;
   log::Progress progress("loading weights (layers)", config.num_layers);
-  weights.embedding = load_matrix(backend, source, "model.embed_tokens.weight", plan.vocab,
-                                  all_hidden, convert_to);
+  weights.embedding =
+      load_matrix(backend, source, "model.embed_tokens.weight", plan.vocab, all_hidden, convert_to);
   weights.layers.resize(static_cast<std::size_t>(config.num_layers));
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
     LayerWeights& layer = weights.layers[static_cast<std::size_t>(l)];
     layer.attention_norm =
-        load_vector(backend, source, layer_name(l, "input_layernorm.weight"), all_hidden);
-    layer.mlp_norm = load_vector(backend, source,
-                                 layer_name(l, "post_attention_layernorm.weight"), all_hidden);
-    layer.wq = load_matrix(backend, source, layer_name(l, "self_attn.q_proj.weight"), q_rows,
+        load_vector(backend, source, layer_tensor_name(l, "input_layernorm.weight"), all_hidden);
+    layer.mlp_norm = load_vector(
+        backend, source, layer_tensor_name(l, "post_attention_layernorm.weight"), all_hidden);
+    layer.wq = load_matrix(backend, source, layer_tensor_name(l, "self_attn.q_proj.weight"), q_rows,
                            all_hidden, convert_to);
-    layer.wk = load_matrix(backend, source, layer_name(l, "self_attn.k_proj.weight"), kv_rows,
-                           all_hidden, convert_to);
-    layer.wv = load_matrix(backend, source, layer_name(l, "self_attn.v_proj.weight"), kv_rows,
-                           all_hidden, convert_to);
-    layer.wo = load_matrix(backend, source, layer_name(l, "self_attn.o_proj.weight"),
+    layer.wk = load_matrix(backend, source, layer_tensor_name(l, "self_attn.k_proj.weight"),
+                           kv_rows, all_hidden, convert_to);
+    layer.wv = load_matrix(backend, source, layer_tensor_name(l, "self_attn.v_proj.weight"),
+                           kv_rows, all_hidden, convert_to);
+    layer.wo = load_matrix(backend, source, layer_tensor_name(l, "self_attn.o_proj.weight"),
                            all_hidden, q_rows, convert_to);
     if (config.attention_bias) {
-      layer.bq = load_vector(backend, source, layer_name(l, "self_attn.q_proj.bias"), q_rows);
-      layer.bk = load_vector(backend, source, layer_name(l, "self_attn.k_proj.bias"), kv_rows);
-      layer.bv = load_vector(backend, source, layer_name(l, "self_attn.v_proj.bias"), kv_rows);
+      layer.bq =
+          load_vector(backend, source, layer_tensor_name(l, "self_attn.q_proj.bias"), q_rows);
+      layer.bk =
+          load_vector(backend, source, layer_tensor_name(l, "self_attn.k_proj.bias"), kv_rows);
+      layer.bv =
+          load_vector(backend, source, layer_tensor_name(l, "self_attn.v_proj.bias"), kv_rows);
     }
     if (config.o_proj_bias()) {
       layer.bo =
-          load_vector(backend, source, layer_name(l, "self_attn.o_proj.bias"), all_hidden);
+          load_vector(backend, source, layer_tensor_name(l, "self_attn.o_proj.bias"), all_hidden);
     }
-    layer.w_gate = load_matrix(backend, source, layer_name(l, "mlp.gate_proj.weight"),
+    layer.w_gate = load_matrix(backend, source, layer_tensor_name(l, "mlp.gate_proj.weight"),
                                plan.intermediate, all_hidden, convert_to);
-    layer.w_up = load_matrix(backend, source, layer_name(l, "mlp.up_proj.weight"),
+    layer.w_up = load_matrix(backend, source, layer_tensor_name(l, "mlp.up_proj.weight"),
                              plan.intermediate, all_hidden, convert_to);
-    layer.w_down = load_matrix(backend, source, layer_name(l, "mlp.down_proj.weight"),
+    layer.w_down = load_matrix(backend, source, layer_tensor_name(l, "mlp.down_proj.weight"),
                                all_hidden, plan.intermediate, convert_to);
     progress.update(l + 1);
   }

@@ -4,12 +4,12 @@
 // checkpoint's dtype or converted to a requested one. Norm weights and biases are kept in f32.
 #pragma once
 
+#include "backend/backend.hpp"
 #include "core/dtype.hpp"
-#include "model/model_config.hpp"
-#include "model/safetensors.hpp"
 #include "model/shard_plan.hpp"
-#include "model/tensor_source.hpp"
-#include "runtime/backend.hpp"
+#include "model_io/model_config.hpp"
+#include "model_io/safetensors.hpp"
+#include "model_io/tensor_source.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -73,16 +73,5 @@ struct LlamaWeights {
     return load(CheckpointSource(checkpoint), config, plan, convert_to, backend);
   }
 };
-
-// The HF tensor names of a LLaMA-family checkpoint and their expected shapes under `config`.
-struct ExpectedTensor {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  bool required = true;
-};
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
-
-// Validates names and shapes of a checkpoint against a config without loading anything.
-void validate_checkpoint(const Checkpoint& checkpoint, const ModelConfig& config);
 
 }  // namespace selfspec

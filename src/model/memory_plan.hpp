@@ -3,8 +3,8 @@
 #pragma once
 
 #include "core/dtype.hpp"
-#include "model/model_config.hpp"
 #include "model/shard_plan.hpp"
+#include "model_io/model_config.hpp"
 
 #include <cstdint>
 

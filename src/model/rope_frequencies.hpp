@@ -6,7 +6,7 @@
 // angle for the positions we support).
 #pragma once
 
-#include "model/model_config.hpp"
+#include "model_io/model_config.hpp"
 
 #include <vector>
 

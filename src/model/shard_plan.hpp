@@ -8,7 +8,7 @@
 // the math is the same and real models (e.g. intermediate 172) need it. Head counts must divide.
 #pragma once
 
-#include "model/model_config.hpp"
+#include "model_io/model_config.hpp"
 
 #include <cstdint>
 #include <optional>

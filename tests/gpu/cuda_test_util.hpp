@@ -4,8 +4,8 @@
 // tests' helpers (kernel_test_util.hpp), which never produce all-zero data.
 #pragma once
 
+#include "core/cuda_check.hpp"
 #include "kernels/cpu/matmul.hpp"
-#include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/unit/kernels/kernel_test_util.hpp"

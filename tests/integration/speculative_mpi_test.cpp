@@ -3,9 +3,9 @@
 // local-reduction logits access make identical decisions under sampling (same seed: same
 // tokens, same acceptance counts); and --debug-sync turns a deliberately divergent rank into an
 // error on every rank instead of a hang or silent garbage.
-#include "comm/control_message.hpp"
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
+#include "decode/control_message.hpp"
 #include "decode/generator.hpp"
 #include "decode/speculative_decoder.hpp"
 #include "tests/support/model_fixture.hpp"

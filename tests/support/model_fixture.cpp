@@ -1,6 +1,6 @@
 #include "tests/support/model_fixture.hpp"
 
-#include "model/safetensors.hpp"
+#include "model_io/safetensors.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 // std::vector<double>, the whole sequence recomputed (no KV cache).
 #pragma once
 
-#include "model/model_config.hpp"
+#include "model_io/model_config.hpp"
 
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
 #include "tests/support/tiny_checkpoint.hpp"
 
-#include "model/safetensors_writer.hpp"
+#include "model_io/safetensors_writer.hpp"
 
 #include <nlohmann/json.hpp>
 

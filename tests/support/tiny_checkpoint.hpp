@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/dtype.hpp"
-#include "model/model_config.hpp"
+#include "model_io/model_config.hpp"
 #include "tests/support/reference_llama.hpp"
 
 #include <cstdint>

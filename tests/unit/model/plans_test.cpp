@@ -4,7 +4,7 @@
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
 #include "model/shard_plan.hpp"
-#include "model/synthetic_model.hpp"
+#include "model_io/synthetic_model.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -4,12 +4,12 @@
 //  * YAML typing, bare config.json files, and errors that name the file and key;
 //  * synthetic weights served in memory equal, bit for bit, the checkpoint make-model writes with
 //    the same seed, for any slice.
-#include "model/architecture_file.hpp"
+#include "model_io/architecture_file.hpp"
 #include "core/error.hpp"
 #include "model/memory_plan.hpp"
-#include "model/safetensors.hpp"
 #include "model/shard_plan.hpp"
-#include "model/synthetic_model.hpp"
+#include "model_io/safetensors.hpp"
+#include "model_io/synthetic_model.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/unit/model_io/raw_safetensors.hpp"
 

@@ -1,4 +1,4 @@
-#include "model/mapped_file.hpp"
+#include "model_io/mapped_file.hpp"
 
 #include "core/error.hpp"
 #include "tests/support/temp_dir.hpp"

@@ -1,6 +1,6 @@
 // ModelConfig: parsing HF config.json files of the supported families, defaults, every rejection
 // path (with the key and file named), generation_config.json merging and the to_json round trip.
-#include "model/model_config.hpp"
+#include "model_io/model_config.hpp"
 
 #include "core/error.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -314,7 +314,9 @@ struct ConfigErrorCase {
   std::function<json()> config;
   std::vector<std::string> expected;
 };
-void PrintTo(const ConfigErrorCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const ConfigErrorCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 json mutated(const std::function<void(json&)>& mutate) {
   json j = small_config();

@@ -2,8 +2,8 @@
 // sharded checkpoints with an index, metadata, and the writer's own error handling.
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "model/safetensors.hpp"
-#include "model/safetensors_writer.hpp"
+#include "model_io/safetensors.hpp"
+#include "model_io/safetensors_writer.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/unit/model_io/raw_safetensors.hpp"
 

@@ -1,7 +1,7 @@
 // Every validation path of SafetensorsFile and Checkpoint::open, driven by hand-written bytes.
 // Each error must name the file and, where there is one, the tensor or JSON key.
 #include "core/error.hpp"
-#include "model/safetensors.hpp"
+#include "model_io/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/unit/model_io/raw_safetensors.hpp"
 
@@ -30,7 +30,9 @@ struct FileCase {
   std::function<std::string()> bytes;  // the whole file
   std::vector<std::string> expected;   // substrings of the error besides the file name
 };
-void PrintTo(const FileCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const FileCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 // A tensor entry: F32 unless dtype is given.
 std::string entry(const std::string& name, const std::string& shape, std::uint64_t begin,
@@ -258,7 +260,9 @@ struct IndexCase {
   std::string index;  // contents of model.safetensors.index.json
   std::vector<std::string> expected;
 };
-void PrintTo(const IndexCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const IndexCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 std::string shard_bytes(const std::vector<std::string>& tensors) {
   std::vector<std::string> entries;

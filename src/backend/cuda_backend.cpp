@@ -1,0 +1,365 @@
+// The CUDA backend: one GPU per rank (local_rank % device_count). Weights, activations and the KV
+// cache live in device memory; the ops are kernels/cuda on one non-blocking stream; decode and
+// verification matmuls (T <= kSmallBatch) use the token-count-invariant matmul_small_batch,
+// prefill chunks cuBLASLt (bf16/f16 activations, f32 accumulation). The per-forward inputs
+// (tokens, positions, KV length, tree mask) are staged in pinned host memory and copied on the
+// stream, and kernels read the KV length from device memory (StepParams), so the same launches can
+// be captured in a CUDA graph and replayed. Activations are all-reduced with NCCL on the stream
+// when the communicator takes device memory, through host memory otherwise. end_forward() waits
+// for the stream with a deadline (SELFSPEC_GPU_TIMEOUT_S, default 300 s) so a hung collective
+// becomes an error that ends the job.
+#include "backend/backend.hpp"
+#include "core/cuda_check.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "core/parallel.hpp"
+#include "kernels/cuda/cublaslt_gemm.hpp"
+#include "kernels/cuda/cuda_event.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace selfspec {
+namespace {
+
+namespace kcu = kernels::cuda;
+
+kcu::DeviceWeight device_weight(const BackendWeight& w) {
+  return {w.dtype, w.data, w.rows, w.cols};
+}
+
+void release_device(void* p) {
+  cudaFree(p);
+}
+void release_pinned(void* p) {
+  cudaFreeHost(p);
+}
+
+double gpu_timeout_seconds() {
+  if (const char* env = std::getenv("SELFSPEC_GPU_TIMEOUT_S")) {
+    const double value = std::atof(env);
+    if (value > 0.0) return value;
+  }
+  return 300.0;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    SELFSPEC_CUDA_CHECK(cudaSetDevice(device_));
+    cudaDeviceProp props{};
+    SELFSPEC_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
+    name_ = props.name;
+    total_memory_ = props.totalGlobalMem;
+    compute_major_ = props.major;
+    compute_minor_ = props.minor;
+    SELFSPEC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    step_device_ = allocate(sizeof(kcu::StepParams));
+    step_host_ = allocate_pinned(sizeof(kcu::StepParams));
+    gemm_ = std::make_unique<kcu::CublasLtGemm>();
+  }
+
+  ~CudaBackend() override {
+    invalidate_graphs();
+    if (stream_ != nullptr) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  BackendDescription description() const override {
+    return {DeviceKind::kCuda,
+            fmt::format("cuda:{} {} ({:.1f} GiB)", device_, name_,
+                        static_cast<double>(total_memory_) / (1ull << 30)),
+            fmt::format("sm_{}{}", compute_major_, compute_minor_), num_threads()};
+  }
+
+  DeviceBuffer allocate(std::size_t bytes) override {
+    if (bytes == 0) return {};
+    void* data = nullptr;
+    SELFSPEC_CUDA_CHECK(cudaMalloc(&data, bytes));
+    DeviceBuffer buffer(data, bytes, release_device);
+    SELFSPEC_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream_));
+    SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return buffer;
+  }
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // src may be pageable and reused
+  }
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    wait_for_stream("download");
+  }
+  bool host_memory() const override { return false; }
+
+  std::optional<DeviceBandwidth> measure_device_bandwidth() override {
+    DeviceBandwidth result;
+    int clock_khz = 0;
+    int bus_bits = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device_) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_) ==
+            cudaSuccess) {
+      result.peak_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;  // double data rate
+    }
+    cudaGetLastError();  // the attributes are optional
+    // 1 GiB copied device to device (far beyond the L2), best of 5.
+    const std::size_t bytes = std::size_t{1} << 30;
+    DeviceBuffer a = allocate(bytes);
+    DeviceBuffer b = allocate(bytes);
+    const kcu::CudaEvent start;
+    const kcu::CudaEvent stop;
+    float best_ms = 0.0f;
+    for (int rep = 0; rep < 6; ++rep) {
+      SELFSPEC_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+      SELFSPEC_CUDA_CHECK(
+          cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream_));
+      SELFSPEC_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+      wait_for_stream("bandwidth measurement");
+      const float ms = kcu::CudaEvent::elapsed_ms(start, stop);
+      if (rep > 0 && (best_ms == 0.0f || ms < best_ms)) best_ms = ms;  // rep 0 warms up
+    }
+    result.measured_copy_gbps = best_ms > 0.0f ? 2.0 * bytes / (best_ms * 1e-3) * 1e-9 : 0.0;
+    return result;
+  }
+
+  void begin_forward(const ForwardInputs& inputs) override {
+    n_tokens_ = static_cast<std::int64_t>(inputs.tokens.size());
+    has_mask_ = inputs.tree_mask != nullptr;
+    const std::size_t token_bytes = inputs.tokens.size() * sizeof(std::int32_t);
+    const std::size_t mask_bytes = has_mask_ ? inputs.tokens.size() * inputs.tokens.size() : 0;
+    ensure(tokens_device_, token_bytes);
+    ensure(positions_device_, token_bytes);
+    ensure_pinned(tokens_host_, token_bytes);
+    ensure_pinned(positions_host_, token_bytes);
+    std::memcpy(tokens_host_.data(), inputs.tokens.data(), token_bytes);
+    std::memcpy(positions_host_.data(), inputs.positions.data(), token_bytes);
+    copy_async(tokens_device_, tokens_host_, token_bytes);
+    copy_async(positions_device_, positions_host_, token_bytes);
+    step_host_.as<kcu::StepParams>()->n_past = static_cast<std::int32_t>(inputs.n_past);
+    copy_async(step_device_, step_host_, sizeof(kcu::StepParams));
+    if (has_mask_) {
+      ensure(mask_device_, mask_bytes);
+      ensure_pinned(mask_host_, mask_bytes);
+      std::memcpy(mask_host_.data(), inputs.tree_mask, mask_bytes);
+      copy_async(mask_device_, mask_host_, mask_bytes);
+    }
+    n_rows_ = static_cast<std::int64_t>(inputs.logit_rows.size());
+    const std::size_t row_bytes = inputs.logit_rows.size() * sizeof(std::int32_t);
+    ensure(rows_device_, row_bytes);
+    ensure_pinned(rows_host_, row_bytes);
+    std::memcpy(rows_host_.data(), inputs.logit_rows.data(), row_bytes);
+    copy_async(rows_device_, rows_host_, row_bytes);
+  }
+
+  void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
+    kcu::embedding(device_weight(table), vocab_begin, tokens_device_.as<const std::int32_t>(),
+                   n_tokens_, out, stream_);
+  }
+  void rmsnorm(const float* x, const float* weight, float eps, std::int64_t rows, std::int64_t dim,
+               float* y) override {
+    kcu::rmsnorm(x, weight, eps, rows, dim, y, stream_);
+  }
+  void add_rmsnorm(float* x, const float* delta, const float* weight, float eps, std::int64_t rows,
+                   std::int64_t dim, float* y) override {
+    kcu::add_rmsnorm(x, delta, weight, eps, rows, dim, y, stream_);
+  }
+  void matmul(const float* x, std::int64_t rows, const BackendWeight& w, float* y) override {
+    if (rows <= kcu::kSmallBatch) {
+      kcu::matmul_small_batch(x, rows, device_weight(w), y, stream_);
+      return;
+    }
+    const void* operand = x;
+    if (w.dtype != DType::kF32) {
+      ensure(converted_, static_cast<std::size_t>(rows * w.cols) * dtype_size(w.dtype));
+      kcu::convert_activations(x, w.dtype, converted_.data(), rows * w.cols, stream_);
+      operand = converted_.data();
+    }
+    gemm_->matmul(operand, rows, device_weight(w), y, stream_);
+  }
+  void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) override {
+    kcu::add_bias(x, bias, rows, dim, stream_);
+  }
+  void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
+            const float* inv_freq) override {
+    kcu::rope(x, n_tokens_, row_stride, n_heads, head_dim,
+              positions_device_.as<const std::int32_t>(), inv_freq, stream_);
+  }
+  void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
+                std::int64_t capacity, float* k_cache, float* v_cache) override {
+    kcu::write_kv(k, v, n_tokens_, kv_heads, head_dim, capacity,
+                  step_device_.as<const kcu::StepParams>(), k_cache, v_cache, stream_);
+  }
+  void attention(const float* q, const float* k_cache, const float* v_cache, std::int64_t n_q_heads,
+                 std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t capacity, float scale,
+                 float* out) override {
+    const kcu::AttentionDims dims{n_tokens_, n_q_heads, n_kv_heads, head_dim, capacity};
+    ensure(attention_workspace_, kcu::attention_workspace_bytes(dims));
+    kcu::attention(q, k_cache, v_cache, dims, step_device_.as<const kcu::StepParams>(),
+                   has_mask_ ? mask_device_.as<const std::uint8_t>() : nullptr, scale, out,
+                   attention_workspace_.data(), stream_);
+  }
+  void swiglu(const float* gate, const float* up, float* out, std::int64_t n) override {
+    kcu::swiglu(gate, up, out, n, stream_);
+  }
+  void add_inplace(float* x, const float* y, std::int64_t n) override {
+    kcu::add_inplace(x, y, n, stream_);
+  }
+  void gather_rows(const float* src, std::int64_t dim, float* dst) override {
+    kcu::gather_rows(src, rows_device_.as<const std::int32_t>(), n_rows_, dim, dst, stream_);
+  }
+  void all_reduce(Communicator& comm, float* data, std::int64_t count) override {
+    if (comm.supports_device_buffers()) {
+      comm.all_reduce_sum_device(data, static_cast<std::size_t>(count), stream_);
+      return;
+    }
+    // Host communicator (e.g. several ranks sharing a GPU for logic tests): stage through host.
+    host_staging_.resize(static_cast<std::size_t>(count));
+    download(host_staging_.data(), data, host_staging_.size() * sizeof(float));
+    comm.all_reduce_sum(host_staging_);
+    upload(data, host_staging_.data(), host_staging_.size() * sizeof(float));
+  }
+  void end_forward() override { wait_for_stream("forward pass"); }
+
+  // CUDA graphs: eager on a key's first forward (sizes every buffer), captured on its second,
+  // replayed after. Replays re-stage the inputs in the same pinned buffers the recorded copies
+  // read from (the recorded launches never change shape: see cuda_kernels.hpp).
+  bool graphs_enabled() const override { return graphs_enabled_; }
+  GraphMode graph_mode(std::uint64_t key) override {
+    Graph& graph = graphs_[key];
+    if (graph.exec != nullptr) return GraphMode::kReplay;
+    return graph.seen++ == 0 ? GraphMode::kEager : GraphMode::kCapture;
+  }
+  void begin_capture() override {
+    capturing_ = true;
+    SELFSPEC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  }
+  void end_capture(std::uint64_t key) override {
+    cudaGraph_t graph = nullptr;
+    capturing_ = false;
+    SELFSPEC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    SELFSPEC_CUDA_CHECK(status);
+    graphs_[key].exec = exec;
+    SELFSPEC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  }
+  void replay(std::uint64_t key, const ForwardInputs& inputs) override {
+    stage_only_ = true;  // begin_forward's copies are part of the graph
+    begin_forward(inputs);
+    stage_only_ = false;
+    SELFSPEC_CUDA_CHECK(cudaGraphLaunch(graphs_.at(key).exec, stream_));
+  }
+  void invalidate_graphs() override {
+    for (auto& [key, graph] : graphs_) {
+      if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+    }
+    graphs_.clear();
+  }
+  void set_graphs_enabled(bool enabled) override {
+    if (!enabled) invalidate_graphs();
+    graphs_enabled_ = enabled;
+  }
+
+ private:
+  DeviceBuffer allocate_pinned(std::size_t bytes) {
+    void* data = nullptr;
+    SELFSPEC_CUDA_CHECK(cudaMallocHost(&data, bytes));
+    std::memset(data, 0, bytes);
+    return DeviceBuffer(data, bytes, release_pinned);
+  }
+  void ensure(DeviceBuffer& buffer, std::size_t bytes) {
+    if (buffer.bytes() < bytes) grow(buffer, bytes, false);
+  }
+  void ensure_pinned(DeviceBuffer& buffer, std::size_t bytes) {
+    if (buffer.bytes() < bytes) grow(buffer, bytes, true);
+  }
+  void grow(DeviceBuffer& buffer, std::size_t bytes, bool pinned) {
+    // A key's first (eager) forward sizes every buffer, so capture and replay never get here.
+    if (capturing_ || stage_only_) {
+      fail("CUDA graph recording needs a buffer to grow ({} bytes); record after an eager run",
+           bytes);
+    }
+    wait_for_stream("reallocation");  // the old buffer may still be in use by queued work
+    invalidate_graphs();              // recorded launches point at the old buffer
+    buffer = pinned ? allocate_pinned(bytes) : allocate(bytes);
+  }
+  void copy_async(DeviceBuffer& device, const DeviceBuffer& host, std::size_t bytes) {
+    if (bytes == 0 || stage_only_) return;
+    SELFSPEC_CUDA_CHECK(
+        cudaMemcpyAsync(device.data(), host.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  // Polls the stream with a deadline instead of blocking forever on a collective whose peer died.
+  void wait_for_stream(const char* what) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(gpu_timeout_seconds());
+    for (;;) {
+      const cudaError_t status = cudaStreamQuery(stream_);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) SELFSPEC_CUDA_CHECK(status);
+      if (std::chrono::steady_clock::now() > deadline) {
+        fail(
+            "the GPU did not finish the {} within {:.0f} s (a collective may be waiting for a "
+            "rank that died; SELFSPEC_GPU_TIMEOUT_S sets the deadline)",
+            what, gpu_timeout_seconds());
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  int device_;
+  std::string name_;
+  std::size_t total_memory_ = 0;
+  int compute_major_ = 0;
+  int compute_minor_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<kcu::CublasLtGemm> gemm_;
+  struct Graph {
+    int seen = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::unordered_map<std::uint64_t, Graph> graphs_;
+  bool graphs_enabled_ = true;
+  bool capturing_ = false;
+  bool stage_only_ = false;
+  std::int64_t n_tokens_ = 0;
+  std::int64_t n_rows_ = 0;
+  bool has_mask_ = false;
+  DeviceBuffer step_device_, step_host_;
+  DeviceBuffer tokens_device_, tokens_host_, positions_device_, positions_host_;
+  DeviceBuffer mask_device_, mask_host_, rows_device_, rows_host_;
+  DeviceBuffer converted_, attention_workspace_;
+  std::vector<float> host_staging_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+int cuda_device_count() {
+  return kcu::device_count();
+}
+
+std::optional<std::string> cuda_unavailable_reason() {
+  if (kcu::device_count() > 0) return std::nullopt;
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess)
+    return std::string("no CUDA device (") + cudaGetErrorString(status) + ")";
+  return std::string("no CUDA device (cudaGetDeviceCount() = 0)");
+}
+
+}  // namespace selfspec

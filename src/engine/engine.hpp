@@ -1,0 +1,82 @@
+// The engine of one rank: the model's config, shard plan, tokenizer and compute backend (cheap,
+// available before any weight is read, so bad TP degrees and over-long prompts fail fast), then
+// the weights (a checkpoint's, or synthetic ones: model_source.hpp) and the LlamaModel. Every rank
+// prints one start line (host, rank, device, threads) so a launch can be checked at a glance. With
+// --device cuda (or auto on a machine with a GPU) the rank uses GPU local_rank % device_count.
+// Prompts are prepared on rank 0 and broadcast, so every rank runs on identical token ids.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "comm/communicator.hpp"
+#include "core/dtype.hpp"
+#include "model/llama_model.hpp"
+#include "model/shard_plan.hpp"
+#include "model_io/model_config.hpp"
+#include "model_io/model_source.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace selfspec {
+
+struct EngineOptions {
+  ModelSourceOptions source;             // --model / --architecture / synthetic weights
+  int expected_tp = 0;                   // --tp: must equal the job's world size (0: any)
+  std::filesystem::path tokenizer_path;  // empty: tokenizer.json / tokenizer.model in model_dir
+  std::optional<DType> weights_dtype;    // nullopt: as stored in the checkpoint
+  std::int64_t ctx_size = 0;             // 0: max_position_embeddings
+  std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
+  bool cuda_graphs = true;               // record and replay decode/verification forwards
+};
+
+class Engine {
+ public:
+  Engine(EngineOptions options, Communicator& comm);
+
+  const ModelConfig& config() const { return source_.config; }
+  const ModelSource& source() const { return source_; }
+  const ShardPlan& shard() const { return shard_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  Backend& backend() { return *backend_; }
+  Communicator& comm() { return comm_; }
+  const EngineOptions& options() const { return options_; }
+  // The longest sequence (prompt + generation) this run allows.
+  std::int64_t context_limit() const;
+
+  // Rank 0 tokenizes `text` (or takes `ids` when text is nullopt) and broadcasts the ids.
+  std::vector<std::int32_t> prepare_prompt(const std::optional<std::string>& text,
+                                           const std::vector<std::int32_t>& ids,
+                                           bool add_special_tokens);
+  // Throws when prompt + generation would not fit the context (before any weight is loaded).
+  void check_context(std::int64_t n_prompt, std::int64_t max_new_tokens) const;
+
+  // Reads this rank's weight slices and builds the model.
+  void load();
+  bool loaded() const { return model_ != nullptr; }
+  LlamaModel& model();
+  double load_seconds() const { return load_seconds_; }
+  // End-of-sequence ids: config.json (and generation_config.json), else the tokenizer's.
+  std::vector<std::int32_t> eos_ids() const;
+
+ private:
+  void announce_rank() const;
+
+  EngineOptions options_;
+  Communicator& comm_;
+  ModelSource source_;
+  ShardPlan shard_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;  // declared before model_: outlives it
+  // The activations' all-reduces: NCCL on device memory for the CUDA backend over several ranks,
+  // else the world communicator. Control messages and logits always use the world communicator.
+  std::unique_ptr<Communicator> device_comm_;
+  std::unique_ptr<LlamaModel> model_;
+  double load_seconds_ = 0.0;
+};
+
+}  // namespace selfspec

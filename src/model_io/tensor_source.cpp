@@ -1,0 +1,27 @@
+#include "model_io/tensor_source.hpp"
+
+#include "model_io/checkpoint_layout.hpp"
+
+#include <fmt/format.h>
+
+namespace selfspec {
+
+void CheckpointSource::validate(const ModelConfig& config) const {
+  validate_checkpoint(checkpoint_, config);
+}
+
+DType CheckpointSource::dtype(const std::string& name) const {
+  return checkpoint_.tensor(name).dtype;
+}
+
+void CheckpointSource::read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
+                            void* dst) const {
+  checkpoint_.read(checkpoint_.tensor(name), slice, dst_dtype, dst);
+}
+
+std::string CheckpointSource::describe() const {
+  return fmt::format("checkpoint {} ({} file(s))", checkpoint_.directory().string(),
+                     checkpoint_.file_count());
+}
+
+}  // namespace selfspec
