@@ -22,8 +22,8 @@
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
-#include "decode/generator.hpp"
-#include "decode/speculative_decoder.hpp"
+#include "decode/decoder.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
@@ -99,15 +99,15 @@ struct SpecTotals {
   LogitsMode logits = LogitsMode::kLocal;
   std::int64_t tokens = 0;
   double seconds = 0.0;
-  SpeculativeStats stats;
+  DecodingStats stats;
   int lossless_prompts = 0;
   int prompts = 0;
   nlohmann::json last_controller_state;
 
-  void add(const SpeculativeResult& r) {
+  void add(const GenerationResult& r) {
     tokens += r.timings.decode_forwards;
     seconds += r.timings.decode_seconds;
-    SpeculativeStats& s = stats;
+    DecodingStats& s = stats;
     s.rounds += r.stats.rounds;
     s.drafted += r.stats.drafted;
     s.accepted += r.stats.accepted;
@@ -181,13 +181,13 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     int interrupted = 0;  // the stop signal, identical on every rank (it travels with the tokens)
     int completed_runs = 0;
     KvCache kv = model.make_kv_cache(options.prompt_len + std::max<std::int64_t>(options.gen, 1));
-    Generator generator(model, comm);
+    Decoder plain(model, comm);
 
     // Warm-up: page in the weights, size the workspaces.
     {
       GenerationOptions warmup = generation;
       warmup.max_new_tokens = std::min<std::int64_t>(options.gen, 4);
-      interrupted = generator.generate(prompts[0], warmup, kv).interrupt_signal;
+      interrupted = plain.generate(prompts[0], warmup, kv).interrupt_signal;
     }
 
     std::vector<double> prefill_tps, decode_tps, decode_ms;
@@ -206,7 +206,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     for (int run = 0; run < ar_runs && interrupted == 0; ++run) {
       const std::vector<std::int32_t>& prompt = prompts[static_cast<std::size_t>(skips ? run : 0)];
       kv.clear();
-      const GenerationResult result = generator.generate(prompt, generation, kv);
+      const GenerationResult result = plain.generate(prompt, generation, kv);
       if (result.interrupt_signal != 0) {
         interrupted = result.interrupt_signal;
         break;
@@ -226,7 +226,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       ar.tokens += result.timings.decode_forwards;
       ar.seconds += result.timings.decode_seconds;
       ar.forwards += result.timings.decode_forwards;
-      ar.forward_seconds += result.timings.decode_forward_seconds;
+      ar.forward_seconds += result.stats.verify_forward_s;
       log::info("  {} {}/{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s",
                 skips ? "prompt" : "rep", run + 1, ar_runs, prefill_tps.back(), decode_tps.back());
       // The same prompt through every speculative configuration, right after.
@@ -236,13 +236,12 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
         controller_options.kind = totals.controller;
         controller_options.seed = options.seed ^ 0x7468656d70736f6eull;
         const auto controller = make_draft_length_controller(controller_options);
-        SpeculativeOptions spec;
-        spec.generation = generation;
-        spec.generation.logits = totals.logits;
+        GenerationOptions spec = generation;
+        spec.logits = totals.logits;
         spec.debug_sync = options.spec.debug_sync;
-        SpeculativeDecoder decoder(model, comm, drafter, *controller);
+        Decoder decoder(model, comm, drafter, *controller);
         kv.clear();
-        const SpeculativeResult r = decoder.generate(prompt, spec, kv);
+        const GenerationResult r = decoder.generate(prompt, spec, kv);
         if (r.interrupt_signal != 0) {
           interrupted = r.interrupt_signal;
           break;
@@ -390,7 +389,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
                  2 * num_layers, "controller", "logits", "tok/s", "speedup", "alpha", "M", "c",
                  "verify/c", "expected", "efficiency", "lossless");
       for (const SpecTotals& t : specs) {
-        const SpeculativeStats& s = t.stats;
+        const DecodingStats& s = t.stats;
         const double speedup = ratio(t.tokens_per_second(), ar_tps);
         const double alpha = s.acceptance_rate();
         const double m = s.mean_accepted_length();

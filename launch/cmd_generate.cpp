@@ -7,8 +7,8 @@
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
-#include "decode/generator.hpp"
-#include "decode/speculative_decoder.hpp"
+#include "decode/decoder.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
@@ -93,27 +93,21 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     };
 
     GenerationResult result;
-    std::optional<SpeculativeStats> spec_stats;
+    std::optional<DecodingStats> spec_stats;
     std::unique_ptr<DraftLengthController> controller;
     if (skips) {
       LayerSkipDrafter drafter(skips->plan(num_layers), skips->name);
       ControllerOptions controller_options = options.spec.controller;
       controller_options.seed = options.seed ^ 0x7468656d70736f6eull;  // its own stream
       controller = make_draft_length_controller(controller_options);
-      SpeculativeOptions spec;
-      spec.generation = generation;
-      spec.debug_sync = options.spec.debug_sync;
-      spec.trace = options.spec.trace;
-      SpeculativeDecoder decoder(model, job.comm(), drafter, *controller);
-      SpeculativeResult spec_result = decoder.generate(prompt, spec, kv, on_token);
-      result.tokens = std::move(spec_result.tokens);
-      result.stopped_on_eos = spec_result.stopped_on_eos;
-      result.interrupt_signal = spec_result.interrupt_signal;
-      result.timings = spec_result.timings;
-      spec_stats = spec_result.stats;
+      generation.debug_sync = options.spec.debug_sync;
+      generation.trace = options.spec.trace;
+      Decoder decoder(model, job.comm(), drafter, *controller);
+      result = decoder.generate(prompt, generation, kv, on_token);
+      spec_stats = result.stats;
     } else {
-      Generator generator(model, job.comm());
-      result = generator.generate(prompt, generation, kv, on_token);
+      Decoder decoder(model, job.comm());
+      result = decoder.generate(prompt, generation, kv, on_token);
     }
 
     const int status = result.interrupt_signal != 0 ? stop_exit_code(result.interrupt_signal) : 0;
@@ -168,7 +162,7 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
                         {"decode_forwards", t.decode_forwards},
                         {"comm_s", t.comm_seconds}};
       if (spec_stats) {
-        const SpeculativeStats& st = *spec_stats;
+        const DecodingStats& st = *spec_stats;
         out["spec"] = options.spec.describe(*skips, num_layers);
         out["spec"]["controller_state"] = controller->state();
         out["acceptance_rate"] = st.acceptance_rate();

@@ -1,41 +1,63 @@
-// A drafter decides, on rank 0, how the next self-speculative draft is computed: as a LayerPlan
-// (which attention/MLP sublayers the draft forward runs) that travels to every rank in the
-// control message, so all ranks skip the same sublayers and their collectives stay matched.
-// One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1); later
-// drafters (cosine-similarity selection, SWIFT's on-the-fly search) change the plan between rounds.
+// A drafter decides how a self-speculative round drafts: which sublayers its draft forwards run,
+// how the draft grows (a chain, later a token tree), and what it learns from each verdict. The
+// decoding loop (decode/decoder.hpp) runs a round as draft → verify → commit; the drafter owns the
+// first step through three calls:
+//   next_plan()   rank 0, before the round: the LayerPlan of its draft forwards. It travels to
+//                 every rank in rank 0's control message, so all ranks skip the same sublayers and
+//                 their collectives stay matched.
+//   propose()     every rank, collectively: grows the round's Draft through the DraftContext,
+//                 whose step() runs one draft forward on every rank, lets rank 0 pick the token
+//                 and decide with the draft-length controller whether to go on, and tells every
+//                 rank both. A drafter never branches on its own rank's floating-point data.
+//   observe()     rank 0, after verification: the draft and the Verdict on it (state a drafter
+//                 carries between rounds — e.g. an on-the-fly skip-set search — lives here).
+// One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1).
 #pragma once
 
+#include "draft/draft.hpp"
+#include "draft/verdict.hpp"
 #include "model/layer_plan.hpp"
 
-#include <string>
+#include <cstdint>
 #include <string_view>
 
 namespace selfspec {
+
+// What one draft forward gave, known on every rank.
+struct DraftStep {
+  std::int32_t token = -1;  // the drafted token (rank 0's pick)
+  double confidence = 0.0;  // the draft distribution's top probability (rank 0; 0 elsewhere)
+  bool more = false;        // rank 0's decision: draft another token
+};
+
+// The decoding loop's side of a drafting round (implemented in decode/).
+class DraftContext {
+ public:
+  virtual ~DraftContext() = default;
+  // The round's layer plan (every rank: it arrived in rank 0's control message).
+  virtual const LayerPlan& plan() const = 0;
+  // Collective: one draft forward of node `parent`'s token (Draft::kRoot: the last committed
+  // token) under plan(), at the position after `parent`; rank 0 picks the draft token and
+  // decides whether drafting goes on (the draft-length controller, the round's cap), and every
+  // rank learns both. Call only while the previous step said `more` (a round's first step is
+  // always allowed).
+  virtual DraftStep step(const Draft& draft, int parent) = 0;
+};
 
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string_view name() const = 0;
-  // The plan of the next drafting round.
+  // Rank 0: the plan of the next round's draft forwards.
   virtual const LayerPlan& next_plan() = 0;
-  // Feedback after each verification: `drafted` tokens proposed, `accepted` accepted.
-  virtual void observe(int drafted, int accepted) {
-    (void)drafted;
-    (void)accepted;
+  // Collective: fills `draft` (empty on entry) for this round. The default drafts a chain: one
+  // step per token, each continuing the last, until rank 0 stops.
+  virtual void propose(DraftContext& context, Draft& draft);
+  // Rank 0: the verdict on this round's draft.
+  virtual void observe(const Draft& draft, const Verdict& verdict) {
+    (void)draft;
+    (void)verdict;
   }
-};
-
-// Drafts with one fixed layer-skip plan.
-class LayerSkipDrafter final : public Drafter {
- public:
-  LayerSkipDrafter(LayerPlan plan, std::string name)
-      : plan_(std::move(plan)), name_(std::move(name)) {}
-  std::string_view name() const override { return name_; }
-  const LayerPlan& next_plan() override { return plan_; }
-
- private:
-  LayerPlan plan_;
-  std::string name_;
 };
 
 }  // namespace selfspec

@@ -5,9 +5,8 @@
 // run's; and self-speculative greedy decoding token-identical to autoregressive decoding.
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
-#include "decode/generator.hpp"
-#include "decode/speculative_decoder.hpp"
-#include "draft/drafter.hpp"
+#include "decode/decoder.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -159,8 +158,8 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
   generation.ignore_eos = true;
   const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
   KvCache kv = gpu_model_->make_kv_cache(64);
-  Generator generator(*gpu_model_, comm_);
-  const std::vector<std::int32_t> expected = generator.generate(prompt, generation, kv).tokens;
+  Decoder plain(*gpu_model_, comm_);
+  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
   for (const char* kind : {"fixed", "adaptive", "thompson"}) {
     LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
                              "test");
@@ -168,11 +167,9 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
     controller_options.kind = kind;
     controller_options.max_draft = 8;
     auto controller = make_draft_length_controller(controller_options);
-    SpeculativeOptions options;
-    options.generation = generation;
-    SpeculativeDecoder decoder(*gpu_model_, comm_, drafter, *controller);
+    Decoder decoder(*gpu_model_, comm_, drafter, *controller);
     KvCache spec_kv = gpu_model_->make_kv_cache(64);
-    EXPECT_EQ(decoder.generate(prompt, options, spec_kv).tokens, expected) << kind;
+    EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected) << kind;
   }
 }
 

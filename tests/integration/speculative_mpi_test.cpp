@@ -6,8 +6,8 @@
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
-#include "decode/generator.hpp"
-#include "decode/speculative_decoder.hpp"
+#include "decode/decoder.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -84,7 +84,7 @@ class SpeculativeTp : public ::testing::Test {
     model_ = load_model(path.data(), comm_);
   }
 
-  SpeculativeResult speculative(
+  GenerationResult speculative(
       Communicator& comm, const GenerationOptions& generation, const std::string& controller_kind,
       bool debug_sync = false, int max_draft = 4,
       const LayerPlan& plan = LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{2})) {
@@ -95,10 +95,9 @@ class SpeculativeTp : public ::testing::Test {
     controller_options.max_draft = max_draft;
     controller_options.threshold = 0.3;
     auto controller = make_draft_length_controller(controller_options);
-    SpeculativeOptions options;
-    options.generation = generation;
+    GenerationOptions options = generation;
     options.debug_sync = debug_sync;
-    SpeculativeDecoder decoder(*model_, comm, drafter, *controller);
+    Decoder decoder(*model_, comm, drafter, *controller);
     return decoder.generate(prompt_, options, kv);
   }
 
@@ -113,8 +112,8 @@ TEST_F(SpeculativeTp, GreedyEqualsAutoregressiveForEverySkipSetControllerKAndLog
   generation.max_new_tokens = 30;
   generation.ignore_eos = true;
   KvCache kv = model_->make_kv_cache(64);
-  Generator generator(*model_, comm_);
-  const std::vector<std::int32_t> expected = generator.generate(prompt_, generation, kv).tokens;
+  Decoder decoder(*model_, comm_);
+  const std::vector<std::int32_t> expected = decoder.generate(prompt_, generation, kv).tokens;
   const std::vector<std::pair<std::string, LayerPlan>> plans = {
       {"nothing", LayerPlan::full(4)},
       {"some", LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{2})},
@@ -126,7 +125,7 @@ TEST_F(SpeculativeTp, GreedyEqualsAutoregressiveForEverySkipSetControllerKAndLog
         for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
           GenerationOptions g = generation;
           g.logits = mode;
-          const SpeculativeResult r = speculative(comm_, g, kind, /*debug_sync=*/true, k, plan);
+          const GenerationResult r = speculative(comm_, g, kind, /*debug_sync=*/true, k, plan);
           EXPECT_EQ(r.tokens, expected) << plan_name << " / " << kind << " / K " << k << " / "
                                         << logits_mode_name(mode) << " / rank " << comm_.rank();
         }
@@ -144,9 +143,9 @@ TEST_F(SpeculativeTp, GatherAndLocalReductionDecideIdenticallyWhenSampling) {
     g.ignore_eos = true;
     g.sampling = sampling;
     g.logits = LogitsMode::kGather;
-    const SpeculativeResult gathered = speculative(comm_, g, "adaptive");
+    const GenerationResult gathered = speculative(comm_, g, "adaptive");
     g.logits = LogitsMode::kLocal;
-    const SpeculativeResult local = speculative(comm_, g, "adaptive");
+    const GenerationResult local = speculative(comm_, g, "adaptive");
     EXPECT_EQ(gathered.tokens, local.tokens) << "temperature " << sampling.temperature;
     EXPECT_EQ(gathered.stats.drafted, local.stats.drafted);
     EXPECT_EQ(gathered.stats.accepted, local.stats.accepted);

@@ -3,8 +3,8 @@
 // tokens, close logits, and a residual stream that is bit-identical on every rank.
 #include "comm/local_comm.hpp"
 #include "comm/mpi_comm.hpp"
+#include "decode/decoder.hpp"
 #include "decode/gathered_logits.hpp"
-#include "decode/generator.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -172,10 +172,10 @@ TEST_P(TensorParallel, GreedyTokensAndLogitsMatchSingleRank) {
   options.ignore_eos = true;
   single_kv.clear();
   sharded_kv.clear();
-  Generator single_generator(*single, local);
-  Generator sharded_generator(*sharded, comm);
-  const GenerationResult reference = single_generator.generate(prompt, options, single_kv);
-  const GenerationResult result = sharded_generator.generate(prompt, options, sharded_kv);
+  Decoder single_decoder(*single, local);
+  Decoder sharded_decoder(*sharded, comm);
+  const GenerationResult reference = single_decoder.generate(prompt, options, single_kv);
+  const GenerationResult result = sharded_decoder.generate(prompt, options, sharded_kv);
   EXPECT_EQ(result.tokens, reference.tokens) << "rank " << comm.rank();
   EXPECT_EQ(sharded_kv.length(), single_kv.length());
 }

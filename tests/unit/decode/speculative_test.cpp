@@ -7,9 +7,8 @@
 //  * the KV cache after any mix of acceptances and rejections equals a fresh run's.
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
-#include "decode/generator.hpp"
-#include "decode/speculative_decoder.hpp"
-#include "draft/drafter.hpp"
+#include "decode/decoder.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -31,23 +30,21 @@ std::vector<std::int32_t> autoregressive(LlamaModel& model, Communicator& comm,
                                          const GenerationOptions& options) {
   KvCache kv =
       model.make_kv_cache(static_cast<std::int64_t>(prompt.size()) + options.max_new_tokens);
-  Generator generator(model, comm);
-  return generator.generate(prompt, options, kv).tokens;
+  Decoder decoder(model, comm);
+  return decoder.generate(prompt, options, kv).tokens;
 }
 
-SpeculativeResult speculative(LlamaModel& model, Communicator& comm,
-                              const std::vector<std::int32_t>& prompt,
-                              const GenerationOptions& generation, const LayerPlan& plan,
-                              const ControllerOptions& controller_options,
-                              KvCache* kv_out = nullptr) {
+GenerationResult speculative(LlamaModel& model, Communicator& comm,
+                             const std::vector<std::int32_t>& prompt,
+                             const GenerationOptions& generation, const LayerPlan& plan,
+                             const ControllerOptions& controller_options,
+                             KvCache* kv_out = nullptr) {
   KvCache kv =
       model.make_kv_cache(static_cast<std::int64_t>(prompt.size()) + generation.max_new_tokens);
   LayerSkipDrafter drafter(plan, "test");
   auto controller = make_draft_length_controller(controller_options);
-  SpeculativeOptions options;
-  options.generation = generation;
-  SpeculativeDecoder decoder(model, comm, drafter, *controller);
-  SpeculativeResult result = decoder.generate(prompt, options, kv);
+  Decoder decoder(model, comm, drafter, *controller);
+  GenerationResult result = decoder.generate(prompt, generation, kv);
   if (kv_out != nullptr) *kv_out = std::move(kv);
   return result;
 }
@@ -92,7 +89,7 @@ TEST_F(SpeculativeGreedy, TokenIdenticalToAutoregressiveForEverySkipSetControlle
           controller.threshold = 0.3;
           GenerationOptions g = generation;
           g.logits = mode;
-          const SpeculativeResult r = speculative(*model_, comm_, prompt_, g, plan, controller);
+          const GenerationResult r = speculative(*model_, comm_, prompt_, g, plan, controller);
           EXPECT_EQ(r.tokens, expected)
               << plan_name << " / " << kind << " / K " << k << " / " << logits_mode_name(mode);
           EXPECT_LE(r.stats.drafted, static_cast<std::int64_t>(r.stats.rounds) * k);
@@ -117,8 +114,8 @@ TEST_F(SpeculativeGreedy, AStopRequestEndsGenerationWithAPrefixOfTheFullOutput) 
     int polls = 0;
     g.interrupt = [&polls, polls_before_stop] { return ++polls >= polls_before_stop ? 15 : 0; };
     KvCache kv = model_->make_kv_cache(static_cast<std::int64_t>(prompt_.size()) + 40);
-    Generator generator(*model_, comm_);
-    const GenerationResult ar = generator.generate(prompt_, g, kv);
+    Decoder decoder(*model_, comm_);
+    const GenerationResult ar = decoder.generate(prompt_, g, kv);
     EXPECT_EQ(ar.interrupt_signal, 15);
     EXPECT_EQ(ar.tokens.size(), static_cast<std::size_t>(polls_before_stop));
     EXPECT_TRUE(std::equal(ar.tokens.begin(), ar.tokens.end(), full.begin()));
@@ -127,7 +124,7 @@ TEST_F(SpeculativeGreedy, AStopRequestEndsGenerationWithAPrefixOfTheFullOutput) 
     ControllerOptions controller;
     controller.kind = "fixed";
     controller.max_draft = 4;
-    const SpeculativeResult r = speculative(
+    const GenerationResult r = speculative(
         *model_, comm_, prompt_, g, LayerPlan::skipping(4, std::vector<int>{1}, {}), controller);
     EXPECT_EQ(r.interrupt_signal, 15);
     EXPECT_FALSE(r.tokens.empty());
@@ -138,7 +135,7 @@ TEST_F(SpeculativeGreedy, AStopRequestEndsGenerationWithAPrefixOfTheFullOutput) 
   GenerationOptions g = generation;
   g.interrupt = [] { return 0; };
   KvCache kv = model_->make_kv_cache(static_cast<std::int64_t>(prompt_.size()) + 40);
-  const GenerationResult ar = Generator(*model_, comm_).generate(prompt_, g, kv);
+  const GenerationResult ar = Decoder(*model_, comm_).generate(prompt_, g, kv);
   EXPECT_EQ(ar.interrupt_signal, 0);
   EXPECT_EQ(ar.tokens, full);
 }
@@ -159,7 +156,7 @@ TEST_F(SpeculativeGreedy, StopsExactlyLikeAutoregressiveAtEosAndLength) {
     with_eos.ignore_eos = false;
     with_eos.eos_ids = {free_run[at]};
     const std::vector<std::int32_t> expected = autoregressive(*model_, comm_, prompt_, with_eos);
-    const SpeculativeResult r = speculative(*model_, comm_, prompt_, with_eos, plan, controller);
+    const GenerationResult r = speculative(*model_, comm_, prompt_, with_eos, plan, controller);
     EXPECT_EQ(r.tokens, expected) << "eos at " << at;
     EXPECT_TRUE(r.stopped_on_eos);
   }
@@ -167,7 +164,7 @@ TEST_F(SpeculativeGreedy, StopsExactlyLikeAutoregressiveAtEosAndLength) {
   for (int n = 1; n <= 13; ++n) {
     GenerationOptions g = generation;
     g.max_new_tokens = n;
-    const SpeculativeResult r = speculative(*model_, comm_, prompt_, g, plan, controller);
+    const GenerationResult r = speculative(*model_, comm_, prompt_, g, plan, controller);
     EXPECT_EQ(r.tokens, std::vector<std::int32_t>(free_run.begin(), free_run.begin() + n)) << n;
   }
 }
@@ -182,7 +179,7 @@ TEST_F(SpeculativeGreedy, KvCacheAfterRollbacksEqualsAFreshRun) {
   controller.kind = "fixed";
   controller.max_draft = 5;
   KvCache kv = model_->make_kv_cache(1);
-  const SpeculativeResult r =
+  const GenerationResult r =
       speculative(*model_, comm_, prompt_, generation, plan, controller, &kv);
   ASSERT_GT(r.stats.accepted, 0);
   ASSERT_LT(r.stats.accepted, r.stats.drafted) << "the draft must be rejected sometimes";
@@ -212,13 +209,11 @@ TEST_F(SpeculativeGreedy, TraceHasOneRecordPerRound) {
   ControllerOptions controller_options;
   controller_options.kind = "adaptive";
   auto controller = make_draft_length_controller(controller_options);
-  SpeculativeOptions options;
-  options.generation = generation;
-  options.trace = trace_dir / "trace.jsonl";
+  generation.trace = trace_dir / "trace.jsonl";
   KvCache kv = model_->make_kv_cache(64);
-  SpeculativeDecoder decoder(*model_, comm_, drafter, *controller);
-  const SpeculativeResult r = decoder.generate(prompt_, options, kv);
-  std::ifstream in(options.trace);
+  Decoder decoder(*model_, comm_, drafter, *controller);
+  const GenerationResult r = decoder.generate(prompt_, generation, kv);
+  std::ifstream in(generation.trace);
   std::string line;
   std::int64_t rounds = 0, drafted = 0;
   while (std::getline(in, line)) {
@@ -338,7 +333,7 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.sampling = c.params;
     g.sampling.seed = 1000 + static_cast<std::uint64_t>(run);
     g.logits = c.logits;
-    const SpeculativeResult r = speculative(*model_, comm_, prompt_, g, draft, controller);
+    const GenerationResult r = speculative(*model_, comm_, prompt_, g, draft, controller);
     ASSERT_EQ(r.tokens.size(), static_cast<std::size_t>(kDepth + 1));
     ++counts[r.tokens[kDepth - 1]];
     drafted += r.stats.drafted;

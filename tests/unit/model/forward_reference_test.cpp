@@ -3,7 +3,7 @@
 // linear RoPE scaling, f32/bf16/f16 storage, conversion at load, sharded checkpoints, and skip
 // plans (the engine with sublayers skipped equals the reference with the same sublayers removed).
 #include "comm/local_comm.hpp"
-#include "decode/generator.hpp"
+#include "decode/decoder.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -142,8 +142,8 @@ TEST(Generation, GreedyTokensEqualReferenceGreedy) {
   options.max_new_tokens = 12;
   options.ignore_eos = true;
   KvCache kv = model->make_kv_cache(32);
-  Generator generator(*model, comm);
-  const GenerationResult result = generator.generate(prompt, options, kv);
+  Decoder decoder(*model, comm);
+  const GenerationResult result = decoder.generate(prompt, options, kv);
   EXPECT_EQ(result.tokens, reference_greedy(reference, prompt, 12));
   EXPECT_EQ(kv.length(), static_cast<std::int64_t>(prompt.size()) + 11);
 }
@@ -163,14 +163,14 @@ TEST(Generation, StopsAtEosUnlessIgnored) {
   options.eos_ids = {expected[3]};
   const auto first = std::find(expected.begin(), expected.end(), expected[3]) - expected.begin();
   KvCache kv = model->make_kv_cache(32);
-  Generator generator(*model, comm);
-  GenerationResult result = generator.generate(prompt, options, kv);
+  Decoder decoder(*model, comm);
+  GenerationResult result = decoder.generate(prompt, options, kv);
   EXPECT_TRUE(result.stopped_on_eos);
   EXPECT_EQ(result.tokens,
             std::vector<std::int32_t>(expected.begin(), expected.begin() + first + 1));
   options.ignore_eos = true;
   kv.clear();
-  result = generator.generate(prompt, options, kv);
+  result = decoder.generate(prompt, options, kv);
   EXPECT_FALSE(result.stopped_on_eos);
   EXPECT_EQ(result.tokens, expected);
 }

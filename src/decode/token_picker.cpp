@@ -1,4 +1,4 @@
-#include "decode/verifier.hpp"
+#include "decode/token_picker.hpp"
 
 #include "core/error.hpp"
 
@@ -10,8 +10,8 @@
 
 namespace selfspec {
 
-Verifier::Verifier(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-                   const SamplingParams& sampling)
+TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
+                         const SamplingParams& sampling)
     : comm_(comm),
       logits_(make_sharded_logits(mode, comm, shard)),
       sampling_(sampling),
@@ -29,20 +29,20 @@ Verifier::Verifier(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
   }
 }
 
-double Verifier::uniform() {
+double TokenPicker::uniform() {
   boost::random::uniform_01<double> draw;
   return draw(rng_);
 }
 
 template <typename T>
-void Verifier::share(T& value) {
+void TokenPicker::share(T& value) {
   if (logits_->shares_nothing()) return;
   const auto start = std::chrono::steady_clock::now();
   comm_.broadcast_object(value, 0);
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::int32_t Verifier::next_token(std::span<const float> local_row) {
+std::int32_t TokenPicker::next_token(std::span<const float> local_row) {
   logits_->set_rows(local_row, 1);
   switch (kind_) {
     case Kind::kGreedy: {
@@ -64,7 +64,7 @@ std::int32_t Verifier::next_token(std::span<const float> local_row) {
   return -1;
 }
 
-void Verifier::begin_round() {
+void TokenPicker::begin_round() {
   q_stats_.clear();
   q_token_logit_.clear();
   q_slot_.clear();
@@ -72,7 +72,7 @@ void Verifier::begin_round() {
   logits_->clear_retained();
 }
 
-DraftChoice Verifier::draft(std::span<const float> local_row) {
+DraftChoice TokenPicker::draft(std::span<const float> local_row) {
   logits_->set_rows(local_row, 1);
   DraftChoice choice;
   switch (kind_) {
@@ -107,48 +107,66 @@ DraftChoice Verifier::draft(std::span<const float> local_row) {
   return choice;
 }
 
-Verdict Verifier::verify(std::span<const float> local_rows, std::span<const std::int32_t> drafted) {
+Verdict TokenPicker::verify(std::span<const float> local_rows, const Draft& draft) {
+  SELFSPEC_CHECK(draft.is_chain(),
+                 "verify: the draft is a token tree; this picker verifies chains (tree "
+                 "verification walks the tree with a tree mask)");
+  Verdict verdict;
+  if (draft.empty()) {
+    verdict.next_token = next_token(local_rows);
+    return verdict;
+  }
+  const std::span<const std::int32_t> drafted = draft.tokens();
   const auto k = static_cast<std::int64_t>(drafted.size());
   SELFSPEC_CHECK(static_cast<std::int64_t>(local_rows.size()) == (k + 1) * vocab_local_,
                  "verify: {} logits for {} drafted tokens", local_rows.size(), k);
   logits_->set_rows(local_rows, k + 1);
+  int accepted = 0;
   switch (kind_) {
-    case Kind::kGreedy: {
-      const std::vector<RowStats> stats = logits_->row_stats(1.0);
-      Verdict verdict;
-      if (!comm_.is_root()) return verdict;
-      while (verdict.accepted < k && drafted[static_cast<std::size_t>(verdict.accepted)] ==
-                                         stats[static_cast<std::size_t>(verdict.accepted)].argmax) {
-        ++verdict.accepted;
-      }
-      verdict.next_token = stats[static_cast<std::size_t>(verdict.accepted)].argmax;
-      return verdict;
-    }
+    case Kind::kGreedy:
+      accepted = accept_greedy(drafted, verdict.next_token);
+      break;
     case Kind::kSparse:
-      return verify_sparse(drafted);
+      accepted = accept_sparse(drafted, verdict.next_token);
+      break;
     case Kind::kDense:
-      return verify_dense(drafted);
+      accepted = accept_dense(drafted, verdict.next_token);
+      break;
   }
-  return {};
+  for (int node = 0; node < accepted; ++node) verdict.accepted.push_back(node);
+  return verdict;
 }
 
-Verdict Verifier::verify_sparse(std::span<const std::int32_t> drafted) {
+int TokenPicker::accept_greedy(std::span<const std::int32_t> drafted, std::int32_t& next) {
+  const std::vector<RowStats> stats = logits_->row_stats(1.0);
+  if (!comm_.is_root()) return 0;
+  const auto k = static_cast<int>(drafted.size());
+  int accepted = 0;
+  while (accepted < k && drafted[static_cast<std::size_t>(accepted)] ==
+                             stats[static_cast<std::size_t>(accepted)].argmax) {
+    ++accepted;
+  }
+  next = stats[static_cast<std::size_t>(accepted)].argmax;
+  return accepted;
+}
+
+int TokenPicker::accept_sparse(std::span<const std::int32_t> drafted, std::int32_t& next) {
   const std::vector<TokenDistribution> p = logits_->warp(sampling_);
-  Verdict verdict;
-  if (!comm_.is_root()) return verdict;
+  if (!comm_.is_root()) return 0;
   const auto k = static_cast<int>(drafted.size());
   SELFSPEC_CHECK(static_cast<int>(q_dists_.size()) == k,
                  "verify: {} draft distributions for {} drafts", q_dists_.size(), k);
-  for (; verdict.accepted < k; ++verdict.accepted) {
-    const auto j = static_cast<std::size_t>(verdict.accepted);
+  int accepted = 0;
+  for (; accepted < k; ++accepted) {
+    const auto j = static_cast<std::size_t>(accepted);
     const double p_x = p[j].prob_of(drafted[j]);
     const double q_x = q_dists_[j].prob_of(drafted[j]);
     if (!(uniform() * q_x < p_x)) break;  // accept with probability min(1, p/q)
   }
-  const auto j = static_cast<std::size_t>(verdict.accepted);
-  if (verdict.accepted == k) {
-    verdict.next_token = draw_from(p[j], uniform());  // bonus token from p
-    return verdict;
+  const auto j = static_cast<std::size_t>(accepted);
+  if (accepted == k) {
+    next = draw_from(p[j], uniform());  // bonus token from p
+    return accepted;
   }
   // Rejected: draw from norm(max(0, p − q)) over p's support (q's mass outside it only lowers the
   // residual to zero there), in p's order.
@@ -169,14 +187,14 @@ Verdict Verifier::verify_sparse(std::span<const std::int32_t> drafted) {
   const double u = uniform();
   if (mass > 0.0) {
     for (double& w : residual.probs) w /= mass;
-    verdict.next_token = draw_from(residual, u);
+    next = draw_from(residual, u);
   } else {
-    verdict.next_token = draw_from(p[j], uniform());
+    next = draw_from(p[j], uniform());
   }
-  return verdict;
+  return accepted;
 }
 
-Verdict Verifier::verify_dense(std::span<const std::int32_t> drafted) {
+int TokenPicker::accept_dense(std::span<const std::int32_t> drafted, std::int32_t& next) {
   const auto k = static_cast<int>(drafted.size());
   const std::vector<RowStats> p = logits_->row_stats(inv_temperature_);
   const std::vector<float> p_logit = logits_->logits_of(drafted);
@@ -208,27 +226,25 @@ Verdict Verifier::verify_dense(std::span<const std::int32_t> drafted) {
   }
   share(decision);
 
-  Verdict verdict;
-  verdict.accepted = decision.accepted;
   const std::int64_t row = decision.accepted;
   const RowStats empty;
   const RowStats& p_row = comm_.is_root() ? p[static_cast<std::size_t>(row)] : empty;
   if (decision.accepted == k) {
     // Every draft accepted: a bonus token from p at the next position.
     const double target = comm_.is_root() ? decision.u * p_row.sum_exp : 0.0;
-    verdict.next_token = logits_->sample_dense(row, p_row, inv_temperature_, target).id;
-    return verdict;
+    next = logits_->sample_dense(row, p_row, inv_temperature_, target).id;
+    return decision.accepted;
   }
   const std::optional<std::int32_t> residual = logits_->sample_residual(
       row, q_slot_[static_cast<std::size_t>(row)], decision.pair, decision.u);
   if (residual) {
-    verdict.next_token = *residual;
-    return verdict;
+    next = *residual;
+    return decision.accepted;
   }
   // p == q up to rounding: the residual is empty, and p itself is the right distribution.
   double target = comm_.is_root() ? uniform() * p_row.sum_exp : 0.0;
-  verdict.next_token = logits_->sample_dense(row, p_row, inv_temperature_, target).id;
-  return verdict;
+  next = logits_->sample_dense(row, p_row, inv_temperature_, target).id;
+  return decision.accepted;
 }
 
 }  // namespace selfspec

@@ -1,5 +1,6 @@
-// Rank 0's token decisions for autoregressive and self-speculative decoding, from vocab-sharded
-// logits (through ShardedLogits: gathered rows or local reductions — identical decisions).
+// Rank 0's token decisions for plain and self-speculative decoding, from vocab-sharded logits
+// (through ShardedLogits: gathered rows or local reductions — identical decisions): the next
+// token of a plain step, each draft token, and the verdict on a draft.
 //
 //   greedy (temperature 0): the next token is the argmax (first maximum); a draft's confidence is
 //     its top softmax probability; verification accepts the longest drafted prefix that equals
@@ -22,6 +23,8 @@
 #include "comm/communicator.hpp"
 #include "decode/sampler.hpp"
 #include "decode/sharded_logits.hpp"
+#include "draft/draft.hpp"
+#include "draft/verdict.hpp"
 #include "model/shard_plan.hpp"
 
 #include <boost/random/mersenne_twister.hpp>
@@ -38,15 +41,10 @@ struct DraftChoice {
   double confidence = 0.0;  // the draft distribution's top probability
 };
 
-struct Verdict {
-  int accepted = 0;              // drafted tokens accepted (a prefix)
-  std::int32_t next_token = -1;  // the target's own token after them (correction or bonus)
-};
-
-class Verifier {
+class TokenPicker {
  public:
-  Verifier(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-           const SamplingParams& sampling);
+  TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
+              const SamplingParams& sampling);
 
   std::string_view mode_name() const { return logits_->name(); }
   const SamplingParams& sampling() const { return sampling_; }
@@ -59,9 +57,11 @@ class Verifier {
   // One draft step: choose the draft token from the draft forward's logits and remember its
   // distribution q for verification.
   DraftChoice draft(std::span<const float> local_row);
-  // Verification of the k tokens drafted this round, from the verification forward's logits of
-  // k + 1 positions (local_rows: (k + 1) × vocab_local). `drafted` is known on every rank.
-  Verdict verify(std::span<const float> local_rows, std::span<const std::int32_t> drafted);
+  // The verdict on this round's draft (a chain of k tokens, known on every rank), from the
+  // verification forward's logits of k + 1 positions (local_rows: (k + 1) × vocab_local): the
+  // accepted prefix and the target's next token (rank 0). kv_length is left to the caller. With
+  // an empty draft this is next_token() of the one row.
+  Verdict verify(std::span<const float> local_rows, const Draft& draft);
 
   // Seconds spent inside collectives.
   double comm_seconds() const { return logits_->comm_seconds() + comm_seconds_; }
@@ -72,8 +72,9 @@ class Verifier {
   // Shares a small decision of rank 0 with every rank, when the logits access needs it.
   template <typename T>
   void share(T& value);
-  Verdict verify_dense(std::span<const std::int32_t> drafted);
-  Verdict verify_sparse(std::span<const std::int32_t> drafted);
+  int accept_greedy(std::span<const std::int32_t> drafted, std::int32_t& next);
+  int accept_dense(std::span<const std::int32_t> drafted, std::int32_t& next);
+  int accept_sparse(std::span<const std::int32_t> drafted, std::int32_t& next);
 
   Communicator& comm_;
   std::unique_ptr<ShardedLogits> logits_;

@@ -1,0 +1,250 @@
+#include "decode/decoding_run.hpp"
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+namespace selfspec {
+namespace {
+
+constexpr int kMaxDraftPerRound = ControlMessage::kMaxTokens - 1;  // + the target's own token
+
+}  // namespace
+
+DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter,
+                         DraftLengthController* controller, const GenerationOptions& options,
+                         KvCache& kv, const TokenCallback& on_token)
+    : model_(model),
+      comm_(comm),
+      drafter_(drafter),
+      controller_(controller),
+      options_(options),
+      kv_(kv),
+      picker_(options.logits, comm, model.shard(), options.sampling),
+      channel_(comm, options, on_token, result_.tokens),
+      timer_(model, picker_, channel_),
+      model_comm_at_start_(model.counters().comm_seconds),
+      plan_(LayerPlan::full(static_cast<int>(model.config().num_layers))) {
+  SELFSPEC_CHECK((drafter_ == nullptr) == (controller_ == nullptr),
+                 "self-speculative decoding needs both a drafter and a draft-length controller");
+  if (comm_.is_root() && !options_.trace.empty()) {
+    trace_.open(options_.trace, std::ios::trunc);
+    SELFSPEC_CHECK(trace_.good(), "--trace {}: cannot open for writing", options_.trace.string());
+  }
+}
+
+// --- first token ---------------------------------------------------------------------------
+
+void DecodingRun::first_token(std::span<const std::int32_t> prompt) {
+  const auto start = std::chrono::steady_clock::now();
+  prefill(prompt);
+  result_.timings.prefill_tokens = static_cast<std::int64_t>(prompt.size());
+  const std::int32_t first = picker_.next_token(logits_);
+  if (comm_.is_root()) {
+    const bool ended = channel_.emit(std::span(&first, 1), message_);
+    if (channel_.end_step(message_, ended)) {
+      message_.command = ControlCommand::kStop;
+    } else {
+      plan_next_round();
+    }
+  }
+  channel_.broadcast_tokens(message_, kv_);
+  root_token_ = message_.tokens[0];
+  adopt_plan();
+  result_.timings.prefill_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timer_.start_rounds();
+}
+
+void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
+  const auto n = static_cast<std::int64_t>(prompt.size());
+  const std::int64_t chunk = std::max<std::int64_t>(options_.prefill_chunk, 1);
+  log::Progress progress("prefill (tokens)", n);
+  for (std::int64_t begin = 0; begin < n; begin += chunk) {
+    const std::int64_t end = std::min(n, begin + chunk);
+    forward_positions_.resize(static_cast<std::size_t>(end - begin));
+    std::iota(forward_positions_.begin(), forward_positions_.end(),
+              static_cast<std::int32_t>(kv_.length()));
+    const auto last_row = static_cast<std::int32_t>(end - begin - 1);
+    ForwardArgs args;
+    args.tokens =
+        prompt.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
+    args.positions = forward_positions_;
+    if (end == n) args.logit_rows = {&last_row, 1};
+    model_.forward(args, kv_, logits_);
+    if (n > chunk) progress.update(end);
+  }
+  if (n > chunk) progress.finish();
+}
+
+// --- the round's plan ----------------------------------------------------------------------
+
+void DecodingRun::plan_next_round() {
+  if (drafter_ == nullptr) {
+    cap_ = 0;
+    message_.command = ControlCommand::kVerify;
+    return;
+  }
+  cap_ = static_cast<int>(std::min<std::int64_t>(
+      {controller_->max_draft(), channel_.remaining() - 1, kMaxDraftPerRound}));
+  controller_->begin_round();
+  drafter_->next_plan().to_mask(message_.skip_mask);
+  message_.command = cap_ >= 1 ? ControlCommand::kDraft : ControlCommand::kVerify;
+}
+
+void DecodingRun::adopt_plan() {
+  if (std::equal(plan_mask_.begin(), plan_mask_.end(), message_.skip_mask.begin())) return;
+  std::copy(message_.skip_mask.begin(), message_.skip_mask.end(), plan_mask_.begin());
+  plan_ = LayerPlan::from_mask(plan_.num_layers(), plan_mask_);
+}
+
+// --- draft -----------------------------------------------------------------------------------
+
+const Draft& DecodingRun::draft() {
+  base_ = kv_.length();
+  draft_.clear();
+  picker_.begin_round();
+  if (message_.command == ControlCommand::kDraft) drafter_->propose(*this, draft_);
+  return draft_;
+}
+
+DraftStep DecodingRun::step(const Draft& draft, int parent) {
+  SELFSPEC_CHECK(message_.command == ControlCommand::kDraft,
+                 "a draft step after rank 0 ended drafting");
+  const std::int32_t token = parent == Draft::kRoot ? root_token_ : draft.token(parent);
+  const auto position = static_cast<std::int32_t>(base_ + draft.depth(parent));
+  const std::int32_t row = 0;
+  ForwardArgs args;
+  args.tokens = {&token, 1};
+  args.positions = {&position, 1};
+  args.plan = &plan_;
+  args.logit_rows = {&row, 1};
+  timer_.forward(PhaseTimer::Forward::kDraft, [&] { model_.forward(args, kv_, logits_); });
+  ++result_.stats.draft_forwards;
+
+  DraftChoice choice;
+  timer_.control([&] {
+    choice = picker_.draft(logits_);
+    if (!comm_.is_root()) return;
+    const int drafted = draft.size() + 1;
+    const bool more = drafted < cap_ && controller_->continue_drafting(drafted, choice.confidence);
+    message_.command = more ? ControlCommand::kDraft : ControlCommand::kVerify;
+    message_.tokens[0] = choice.token;
+    message_.n_tokens = 1;
+    message_.accepted = 0;
+  });
+  channel_.broadcast(message_, kv_);
+  return {message_.tokens[0], choice.confidence, message_.command == ControlCommand::kDraft};
+}
+
+// --- verify ----------------------------------------------------------------------------------
+
+Verdict DecodingRun::verify(const Draft& draft) {
+  // One full forward over [root, drafts], overwriting whatever the draft forwards wrote.
+  kv_.truncate(base_);
+  const auto n = static_cast<std::size_t>(draft.size() + 1);
+  forward_tokens_.assign(1, root_token_);
+  forward_tokens_.insert(forward_tokens_.end(), draft.tokens().begin(), draft.tokens().end());
+  forward_positions_.resize(n);
+  std::iota(forward_positions_.begin(), forward_positions_.end(), static_cast<std::int32_t>(base_));
+  forward_rows_.resize(n);
+  std::iota(forward_rows_.begin(), forward_rows_.end(), 0);
+  ForwardArgs args;
+  args.tokens = forward_tokens_;
+  args.positions = forward_positions_;
+  args.logit_rows = forward_rows_;
+  timer_.forward(PhaseTimer::Forward::kVerify, [&] { model_.forward(args, kv_, logits_); });
+  ++result_.stats.verify_forwards;
+
+  Verdict verdict;
+  timer_.control([&] {
+    verdict = picker_.verify(logits_, draft);
+    if (comm_.is_root()) decide_round(draft, verdict);
+  });
+  channel_.broadcast_tokens(message_, kv_);
+  if (!comm_.is_root()) verdict = verdict_from_message();
+  verdict.kv_length = base_ + 1 + verdict.accepted_count();
+
+  DecodingStats& stats = result_.stats;
+  ++stats.rounds;
+  stats.drafted += draft.size();
+  stats.accepted += verdict.accepted_count();
+  stats.round_tokens += message_.n_tokens;
+  return verdict;
+}
+
+void DecodingRun::decide_round(const Draft& draft, const Verdict& verdict) {
+  std::vector<std::int32_t> tokens;
+  for (int node : verdict.accepted) tokens.push_back(draft.token(node));
+  tokens.push_back(verdict.next_token);
+  const bool ended = channel_.emit(tokens, message_);
+  message_.accepted = static_cast<std::uint32_t>(verdict.accepted_count());
+  const bool stop = channel_.end_step(message_, ended);
+  if (!draft.empty()) {
+    controller_->update(draft.size(), verdict.accepted_count());
+    drafter_->observe(draft, verdict);
+  }
+  trace_round(draft, verdict);
+  if (stop) {
+    message_.command = ControlCommand::kStop;
+  } else {
+    plan_next_round();
+  }
+}
+
+Verdict DecodingRun::verdict_from_message() const {
+  Verdict verdict;
+  const auto accepted = static_cast<int>(message_.accepted);
+  for (int node = 0; node < accepted; ++node) verdict.accepted.push_back(node);
+  // The target's token travels last, unless generation stopped inside the accepted path.
+  if (static_cast<int>(message_.n_tokens) == accepted + 1) {
+    verdict.next_token = message_.tokens[static_cast<std::size_t>(accepted)];
+  }
+  return verdict;
+}
+
+void DecodingRun::trace_round(const Draft& draft, const Verdict& verdict) {
+  if (!trace_.is_open()) return;
+  const nlohmann::json record = {
+      {"round", result_.stats.rounds},
+      {"drafted", draft.size()},
+      {"accepted", verdict.accepted_count()},
+      {"emitted", message_.n_tokens},
+      {"draft_tokens", std::vector<std::int32_t>(draft.tokens().begin(), draft.tokens().end())},
+      {"confidences", std::vector<double>(draft.confidences().begin(), draft.confidences().end())},
+      {"next_token", verdict.next_token},
+      {"controller", controller_ != nullptr ? controller_->state() : nlohmann::json(nullptr)},
+      {"plan", plan_.describe()}};
+  trace_ << record.dump() << "\n";
+}
+
+// --- commit ----------------------------------------------------------------------------------
+
+void DecodingRun::commit(const Verdict& verdict) {
+  kv_.truncate(verdict.kv_length);  // rollback is a length change
+  if (finished()) return;
+  root_token_ = verdict.next_token;
+  adopt_plan();
+}
+
+// --- the result ------------------------------------------------------------------------------
+
+GenerationResult DecodingRun::finish() {
+  if (trace_.is_open()) trace_.flush();
+  result_.stopped_on_eos = (message_.flags & kFlagEos) != 0;
+  result_.interrupt_signal = interrupt_signal_of(message_.flags);
+  GenerationTimings& timings = result_.timings;
+  timings.decode_seconds = result_.stats.rounds > 0 ? timer_.rounds_seconds() : 0.0;
+  timings.decode_forwards = result_.stats.round_tokens;
+  timings.comm_seconds = (model_.counters().comm_seconds - model_comm_at_start_) +
+                         picker_.comm_seconds() + channel_.comm_seconds();
+  timer_.finish(result_.stats);
+  return std::move(result_);
+}
+
+}  // namespace selfspec

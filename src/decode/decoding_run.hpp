@@ -1,0 +1,96 @@
+// One generation run of the decoding loop on one rank: its state (the KV cache, the last
+// committed token, the round's draft and plan, rank 0's control message, the output) and its
+// steps, which decode/decoder.cpp calls in order:
+//
+//   first_token()   all ranks prefill the prompt; rank 0 picks the first token and plans round 1
+//   then, until rank 0 says stop, one round:
+//     draft()       the drafter proposes a draft through this run (a DraftContext): one draft
+//                   forward per token under the round's layer plan, rank 0 picking each token
+//                   and deciding with the draft-length controller whether to go on. Plain
+//                   decoding — no drafter, or no budget left to draft — gives an empty draft.
+//     verify()      one full forward over [last committed token, draft]; rank 0's verdict
+//                   (accepted path, the target's next token), the tokens it emits and the next
+//                   round's plan travel to every rank in one control message
+//     commit()      every rank keeps the KV rows of the accepted path (rollback is a length
+//                   change) and continues from the target's token
+//   finish()        the result: tokens, why it stopped, timings, statistics
+//
+// Ranks other than 0 never look at logits: they obey messages, so every rank runs the same
+// forwards and collectives (Draft & Verify §3.2, Alg. 3/4; Leviathan et al. 2023 for sampling).
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "control/draft_length_controller.hpp"
+#include "decode/control_message.hpp"
+#include "decode/generation_options.hpp"
+#include "decode/generation_result.hpp"
+#include "decode/phase_timer.hpp"
+#include "decode/rank0_channel.hpp"
+#include "decode/token_picker.hpp"
+#include "draft/drafter.hpp"
+#include "model/kv_cache.hpp"
+#include "model/llama_model.hpp"
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <vector>
+
+namespace selfspec {
+
+class DecodingRun final : public DraftContext {
+ public:
+  // drafter and controller: both, for self-speculative decoding (they decide on rank 0), or
+  // neither, for plain decoding. The references must outlive the run.
+  DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter,
+              DraftLengthController* controller, const GenerationOptions& options, KvCache& kv,
+              const TokenCallback& on_token);
+
+  void first_token(std::span<const std::int32_t> prompt);
+  bool finished() const { return message_.command == ControlCommand::kStop; }
+  const Draft& draft();
+  Verdict verify(const Draft& draft);
+  void commit(const Verdict& verdict);
+  GenerationResult finish();
+
+  // DraftContext
+  const LayerPlan& plan() const override { return plan_; }
+  DraftStep step(const Draft& draft, int parent) override;
+
+ private:
+  void prefill(std::span<const std::int32_t> prompt);
+  // Rank 0: the next round's command, draft cap and skip mask into the message.
+  void plan_next_round();
+  // Every rank: the round's plan from the message.
+  void adopt_plan();
+  // Rank 0: the verdict's tokens, the stop decision, the learners' updates, the next round.
+  void decide_round(const Draft& draft, const Verdict& verdict);
+  // Other ranks: the verdict rank 0's message carries.
+  Verdict verdict_from_message() const;
+  void trace_round(const Draft& draft, const Verdict& verdict);
+
+  LlamaModel& model_;
+  Communicator& comm_;
+  Drafter* drafter_;
+  DraftLengthController* controller_;
+  const GenerationOptions& options_;
+  KvCache& kv_;
+  GenerationResult result_;
+  TokenPicker picker_;
+  Rank0Channel channel_;
+  PhaseTimer timer_;
+  double model_comm_at_start_ = 0.0;
+  ControlMessage message_;
+  std::int32_t root_token_ = -1;  // the last committed token: in the output, not yet in the KV
+  std::int64_t base_ = 0;         // the KV length at the round's start
+  int cap_ = 0;                   // rank 0: most tokens the round may draft
+  LayerPlan plan_;
+  std::array<std::uint64_t, LayerPlan::kMaskWords> plan_mask_{};
+  Draft draft_;
+  std::vector<float> logits_;
+  std::vector<std::int32_t> forward_tokens_, forward_positions_, forward_rows_;
+  std::ofstream trace_;
+};
+
+}  // namespace selfspec

@@ -1,0 +1,35 @@
+// What a generation run is asked to do: the token budget, sampling, end-of-sequence handling,
+// prefill chunking, how rank 0 reads vocab-sharded logits, the stop-request hook, and the
+// self-speculative debugging aids. Every rank passes the same options (the hooks matter on rank 0).
+#pragma once
+
+#include "decode/sampler.hpp"
+#include "decode/sharded_logits.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <vector>
+
+namespace selfspec {
+
+struct GenerationOptions {
+  std::int64_t max_new_tokens = 128;
+  SamplingParams sampling;
+  bool ignore_eos = false;
+  std::vector<std::int32_t> eos_ids;
+  std::int64_t prefill_chunk = 512;         // prompt tokens per prefill forward
+  LogitsMode logits = LogitsMode::kGather;  // how rank 0 learns about vocab-sharded logits
+  // Polled on rank 0 once per step: a non-zero value (a signal number) stops generation after the
+  // tokens already chosen, on every rank (the stop travels in the control message).
+  std::function<int()> interrupt;
+  // After every control message, check that all ranks agree on it (fails loudly on divergence).
+  bool debug_sync = false;
+  // Rank 0 writes one JSONL record per self-speculative round to this file; empty: no trace.
+  std::filesystem::path trace;
+};
+
+// Called on rank 0 for each generated token, as soon as it is chosen.
+using TokenCallback = std::function<void(std::int32_t token)>;
+
+}  // namespace selfspec
