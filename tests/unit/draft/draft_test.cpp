@@ -1,0 +1,116 @@
+// The draft as data (chains and token trees: parents, depths, the verification mask) and the
+// Drafter's default chain proposal against a scripted DraftContext.
+#include "draft/draft.hpp"
+#include "core/error.hpp"
+#include "draft/drafter.hpp"
+#include "draft/layer_skip_drafter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace selfspec {
+namespace {
+
+TEST(Draft, AChainContinuesTheRootAndThenEachNode) {
+  Draft draft;
+  EXPECT_TRUE(draft.empty());
+  EXPECT_TRUE(draft.is_chain());
+  EXPECT_EQ(draft.last(), Draft::kRoot);
+  EXPECT_EQ(draft.add(11, Draft::kRoot, 0.9), 0);
+  EXPECT_EQ(draft.add(12, 0, 0.8), 1);
+  EXPECT_EQ(draft.add(13, 1, 0.7), 2);
+  EXPECT_TRUE(draft.is_chain());
+  EXPECT_EQ(draft.size(), 3);
+  EXPECT_EQ(draft.depth(Draft::kRoot), 0);
+  EXPECT_EQ(draft.depth(2), 3);
+  EXPECT_EQ(std::vector<std::int32_t>(draft.tokens().begin(), draft.tokens().end()),
+            (std::vector<std::int32_t>{11, 12, 13}));
+  EXPECT_EQ(std::vector<double>(draft.confidences().begin(), draft.confidences().end()),
+            (std::vector<double>{0.9, 0.8, 0.7}));
+  // The verification mask of a chain is causal over [root, 11, 12, 13].
+  const AttentionMask mask = draft.tree_mask();
+  ASSERT_EQ(mask.n_tokens(), 4);
+  for (int row = 0; row < 4; ++row) {
+    for (int col = 0; col < 4; ++col) {
+      EXPECT_EQ(mask.data()[row * 4 + col], col <= row ? 1 : 0) << row << "," << col;
+    }
+  }
+  draft.clear();
+  EXPECT_TRUE(draft.empty());
+}
+
+TEST(Draft, ATreeMaskLetsEachNodeSeeOnlyItsAncestors) {
+  // root ─ a(0) ─ c(2)
+  //      └ b(1) ─ d(3) ─ e(4)
+  Draft draft;
+  draft.add(100, Draft::kRoot, 0.5);
+  draft.add(101, Draft::kRoot, 0.3);
+  draft.add(102, 0, 0.4);
+  draft.add(103, 1, 0.6);
+  draft.add(104, 3, 0.2);
+  EXPECT_FALSE(draft.is_chain());
+  EXPECT_EQ(draft.depth(4), 3);
+  EXPECT_EQ(draft.parent(2), 0);
+  const std::vector<std::vector<int>> sees = {{0},       {0, 1},    {0, 2},
+                                              {0, 1, 3}, {0, 2, 4}, {0, 2, 4, 5}};
+  const AttentionMask mask = draft.tree_mask();
+  ASSERT_EQ(mask.n_tokens(), 6);
+  for (int row = 0; row < 6; ++row) {
+    for (int col = 0; col < 6; ++col) {
+      const bool visible = std::find(sees[static_cast<std::size_t>(row)].begin(),
+                                     sees[static_cast<std::size_t>(row)].end(),
+                                     col) != sees[static_cast<std::size_t>(row)].end();
+      EXPECT_EQ(mask.data()[row * 6 + col], visible ? 1 : 0) << row << "," << col;
+    }
+  }
+}
+
+TEST(Draft, ANodeMustContinueAnEarlierOne) {
+  Draft draft;
+  EXPECT_THROW(draft.add(1, 0, 0.0), Error);
+  draft.add(1, Draft::kRoot, 0.0);
+  EXPECT_THROW(draft.add(2, 1, 0.0), Error);
+  EXPECT_THROW(draft.add(2, -2, 0.0), Error);
+}
+
+// A context that answers steps from a script: the tokens rank 0 would pick and when it stops.
+class ScriptedContext final : public DraftContext {
+ public:
+  ScriptedContext(std::vector<std::int32_t> tokens, LayerPlan plan)
+      : tokens_(std::move(tokens)), plan_(std::move(plan)) {}
+  const LayerPlan& plan() const override { return plan_; }
+  DraftStep step(const Draft& draft, int parent) override {
+    parents.push_back(parent);
+    EXPECT_EQ(parent, draft.last()) << "a chain continues its last node";
+    const auto i = static_cast<std::size_t>(draft.size());
+    return {tokens_[i], 0.5, i + 1 < tokens_.size()};
+  }
+  std::vector<int> parents;
+
+ private:
+  std::vector<std::int32_t> tokens_;
+  LayerPlan plan_;
+};
+
+TEST(Drafter, TheDefaultProposalIsAChainUntilRankZeroStops) {
+  const LayerPlan plan = LayerPlan::skipping(6, std::vector<int>{2}, std::vector<int>{3, 4});
+  LayerSkipDrafter drafter(plan, "scripted");
+  EXPECT_EQ(drafter.next_plan(), plan);
+  EXPECT_EQ(drafter.name(), "scripted");
+  ScriptedContext context({7, 8, 9, 10}, plan);
+  Draft draft;
+  drafter.propose(context, draft);
+  EXPECT_EQ(context.parents, (std::vector<int>{Draft::kRoot, 0, 1, 2}));
+  EXPECT_EQ(std::vector<std::int32_t>(draft.tokens().begin(), draft.tokens().end()),
+            (std::vector<std::int32_t>{7, 8, 9, 10}));
+  EXPECT_TRUE(draft.is_chain());
+
+  ScriptedContext single({5}, plan);
+  Draft one;
+  drafter.propose(single, one);
+  EXPECT_EQ(one.size(), 1);
+}
+
+}  // namespace
+}  // namespace selfspec
