@@ -13,10 +13,9 @@
 namespace selfspec {
 
 enum class ControlCommand : std::uint32_t {
-  kContinue = 1,  // run the next step with the tokens in the message
-  kStop = 2,      // generation is over; tokens holds the final tokens (possibly none)
-  kDraft = 3,     // run a draft forward with the skip mask in the message
-  kVerify = 4,    // run the verification forward over the drafted tokens
+  kStop = 2,    // generation is over; tokens holds the final tokens (possibly none)
+  kDraft = 3,   // run a draft forward with the skip mask in the message
+  kVerify = 4,  // run the verification forward over the drafted tokens (none: plain decoding)
 };
 
 // ControlMessage::flags.
@@ -34,7 +33,7 @@ struct ControlMessage {
   static constexpr int kMaxTokens = 64;
 
   std::uint64_t step = 0;
-  ControlCommand command = ControlCommand::kContinue;
+  ControlCommand command = ControlCommand::kVerify;
   std::uint32_t n_tokens = 0;
   std::uint32_t accepted = 0;
   std::uint32_t flags = 0;

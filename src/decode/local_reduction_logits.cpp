@@ -1,10 +1,10 @@
-// Local-reduction access to vocab-sharded logits (ARCHITECTURE.md, "Logits at verification",
-// strategy 2): each rank reduces its own vocabulary range and sends O(rows) scalars — shard max,
-// first argmax, Σexp, the logit of a queried token — instead of O(V·rows) logits. Sampling runs
-// in two passes: rank 0 picks the shard from the gathered shard masses and broadcasts the pick,
-// the owning rank walks inside its shard and broadcasts the token. Speculative sampling's residual
-// norm(max(0, p − q)) works the same way after each rank has summed its shard's residual mass
-// (every rank keeps its shard of the draft rows). Top-k warping gathers each shard's own top-k
+// Local-reduction access to vocab-sharded logits (--logits local; docs/ARCHITECTURE.md, "The
+// rank-0 protocol"): each rank reduces its own vocabulary range and sends O(rows) scalars — shard
+// max, first argmax, Σexp, the logit of a queried token — instead of O(V·rows) logits. Sampling
+// runs in two passes: rank 0 picks the shard from the gathered shard masses and broadcasts the
+// pick, the owning rank walks inside its shard and broadcasts the token. Speculative sampling's
+// residual norm(max(0, p − q)) works the same way after each rank has summed its shard's residual
+// mass (every rank keeps its shard of the draft rows). Top-k warping gathers each shard's own top-k
 // candidates (k + ties per row); top-p without top-k needs a global sort and gathers whole rows.
 // All arithmetic is logit_statistics.hpp's, so decisions equal GatheredLogits' bit for bit.
 #include "decode/local_reduction_logits.hpp"

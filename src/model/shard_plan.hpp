@@ -1,4 +1,5 @@
-// Which slice of the model a tensor-parallel rank owns (Megatron layout, see ARCHITECTURE.md):
+// Which slice of the model a tensor-parallel rank owns (Megatron layout; docs/ARCHITECTURE.md,
+// "The forward pass"):
 //   attention: query heads split evenly; KV heads split evenly when n_kv % tp == 0, otherwise
 //              replicated so each rank holds the KV head its query heads use (tp % n_kv == 0);
 //              o_proj row-parallel (its input columns follow the rank's query heads);
