@@ -4,7 +4,9 @@
 //    across EOS and max-length boundaries;
 //  * speculative sampling reproduces the target distribution of a token at a fixed position
 //    (exact enumeration on a tiny vocabulary, chi-square at a stated false-alarm rate);
-//  * the KV cache after any mix of acceptances and rejections equals a fresh run's.
+//  * the KV cache after any mix of acceptances and rejections equals a fresh run's;
+//  * plain decoding runs the same loop as rounds without a draft, and a drafter observes every
+//    drafted round's draft and verdict.
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
 #include "decode/decoder.hpp"
@@ -226,6 +228,87 @@ TEST_F(SpeculativeGreedy, TraceHasOneRecordPerRound) {
   }
   EXPECT_EQ(rounds, r.stats.rounds);
   EXPECT_EQ(drafted, r.stats.drafted);
+}
+
+TEST_F(SpeculativeGreedy, PlainDecodingIsOneVerificationOfOneTokenPerRound) {
+  GenerationOptions options;
+  options.max_new_tokens = 17;
+  options.ignore_eos = true;
+  KvCache kv = model_->make_kv_cache(32);
+  const GenerationResult r = Decoder(*model_, comm_).generate(prompt_, options, kv);
+  ASSERT_EQ(r.tokens.size(), 17u);
+  EXPECT_EQ(r.stats.rounds, 16);
+  EXPECT_EQ(r.stats.verify_forwards, 16);
+  EXPECT_EQ(r.stats.draft_forwards, 0);
+  EXPECT_EQ(r.stats.drafted, 0);
+  EXPECT_EQ(r.stats.mean_accepted_length(), 1.0);
+  EXPECT_EQ(r.timings.decode_forwards, 16);
+  // The last token is emitted, never forwarded: prompt + 16 tokens are in the cache.
+  EXPECT_EQ(kv.length(), static_cast<std::int64_t>(prompt_.size()) + 16);
+}
+
+// Records what the loop tells a drafter, and checks it against the run's statistics.
+class RecordingDrafter final : public Drafter {
+ public:
+  explicit RecordingDrafter(LayerPlan plan) : plan_(std::move(plan)) {}
+  std::string_view name() const override { return "recording"; }
+  const LayerPlan& next_plan() override {
+    ++plans;
+    return plan_;
+  }
+  void observe(const Draft& draft, const Verdict& verdict) override {
+    EXPECT_TRUE(draft.is_chain());
+    EXPECT_LE(verdict.accepted_count(), draft.size());
+    for (int i = 0; i < verdict.accepted_count(); ++i) {
+      EXPECT_EQ(verdict.accepted[static_cast<std::size_t>(i)], i) << "a chain accepts a prefix";
+      emitted.push_back(draft.token(i));
+    }
+    emitted.push_back(verdict.next_token);
+    drafted += draft.size();
+    accepted += verdict.accepted_count();
+    ++observed;
+  }
+  int plans = 0;
+  int observed = 0;
+  std::int64_t drafted = 0;
+  std::int64_t accepted = 0;
+  std::vector<std::int32_t> emitted;
+
+ private:
+  LayerPlan plan_;
+};
+
+TEST_F(SpeculativeGreedy, TheDrafterObservesEveryDraftedRoundAndItsVerdict) {
+  GenerationOptions options;
+  options.max_new_tokens = 30;
+  options.ignore_eos = true;
+  KvCache plain_kv = model_->make_kv_cache(40);
+  const GenerationResult plain = Decoder(*model_, comm_).generate(prompt_, options, plain_kv);
+
+  RecordingDrafter drafter(LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{1}));
+  ControllerOptions controller_options;
+  controller_options.kind = "fixed";
+  controller_options.max_draft = 3;
+  auto controller = make_draft_length_controller(controller_options);
+  KvCache kv = model_->make_kv_cache(40);
+  const GenerationResult r =
+      Decoder(*model_, comm_, drafter, *controller).generate(prompt_, options, kv);
+  EXPECT_EQ(r.tokens, plain.tokens);
+  EXPECT_EQ(drafter.drafted, r.stats.drafted);
+  EXPECT_EQ(drafter.accepted, r.stats.accepted);
+  ASSERT_GT(r.stats.accepted, 0);
+  ASSERT_LT(r.stats.accepted, r.stats.drafted) << "the draft must be rejected sometimes";
+  // Every round drafts except possibly the last (the budget's final token needs no draft); each
+  // round's plan is asked for once, at its start.
+  EXPECT_GE(drafter.observed, r.stats.rounds - 1);
+  EXPECT_EQ(drafter.plans, r.stats.rounds);
+  // The verdicts' tokens are the output after the first token (the last verdict may be cut at
+  // the budget, and the last round may not draft).
+  const std::size_t n = std::min(drafter.emitted.size(), r.tokens.size() - 1);
+  EXPECT_GE(n, r.tokens.size() - 2);
+  EXPECT_TRUE(std::equal(drafter.emitted.begin(), drafter.emitted.begin() + static_cast<long>(n),
+                         r.tokens.begin() + 1));
+  EXPECT_EQ(kv.length(), static_cast<std::int64_t>(prompt_.size()) + 29);
 }
 
 // ------------------------------------------------------------------------------------------
