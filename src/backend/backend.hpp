@@ -3,10 +3,18 @@
 // AVX2/scalar) and CudaBackend (one GPU, kernels/cuda + cuBLASLt, NCCL for activations).
 // LlamaModel::forward is written once against this interface.
 //
-// A forward pass is: begin_forward(inputs) — the per-call values (tokens, positions, KV length,
-// tree mask) go to backend memory —, then the ops in order, then end_forward() (the CUDA backend
-// waits for its stream there, under the NCCL watchdog). All pointers passed to ops are backend
-// memory. This header includes no CUDA or MPI headers.
+// A forward pass is one call: run_forward(inputs, shape, launches). `inputs` are the per-call
+// values (tokens, positions, KV length, tree mask, logit rows); `shape` is everything that shapes
+// the launches (LaunchShape); `launches` issues the ops of the pass in order. The backend stages
+// the inputs in its memory, runs the launches and returns when all work is done (the CUDA backend
+// waits for its stream under a deadline, so a hung collective becomes an error). All pointers
+// passed to ops are backend memory, and ops are only called from inside `launches`.
+//
+// How the launches run is the backend's business: the CPU backend runs them eagerly; the CUDA
+// backend records small recordable passes as CUDA graphs, keyed by launch_key(shape), and replays
+// them with new inputs (without calling `launches`). A recorded graph points at backend buffers,
+// so the CUDA backend drops its graphs whenever it allocates; the caller only has to describe the
+// shape truthfully. This header includes no CUDA or MPI headers.
 #pragma once
 
 #include "comm/communicator.hpp"
@@ -14,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,10 +81,26 @@ struct ForwardInputs {
   std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
 };
 
-// How a forward pass runs on a backend with graph support (CUDA graphs): the first time a
-// launch shape (key) is seen it runs eagerly, which also sizes every buffer; the second time its
-// launches are captured into a graph; from then on the graph is replayed with new inputs.
-enum class GraphMode { kEager, kCapture, kReplay };
+// What shapes the launches of a forward pass, in backend terms: two passes with equal shapes and
+// no allocation between them issue the same launches on the same buffers; they differ only in
+// their ForwardInputs' values (tokens, positions, KV length, tree-mask entries). The spans must
+// stay valid during run_forward.
+struct LaunchShape {
+  std::span<const std::uint64_t> plan_words;  // which sublayers run (the layer plan's wire words)
+  std::int64_t n_tokens = 0;                  // T (= inputs.tokens.size())
+  bool tree_mask = false;                     // a tree mask (= inputs.tree_mask != nullptr)
+  std::span<const std::int32_t> logit_rows;   // (= inputs.logit_rows)
+  // The KV cache the launches read and write, by identity (e.g. its layer-0 key buffer) and
+  // capacity. A cache belongs to one model, so it also tells the models on a backend apart.
+  const void* kv_cache = nullptr;
+  std::int64_t kv_capacity = 0;
+  // False when the launches cannot be recorded: they call back into the host (observers) or run
+  // collectives through host memory. Such passes always run eagerly.
+  bool recordable = true;
+};
+
+// A hash of everything in `shape` but `recordable`: the graph key of recording backends.
+std::uint64_t launch_key(const LaunchShape& shape);
 
 // A device's memory bandwidth: measured with a large device-to-device copy (bytes read + bytes
 // written per second, best of several) and the datasheet peak (memory clock × bus width).
@@ -113,7 +138,13 @@ class Backend {
   virtual std::optional<DeviceBandwidth> measure_device_bandwidth() { return std::nullopt; }
 
   // --- a forward pass -----------------------------------------------------------------------
-  virtual void begin_forward(const ForwardInputs& inputs) = 0;
+  // Runs one forward pass: `launches` issues every op of it (ops are called from nowhere else).
+  // Returns when the pass is complete (all work done, errors surfaced). Throws when `shape`
+  // disagrees with `inputs` (token count, tree-mask presence, logit rows).
+  void run_forward(const ForwardInputs& inputs, const LaunchShape& shape,
+                   const std::function<void()>& launches);
+
+  // The ops, valid inside run_forward's `launches` (they use the pass's inputs).
   // out[t] = embedding row of the current token t (zeros when another rank owns it).
   virtual void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) = 0;
   virtual void rmsnorm(const float* x, const float* weight, float eps, std::int64_t rows,
@@ -132,7 +163,7 @@ class Backend {
   virtual void write_kv(const float* k, const float* v, std::int64_t kv_heads,
                         std::int64_t head_dim, std::int64_t capacity, float* k_cache,
                         float* v_cache) = 0;
-  // Attention of the current tokens over the cache (n_past, mask of begin_forward).
+  // Attention of the current tokens over the cache (n_past and mask of the inputs).
   virtual void attention(const float* q, const float* k_cache, const float* v_cache,
                          std::int64_t n_q_heads, std::int64_t n_kv_heads, std::int64_t head_dim,
                          std::int64_t capacity, float scale, float* out) = 0;
@@ -143,29 +174,21 @@ class Backend {
   // Sum over the tensor-parallel ranks, in place (device collectives where the communicator
   // takes device memory, otherwise through host memory).
   virtual void all_reduce(Communicator& comm, float* data, std::int64_t count) = 0;
-  // Completes the forward pass (all work done, errors surfaced).
-  virtual void end_forward() = 0;
 
-  // --- graphs (backends that record and replay launches; see GraphMode) ----------------------
+  // --- graphs (backends that record and replay launches) ------------------------------------
   virtual bool graphs_enabled() const { return false; }
   // Turns recording/replay off or on (--cuda-graphs); no effect on backends without graphs.
   virtual void set_graphs_enabled(bool enabled) { (void)enabled; }
-  // What to do for a forward with launch shape `key`.
-  virtual GraphMode graph_mode(std::uint64_t key) {
-    (void)key;
-    return GraphMode::kEager;
-  }
-  // kCapture: begin_capture() before begin_forward, end_capture(key) after the last op (it also
-  // launches the recorded work once).
-  virtual void begin_capture() {}
-  virtual void end_capture(std::uint64_t key) { (void)key; }
-  // kReplay: stages `inputs` and launches the recorded work (instead of begin_forward + ops).
-  virtual void replay(std::uint64_t key, const ForwardInputs& inputs) {
-    (void)key;
-    (void)inputs;
-  }
-  // Forgets every recorded graph (their buffers moved).
-  virtual void invalidate_graphs() {}
+
+ protected:
+  // How this backend runs a pass whose shape run_forward has checked against its inputs. The
+  // default runs it eagerly: begin_forward(inputs), launches(), end_forward().
+  virtual void forward_pass(const ForwardInputs& inputs, const LaunchShape& shape,
+                            const std::function<void()>& launches);
+  // Stages the per-call values for the ops that follow.
+  virtual void begin_forward(const ForwardInputs& inputs) = 0;
+  // Completes the pass (all work done, errors surfaced).
+  virtual void end_forward() = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

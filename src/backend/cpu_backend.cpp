@@ -48,8 +48,6 @@ class CpuBackend final : public Backend {
   }
   bool host_memory() const override { return true; }
 
-  void begin_forward(const ForwardInputs& inputs) override { inputs_ = inputs; }
-
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
     kc::embedding_lookup(view(table), vocab_begin, inputs_.tokens.data(), n_tokens(), out);
   }
@@ -106,9 +104,11 @@ class CpuBackend final : public Backend {
   void all_reduce(Communicator& comm, float* data, std::int64_t count) override {
     comm.all_reduce_sum({data, static_cast<std::size_t>(count)});
   }
-  void end_forward() override {}
 
  private:
+  // Passes run eagerly (Backend::forward_pass); the ops read the inputs from the caller's memory.
+  void begin_forward(const ForwardInputs& inputs) override { inputs_ = inputs; }
+  void end_forward() override {}
   std::int64_t n_tokens() const { return static_cast<std::int64_t>(inputs_.tokens.size()); }
   ForwardInputs inputs_;
 };

@@ -2,12 +2,21 @@
 // cache live in device memory; the ops are kernels/cuda on one non-blocking stream; decode and
 // verification matmuls (T <= kSmallBatch) use the token-count-invariant matmul_small_batch,
 // prefill chunks cuBLASLt (bf16/f16 activations, f32 accumulation). The per-forward inputs
-// (tokens, positions, KV length, tree mask) are staged in pinned host memory and copied on the
-// stream, and kernels read the KV length from device memory (StepParams), so the same launches can
-// be captured in a CUDA graph and replayed. Activations are all-reduced with NCCL on the stream
-// when the communicator takes device memory, through host memory otherwise. end_forward() waits
-// for the stream with a deadline (SELFSPEC_GPU_TIMEOUT_S, default 300 s) so a hung collective
-// becomes an error that ends the job.
+// (tokens, positions, KV length, tree mask, logit rows) are staged in pinned host memory and
+// copied on the stream, and kernels read the KV length from device memory (StepParams), so the
+// same launches can be captured in a CUDA graph and replayed. Activations are all-reduced with
+// NCCL on the stream when the communicator takes device memory, through host memory otherwise.
+// Every forward pass ends by waiting for the stream with a deadline (SELFSPEC_GPU_TIMEOUT_S,
+// default 300 s) so a hung collective becomes an error that ends the job.
+//
+// CUDA graphs (forward_pass): a recordable pass of at most kSmallBatch tokens (decode, draft,
+// verification) runs eagerly the first time its launch key (launch_key of its LaunchShape) is
+// seen, which sizes every internal buffer; the second time its launches are captured into a graph
+// (and the graph launched once); from then on the graph is replayed with the new inputs, without
+// calling the launches. Prefill chunks, unrecordable passes and --cuda-graphs off run eagerly.
+// A graph points at the buffers it was recorded with, so every allocation (allocate(), or an
+// internal buffer growing) drops all graphs: a buffer a graph used is only replaced, or its
+// address reused, through an allocation.
 #include "backend/backend.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
@@ -22,6 +31,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -83,13 +93,8 @@ class CudaBackend final : public Backend {
   }
 
   DeviceBuffer allocate(std::size_t bytes) override {
-    if (bytes == 0) return {};
-    void* data = nullptr;
-    SELFSPEC_CUDA_CHECK(cudaMalloc(&data, bytes));
-    DeviceBuffer buffer(data, bytes, release_device);
-    SELFSPEC_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream_));
-    SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return buffer;
+    invalidate_graphs();  // the new buffer may replace one a graph uses, or take its address
+    return allocate_device(bytes);
   }
   void upload(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return;
@@ -131,35 +136,6 @@ class CudaBackend final : public Backend {
     }
     result.measured_copy_gbps = best_ms > 0.0f ? 2.0 * bytes / (best_ms * 1e-3) * 1e-9 : 0.0;
     return result;
-  }
-
-  void begin_forward(const ForwardInputs& inputs) override {
-    n_tokens_ = static_cast<std::int64_t>(inputs.tokens.size());
-    has_mask_ = inputs.tree_mask != nullptr;
-    const std::size_t token_bytes = inputs.tokens.size() * sizeof(std::int32_t);
-    const std::size_t mask_bytes = has_mask_ ? inputs.tokens.size() * inputs.tokens.size() : 0;
-    ensure(tokens_device_, token_bytes);
-    ensure(positions_device_, token_bytes);
-    ensure_pinned(tokens_host_, token_bytes);
-    ensure_pinned(positions_host_, token_bytes);
-    std::memcpy(tokens_host_.data(), inputs.tokens.data(), token_bytes);
-    std::memcpy(positions_host_.data(), inputs.positions.data(), token_bytes);
-    copy_async(tokens_device_, tokens_host_, token_bytes);
-    copy_async(positions_device_, positions_host_, token_bytes);
-    step_host_.as<kcu::StepParams>()->n_past = static_cast<std::int32_t>(inputs.n_past);
-    copy_async(step_device_, step_host_, sizeof(kcu::StepParams));
-    if (has_mask_) {
-      ensure(mask_device_, mask_bytes);
-      ensure_pinned(mask_host_, mask_bytes);
-      std::memcpy(mask_host_.data(), inputs.tree_mask, mask_bytes);
-      copy_async(mask_device_, mask_host_, mask_bytes);
-    }
-    n_rows_ = static_cast<std::int64_t>(inputs.logit_rows.size());
-    const std::size_t row_bytes = inputs.logit_rows.size() * sizeof(std::int32_t);
-    ensure(rows_device_, row_bytes);
-    ensure_pinned(rows_host_, row_bytes);
-    std::memcpy(rows_host_.data(), inputs.logit_rows.data(), row_bytes);
-    copy_async(rows_device_, rows_host_, row_bytes);
   }
 
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
@@ -229,24 +205,77 @@ class CudaBackend final : public Backend {
     comm.all_reduce_sum(host_staging_);
     upload(data, host_staging_.data(), host_staging_.size() * sizeof(float));
   }
+  bool graphs_enabled() const override { return graphs_enabled_; }
+  void set_graphs_enabled(bool enabled) override {
+    if (!enabled) invalidate_graphs();
+    graphs_enabled_ = enabled;
+  }
+
+ private:
+  void forward_pass(const ForwardInputs& inputs, const LaunchShape& shape,
+                    const std::function<void()>& launches) override {
+    if (!graphs_enabled_ || !shape.recordable || shape.n_tokens > kcu::kSmallBatch) {
+      Backend::forward_pass(inputs, shape, launches);
+      return;
+    }
+    const std::uint64_t key = launch_key(shape);
+    Graph& graph = graphs_[key];  // not used after the launches: a growing buffer clears graphs_
+    if (graph.exec != nullptr) {
+      replay(graph.exec, inputs);
+    } else if (graph.seen++ == 0) {
+      begin_forward(inputs);
+      launches();
+    } else {
+      capture(key, inputs, launches);
+    }
+    end_forward();
+  }
+
+  void begin_forward(const ForwardInputs& inputs) override {
+    n_tokens_ = static_cast<std::int64_t>(inputs.tokens.size());
+    has_mask_ = inputs.tree_mask != nullptr;
+    const std::size_t token_bytes = inputs.tokens.size() * sizeof(std::int32_t);
+    const std::size_t mask_bytes = has_mask_ ? inputs.tokens.size() * inputs.tokens.size() : 0;
+    ensure(tokens_device_, token_bytes);
+    ensure(positions_device_, token_bytes);
+    ensure_pinned(tokens_host_, token_bytes);
+    ensure_pinned(positions_host_, token_bytes);
+    std::memcpy(tokens_host_.data(), inputs.tokens.data(), token_bytes);
+    std::memcpy(positions_host_.data(), inputs.positions.data(), token_bytes);
+    copy_async(tokens_device_, tokens_host_, token_bytes);
+    copy_async(positions_device_, positions_host_, token_bytes);
+    step_host_.as<kcu::StepParams>()->n_past = static_cast<std::int32_t>(inputs.n_past);
+    copy_async(step_device_, step_host_, sizeof(kcu::StepParams));
+    if (has_mask_) {
+      ensure(mask_device_, mask_bytes);
+      ensure_pinned(mask_host_, mask_bytes);
+      std::memcpy(mask_host_.data(), inputs.tree_mask, mask_bytes);
+      copy_async(mask_device_, mask_host_, mask_bytes);
+    }
+    n_rows_ = static_cast<std::int64_t>(inputs.logit_rows.size());
+    const std::size_t row_bytes = inputs.logit_rows.size() * sizeof(std::int32_t);
+    ensure(rows_device_, row_bytes);
+    ensure_pinned(rows_host_, row_bytes);
+    std::memcpy(rows_host_.data(), inputs.logit_rows.data(), row_bytes);
+    copy_async(rows_device_, rows_host_, row_bytes);
+  }
   void end_forward() override { wait_for_stream("forward pass"); }
 
-  // CUDA graphs: eager on a key's first forward (sizes every buffer), captured on its second,
-  // replayed after. Replays re-stage the inputs in the same pinned buffers the recorded copies
-  // read from (the recorded launches never change shape: see cuda_kernels.hpp).
-  bool graphs_enabled() const override { return graphs_enabled_; }
-  GraphMode graph_mode(std::uint64_t key) override {
-    Graph& graph = graphs_[key];
-    if (graph.exec != nullptr) return GraphMode::kReplay;
-    return graph.seen++ == 0 ? GraphMode::kEager : GraphMode::kCapture;
-  }
-  void begin_capture() override {
-    capturing_ = true;
+  // Records the pass's launches (begin_forward's copies included) as the graph of `key`, then
+  // launches the graph once.
+  void capture(std::uint64_t key, const ForwardInputs& inputs,
+               const std::function<void()>& launches) {
     SELFSPEC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  }
-  void end_capture(std::uint64_t key) override {
-    cudaGraph_t graph = nullptr;
+    capturing_ = true;
+    try {
+      begin_forward(inputs);
+      launches();
+    } catch (...) {
+      abandon_capture();
+      throw;
+    }
     capturing_ = false;
+    cudaGraph_t graph = nullptr;
     SELFSPEC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     cudaGraphExec_t exec = nullptr;
     const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
@@ -255,24 +284,44 @@ class CudaBackend final : public Backend {
     graphs_[key].exec = exec;
     SELFSPEC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
   }
-  void replay(std::uint64_t key, const ForwardInputs& inputs) override {
-    stage_only_ = true;  // begin_forward's copies are part of the graph
-    begin_forward(inputs);
-    stage_only_ = false;
-    SELFSPEC_CUDA_CHECK(cudaGraphLaunch(graphs_.at(key).exec, stream_));
+  // Ends a capture that failed part-way, so the stream takes work again.
+  void abandon_capture() noexcept {
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) {
+      cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();  // the error being thrown is the one to report
   }
-  void invalidate_graphs() override {
+  // Stages `inputs` in the pinned buffers the recorded copies read from and launches the graph
+  // (the recorded launches never change shape: see cuda_kernels.hpp).
+  void replay(cudaGraphExec_t exec, const ForwardInputs& inputs) {
+    stage_only_ = true;  // begin_forward's copies are part of the graph
+    try {
+      begin_forward(inputs);
+    } catch (...) {
+      stage_only_ = false;
+      throw;
+    }
+    stage_only_ = false;
+    SELFSPEC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  }
+  // Forgets every recorded graph (and how often each key was seen).
+  void invalidate_graphs() {
     for (auto& [key, graph] : graphs_) {
       if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
     }
     graphs_.clear();
   }
-  void set_graphs_enabled(bool enabled) override {
-    if (!enabled) invalidate_graphs();
-    graphs_enabled_ = enabled;
+  DeviceBuffer allocate_device(std::size_t bytes) {
+    if (bytes == 0) return {};
+    void* data = nullptr;
+    SELFSPEC_CUDA_CHECK(cudaMalloc(&data, bytes));
+    DeviceBuffer buffer(data, bytes, release_device);
+    SELFSPEC_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream_));
+    SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return buffer;
   }
-
- private:
   DeviceBuffer allocate_pinned(std::size_t bytes) {
     void* data = nullptr;
     SELFSPEC_CUDA_CHECK(cudaMallocHost(&data, bytes));
@@ -293,7 +342,7 @@ class CudaBackend final : public Backend {
     }
     wait_for_stream("reallocation");  // the old buffer may still be in use by queued work
     invalidate_graphs();              // recorded launches point at the old buffer
-    buffer = pinned ? allocate_pinned(bytes) : allocate(bytes);
+    buffer = pinned ? allocate_pinned(bytes) : allocate_device(bytes);
   }
   void copy_async(DeviceBuffer& device, const DeviceBuffer& host, std::size_t bytes) {
     if (bytes == 0 || stage_only_) return;

@@ -39,32 +39,8 @@ KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
 }
 
 float* LlamaModel::workspace(DeviceBuffer& buffer, std::size_t floats) {
-  if (buffer.bytes() < floats * sizeof(float)) {
-    backend_.invalidate_graphs();  // recorded launches point at the old buffer
-    buffer = backend_.allocate(floats * sizeof(float));
-  }
+  if (buffer.bytes() < floats * sizeof(float)) buffer = backend_.allocate(floats * sizeof(float));
   return buffer.as<float>();
-}
-
-std::uint64_t LlamaModel::graph_key(const LayerPlan& plan, const ForwardArgs& args,
-                                    const KvCache& kv) const {
-  // Everything that shapes the launches: the plan, the token count, the logit rows, a tree mask's
-  // presence and the KV cache (its address and capacity). Values that only change data — tokens,
-  // positions, the KV length, the mask's entries — travel as inputs.
-  std::array<std::uint64_t, LayerPlan::kMaskWords> mask{};
-  plan.to_mask(mask);
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  const auto mix = [&](std::uint64_t value) {
-    hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
-  };
-  for (std::uint64_t word : mask) mix(word);
-  mix(args.tokens.size());
-  mix(args.mask != nullptr && !args.mask->is_causal() ? 1 : 0);
-  for (std::int32_t row : args.logit_rows) mix(static_cast<std::uint64_t>(row) + 1);
-  mix(args.logit_rows.size());
-  mix(reinterpret_cast<std::uintptr_t>(kv.keys(0)));
-  mix(static_cast<std::uint64_t>(kv.capacity()));
-  return hash;
 }
 
 void LlamaModel::all_reduce(float* data, std::int64_t count) {
@@ -121,7 +97,7 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
     SELFSPEC_CHECK(row >= 0 && row < n_tokens, "logit row {} is outside [0, {})", row, n_tokens);
   }
 
-  // Workspaces first: growing one invalidates recorded graphs, which must happen before a replay.
+  // Workspaces first: nothing is allocated inside the launches (a recording backend records them).
   const auto tokens_n = static_cast<std::size_t>(n_tokens);
   workspace(x_, tokens_n * hidden);
   workspace(h_, tokens_n * hidden);
@@ -156,21 +132,22 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
 
   const ForwardInputs inputs{args.tokens, args.positions, kv.length(),
                              args.mask != nullptr ? args.mask->data() : nullptr, args.logit_rows};
-  // Decode, draft and verification forwards can be recorded as a graph once and replayed (CUDA);
-  // prefill and observed forwards always run eagerly. Collectives must be capturable: a device
-  // communicator, or a single rank.
-  const bool graphable = backend_.graphs_enabled() && n_tokens <= kMaxGraphTokens && !observing &&
-                         (comm_.size() == 1 || comm_.supports_device_buffers());
-  const std::uint64_t key = graphable ? graph_key(plan, args, kv) : 0;
-  const GraphMode mode = graphable ? backend_.graph_mode(key) : GraphMode::kEager;
-  if (mode == GraphMode::kReplay) {
-    backend_.replay(key, inputs);
-  } else {
-    if (mode == GraphMode::kCapture) backend_.begin_capture();
-    run_layers(plan, inputs, kv, n_tokens, logits_out, observe);
-    if (mode == GraphMode::kCapture) backend_.end_capture(key);
-  }
-  backend_.end_forward();
+  // What shapes the launches, for backends that record them (CUDA graphs): the plan, the token
+  // count, a tree mask's presence, the logit rows and the KV cache. Observers call back into the
+  // host, and collectives through a host communicator leave the device, so such passes cannot be
+  // recorded.
+  std::array<std::uint64_t, LayerPlan::kMaskWords> plan_words{};
+  plan.to_mask(plan_words);
+  LaunchShape shape;
+  shape.plan_words = plan_words;
+  shape.n_tokens = n_tokens;
+  shape.tree_mask = inputs.tree_mask != nullptr;
+  shape.logit_rows = args.logit_rows;
+  shape.kv_cache = kv.keys(0);
+  shape.kv_capacity = kv.capacity();
+  shape.recordable = !observing && (comm_.size() == 1 || comm_.supports_device_buffers());
+  backend_.run_forward(inputs, shape,
+                       [&] { run_layers(plan, inputs, kv, n_tokens, logits_out, observe); });
   if (n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
   }
@@ -186,7 +163,6 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
   float* x = x_.as<float>();
   const bool observing = static_cast<bool>(observe);
   pending_ = nullptr;
-  backend_.begin_forward(inputs);
   backend_.embedding(weights_.embedding.view(), shard_.vocab.begin, x);
   all_reduce(x, n_tokens * hidden);
   if (observing) observe("embed", -1, x, n_tokens);

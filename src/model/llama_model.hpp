@@ -8,7 +8,12 @@
 // all-reduce assembles them exactly.
 //
 // The ops run on a Backend (CPU or CUDA); the residual add of each sublayer is fused with the next
-// sublayer's RMSNorm (Backend::add_rmsnorm).
+// sublayer's RMSNorm (Backend::add_rmsnorm). forward() sizes its workspaces (allocations happen
+// only there, never inside the launches), then hands the backend one Backend::run_forward: the
+// inputs, the LaunchShape (layer plan words, T, tree-mask presence, logit rows, the KV cache, and
+// whether the launches can be recorded: not with an observer or a host communicator) and the
+// launches (run_layers). Whether the launches run eagerly or are recorded and replayed as a CUDA
+// graph, and when recorded graphs go stale, is the backend's business.
 //
 // Token-count invariance: every kernel computes each token's row with a fixed reduction order
 // (kernels/cpu/matmul.hpp; kernels/cuda/cuda_kernels.hpp for the GPU's decode and verification
@@ -85,10 +90,9 @@ class LlamaModel {
   void reset_counters() { counters_ = {}; }
 
  private:
-  static constexpr std::int64_t kMaxGraphTokens = 16;
   using Observe = std::function<void(std::string_view, int, const float*, std::int64_t)>;
-  std::uint64_t graph_key(const LayerPlan& plan, const ForwardArgs& args, const KvCache& kv) const;
-  // Every launch of a forward pass, from begin_forward to the LM head (recordable as a graph).
+  // Every launch of a forward pass, from the embedding to the LM head: the `launches` of
+  // Backend::run_forward (a recording backend may replay them instead of calling this).
   void run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
                   std::int64_t n_tokens, float* logits_out, const Observe& observe);
   void all_reduce(float* data, std::int64_t count);
