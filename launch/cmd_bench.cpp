@@ -17,8 +17,10 @@
 // verification/decode cost ratio is reported beside it). Greedy runs also check that the
 // speculative tokens equal the autoregressive ones.
 //
-// Summary on stderr, one JSON object on stdout (and in --out); --out-jsonl FILE appends one record
-// per finished run and then the summary.
+// Output, as in the other commands: stdout carries the result — the summary table, or with --json
+// one JSON object instead (the table then goes to stderr, beside the progress lines). --out FILE
+// writes the JSON object to FILE and --out-jsonl FILE appends one record per finished run and then
+// the summary, with or without --json.
 //
 // Steps: measure the bandwidth, make the prompts, run the matrix (autoregressive and every
 // speculative configuration per prompt, one JSONL record per run), then compute and report.
@@ -409,8 +411,8 @@ void print_speculative_table(std::FILE* to, const Bench& bench, const BenchResul
   }
 }
 
-// Rank 0: the summary table (stderr), the JSON object (stdout, --out), the summary record
-// (--out-jsonl).
+// Rank 0: the summary table (stdout, or stderr with --json), the JSON object (stdout with --json,
+// --out), the summary record (--out-jsonl).
 void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* jsonl) {
   const BenchOptions& options = bench.options;
   if (r.matrix.interrupted != 0) {
@@ -419,13 +421,13 @@ void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* j
         "status {}",
         stop_signal_name(r.matrix.interrupted), r.matrix.completed_runs, status);
   }
-  std::FILE* table = stderr;
+  std::FILE* table = options.output.json ? stderr : stdout;
   print_speed_summary(table, bench, r);
   if (bench.skips) print_speculative_table(table, bench, r);
   std::fflush(table);
 
   const nlohmann::json out = bench_json(bench, r);
-  print_json_line(out);
+  if (options.output.json) print_json_line(out);
   if (jsonl) {
     nlohmann::json summary = out;
     summary["record"] = "summary";
@@ -498,7 +500,7 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
                    "buffer per rank for the bandwidth measurement (0: 4x last-level cache)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--out", options->out, "also write the JSON result to this file");
-  options->output.add_to(*command, "nothing yet (the JSON line is always printed on stdout)",
+  options->output.add_to(*command, "the summary table (which then goes to stderr)",
                          "one record per finished run, then the summary,");
   options->spec.add_to(*command, /*lists=*/true);
   command->callback([options, command, &run] {
