@@ -6,7 +6,8 @@
 #include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
-#include "model/memory_plan.hpp"
+#include "launch/rank_plan.hpp"
+#include "launch/report.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/checkpoint_layout.hpp"
 #include "model_io/model_config.hpp"
@@ -18,6 +19,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace selfspec::launch {
 namespace {
@@ -42,107 +45,106 @@ std::string rope_scaling_name(RopeScalingType type) {
   return "?";
 }
 
-int run_info(const InfoOptions& options) {
-  const std::filesystem::path dir(options.model_dir);
-  const ModelConfig config = ModelConfig::from_file(dir / "config.json");
-  const std::int64_t context =
-      options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
+std::string attention_kind(const ModelConfig& config) {
+  return config.num_kv_heads == config.num_heads ? "multi-head" : "grouped-query";
+}
 
-  // The weight dtype: requested, else what the checkpoint stores, else config's torch_dtype.
+// The weight dtype: requested, else what the checkpoint stores, else config's torch_dtype.
+// With a checkpoint (validated against the config), `checkpoint` becomes its JSON summary.
+DType weight_dtype(const InfoOptions& options, const ModelConfig& config,
+                   nlohmann::json& checkpoint) {
+  const std::filesystem::path dir(options.model_dir);
   std::optional<DType> dtype = parse_weights_dtype(options.weights_dtype);
-  nlohmann::json checkpoint_json = nullptr;
   const bool has_checkpoint = std::filesystem::exists(dir / "model.safetensors") ||
                               std::filesystem::exists(dir / "model.safetensors.index.json");
   if (has_checkpoint) {
-    const Checkpoint checkpoint = Checkpoint::open(dir);
-    validate_checkpoint(checkpoint, config);
+    const Checkpoint opened = Checkpoint::open(dir);
+    validate_checkpoint(opened, config);
     std::map<std::string, int> dtypes;
-    for (const std::string& name : checkpoint.tensor_names()) {
-      ++dtypes[std::string(dtype_name(checkpoint.tensor(name).dtype))];
+    for (const std::string& name : opened.tensor_names()) {
+      ++dtypes[std::string(dtype_name(opened.tensor(name).dtype))];
     }
-    const DType stored = checkpoint.tensor("model.embed_tokens.weight").dtype;
+    const DType stored = opened.tensor("model.embed_tokens.weight").dtype;
     if (!dtype) dtype = stored;
-    checkpoint_json = {{"files", checkpoint.file_count()},
-                       {"bytes", checkpoint.total_bytes()},
-                       {"tensors", checkpoint.tensor_names().size()},
-                       {"dtypes", dtypes},
-                       {"valid", true}};
+    checkpoint = {{"files", opened.file_count()},
+                  {"bytes", opened.total_bytes()},
+                  {"tensors", opened.tensor_names().size()},
+                  {"dtypes", dtypes},
+                  {"valid", true}};
   }
-  if (!dtype) dtype = config.torch_dtype.value_or(DType::kBF16);
+  return dtype.value_or(config.torch_dtype.value_or(DType::kBF16));
+}
 
-  const std::optional<std::string> tp_problem = ShardPlan::check(config, options.tp);
-  nlohmann::json ranks = nlohmann::json::array();
-  if (!tp_problem) {
-    for (int r = 0; r < options.tp; ++r) {
-      const ShardPlan shard = ShardPlan::make(config, options.tp, r);
-      const RankMemory memory = plan_rank_memory(config, shard, *dtype, context);
-      ranks.push_back({{"rank", r},
-                       {"q_heads", {shard.q_heads.begin, shard.q_heads.end}},
-                       {"kv_heads", {shard.kv_heads.begin, shard.kv_heads.end}},
-                       {"intermediate", {shard.intermediate.begin, shard.intermediate.end}},
-                       {"vocab", {shard.vocab.begin, shard.vocab.end}},
-                       {"weight_bytes", memory.weight_bytes},
-                       {"kv_cache_bytes", memory.kv_cache_bytes}});
-    }
-  }
-  const bool replicated = !tp_problem && ShardPlan::make(config, options.tp, 0).kv_replicated;
+nlohmann::json architecture_json(const ModelConfig& config) {
+  nlohmann::json out = geometry_json(config);
+  out.update({{"model_type", config.model_type},
+              {"rope_theta", config.rope_theta},
+              {"rope_scaling", rope_scaling_name(config.rope_scaling.type)},
+              {"attention_bias", config.attention_bias},
+              {"tie_word_embeddings", config.tie_word_embeddings},
+              {"attention", attention_kind(config)}});
+  return out;
+}
 
-  nlohmann::json out;
-  out["model"] = options.model_dir;
-  out["architecture"] = {
-      {"model_type", config.model_type},
-      {"layers", config.num_layers},
-      {"hidden_size", config.hidden_size},
-      {"intermediate_size", config.intermediate_size},
-      {"attention_heads", config.num_heads},
-      {"kv_heads", config.num_kv_heads},
-      {"head_dim", config.head_dim},
-      {"vocab_size", config.vocab_size},
-      {"max_position_embeddings", config.max_position_embeddings},
-      {"rope_theta", config.rope_theta},
-      {"rope_scaling", rope_scaling_name(config.rope_scaling.type)},
-      {"attention_bias", config.attention_bias},
-      {"tie_word_embeddings", config.tie_word_embeddings},
-      {"attention", config.num_kv_heads == config.num_heads ? "multi-head" : "grouped-query"}};
-  out["parameters"] = config.parameter_count();
-  out["weight_dtype"] = dtype_name(*dtype);
-  out["context"] = context;
-  out["checkpoint"] = checkpoint_json;
-  out["tp"] = options.tp;
-  out["tp_valid"] = !tp_problem.has_value();
-  out["tp_reason"] = tp_problem ? nlohmann::json(*tp_problem) : nlohmann::json(nullptr);
-  out["kv_heads_replicated"] = replicated;
-  out["ranks"] = ranks;
-
-  if (options.json) {
-    fmt::print("{}\n", out.dump());
-    return tp_problem ? 2 : 0;
-  }
+void print_info(const InfoOptions& options, const ModelConfig& config, DType dtype,
+                const nlohmann::json& checkpoint, std::int64_t context,
+                const std::vector<RankPlan>& ranks) {
   fmt::print("model        {}\n", options.model_dir);
   fmt::print("architecture {} ({}), {} layers, hidden {}, intermediate {}, vocab {}\n",
-             config.model_type, out["architecture"]["attention"].get<std::string>(),
-             config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size);
+             config.model_type, attention_kind(config), config.num_layers, config.hidden_size,
+             config.intermediate_size, config.vocab_size);
   fmt::print("attention    {} query heads, {} KV heads, head_dim {}, bias {}\n", config.num_heads,
              config.num_kv_heads, config.head_dim, config.attention_bias ? "yes" : "no");
   fmt::print("rope         theta {}, scaling {}, context {}\n", config.rope_theta,
              rope_scaling_name(config.rope_scaling.type), config.max_position_embeddings);
   fmt::print("parameters   {} ({:.3f} B), weights {}, tied embeddings {}\n",
              config.parameter_count(), static_cast<double>(config.parameter_count()) / 1e9,
-             dtype_name(*dtype), config.tie_word_embeddings ? "yes" : "no");
-  if (has_checkpoint) {
-    fmt::print("checkpoint   {} file(s), {}, valid\n", checkpoint_json["files"].get<int>(),
-               human_bytes(checkpoint_json["bytes"].get<std::uint64_t>()));
+             dtype_name(dtype), config.tie_word_embeddings ? "yes" : "no");
+  if (!checkpoint.is_null()) {
+    fmt::print("checkpoint   {} file(s), {}, valid\n", checkpoint["files"].get<int>(),
+               human_bytes(checkpoint["bytes"].get<std::uint64_t>()));
   }
+  if (ranks.empty()) return;
+  fmt::print("tp {}         valid{}; per rank at context {}:\n", options.tp,
+             ranks.front().shard.kv_replicated ? " (KV heads replicated)" : "", context);
+  for (const RankPlan& rank : ranks) {
+    fmt::print("  rank {}: weights {}, KV cache {}\n", rank.rank(),
+               human_bytes(rank.memory.weight_bytes), human_bytes(rank.memory.kv_cache_bytes));
+  }
+}
+
+int run_info(const InfoOptions& options) {
+  const ModelConfig config =
+      ModelConfig::from_file(std::filesystem::path(options.model_dir) / "config.json");
+  const std::int64_t context =
+      options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
+  nlohmann::json checkpoint = nullptr;
+  const DType dtype = weight_dtype(options, config, checkpoint);
+  const std::optional<std::string> tp_problem = ShardPlan::check(config, options.tp);
+  std::vector<RankPlan> ranks;
+  if (!tp_problem) ranks = plan_ranks(config, options.tp, dtype, context);
+
+  if (options.json) {
+    nlohmann::json out;
+    out["model"] = options.model_dir;
+    out["architecture"] = architecture_json(config);
+    out["parameters"] = config.parameter_count();
+    out["weight_dtype"] = dtype_name(dtype);
+    out["context"] = context;
+    out["checkpoint"] = checkpoint;
+    out["tp"] = options.tp;
+    out["tp_valid"] = !tp_problem.has_value();
+    out["tp_reason"] = tp_problem ? nlohmann::json(*tp_problem) : nlohmann::json(nullptr);
+    out["kv_heads_replicated"] = !ranks.empty() && ranks.front().shard.kv_replicated;
+    out["ranks"] = nlohmann::json::array();
+    for (const RankPlan& rank : ranks) out["ranks"].push_back(to_json(rank));
+    print_json_line(out);
+    return tp_problem ? 2 : 0;
+  }
+  print_info(options, config, dtype, checkpoint, context, ranks);
   if (tp_problem) {
     fmt::print("tp {}         INVALID: {}\n", options.tp, *tp_problem);
     return 2;
-  }
-  fmt::print("tp {}         valid{}; per rank at context {}:\n", options.tp,
-             replicated ? " (KV heads replicated)" : "", context);
-  for (const auto& rank : ranks) {
-    fmt::print("  rank {}: weights {}, KV cache {}\n", rank["rank"].get<int>(),
-               human_bytes(rank["weight_bytes"].get<std::uint64_t>()),
-               human_bytes(rank["kv_cache_bytes"].get<std::uint64_t>()));
   }
   return 0;
 }
@@ -157,17 +159,12 @@ void add_info_command(CLI::App& app, CommandBody& run) {
   command->add_option("--model", options->model_dir, "model directory (config.json)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  command->add_option("--tp", options->tp, "tensor-parallel degree to check")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command
-      ->add_option("--ctx-size", options->ctx_size,
-                   "context for the KV-cache size (default: max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
-  command->add_option("--weights-dtype", options->weights_dtype, "dtype for the weight sizes")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
-      ->capture_default_str();
-  command->add_flag("--json", options->json, "print one JSON object");
+  add_tp_option(*command, options->tp, "to check");
+  add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
+  add_weights_dtype_option(
+      *command, options->weights_dtype,
+      "as the checkpoint stores them, else the config's torch_dtype, else bf16");
+  add_json_flag(*command, options->json, "the summary");
   command->callback([options, &run] {
     run = [options] { return run_without_job([&] { return run_info(*options); }); };
   });

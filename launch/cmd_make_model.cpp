@@ -4,6 +4,7 @@
 #include "core/logging.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
+#include "launch/options.hpp"
 #include "model_io/planted_redundancy.hpp"
 #include "model_io/synthetic_model.hpp"
 
@@ -58,6 +59,39 @@ void apply_preset_defaults(MakeModelOptions& options, const CLI::App& command) {
   unless_given("--lm-head-scale", options.lm_head_scale, 8.0);
 }
 
+std::string skip_config_path(const MakeModelOptions& options) {
+  return (std::filesystem::path(options.out) / "skips.json").string();
+}
+
+nlohmann::json make_model_record(const MakeModelOptions& options, const SyntheticModelSpec& spec,
+                                 std::uint64_t bytes, double seconds,
+                                 const std::optional<PlantedRedundancy>& planted) {
+  nlohmann::json out = {{"out", options.out}, {"parameters", spec.config.parameter_count()},
+                        {"bytes", bytes},     {"dtype", dtype_name(spec.dtype)},
+                        {"seconds", seconds}, {"preset", options.preset}};
+  if (planted) {
+    out["redundant_attention"] = planted->redundant_attention;
+    out["redundant_mlp"] = planted->redundant_mlp;
+    out["skip_config"] = skip_config_path(options);
+  }
+  return out;
+}
+
+void print_summary(const MakeModelOptions& options, const SyntheticModelSpec& spec,
+                   std::uint64_t bytes, double seconds,
+                   const std::optional<PlantedRedundancy>& planted) {
+  fmt::print("wrote {}: {} parameters, {:.1f} MB of {} weights in {:.1f} s\n", options.out,
+             spec.config.parameter_count(), static_cast<double>(bytes) / 1e6,
+             dtype_name(spec.dtype), seconds);
+  if (planted) {
+    fmt::print(
+        "planted redundancy (synthetic): {} weak attention and {} weak MLP sublayers; "
+        "skip set in {}\n",
+        planted->redundant_attention.size(), planted->redundant_mlp.size(),
+        skip_config_path(options));
+  }
+}
+
 int run_make_model(const MakeModelOptions& options) {
   std::int64_t intermediate = options.intermediate;
   if (intermediate == 0) intermediate = (options.hidden * 8 / 3 + 7) / 8 * 8;
@@ -99,30 +133,9 @@ int run_make_model(const MakeModelOptions& options) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.json) {
-    nlohmann::json out;
-    out["out"] = options.out;
-    out["parameters"] = spec.config.parameter_count();
-    out["bytes"] = bytes;
-    out["dtype"] = dtype_name(spec.dtype);
-    out["seconds"] = seconds;
-    out["preset"] = options.preset;
-    if (planted) {
-      out["redundant_attention"] = planted->redundant_attention;
-      out["redundant_mlp"] = planted->redundant_mlp;
-      out["skip_config"] = (std::filesystem::path(options.out) / "skips.json").string();
-    }
-    fmt::print("{}\n", out.dump());
+    print_json_line(make_model_record(options, spec, bytes, seconds, planted));
   } else {
-    fmt::print("wrote {}: {} parameters, {:.1f} MB of {} weights in {:.1f} s\n", options.out,
-               spec.config.parameter_count(), static_cast<double>(bytes) / 1e6,
-               dtype_name(spec.dtype), seconds);
-    if (planted) {
-      fmt::print(
-          "planted redundancy (synthetic): {} weak attention and {} weak MLP sublayers; "
-          "skip set in {}\n",
-          planted->redundant_attention.size(), planted->redundant_mlp.size(),
-          (std::filesystem::path(options.out) / "skips.json").string());
-    }
+    print_summary(options, spec, bytes, seconds, planted);
   }
   return 0;
 }
@@ -172,7 +185,7 @@ void add_make_model_command(CLI::App& app, CommandBody& run) {
   command->add_option("--dtype", options->dtype, "weight dtype")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
-  command->add_option("--seed", options->seed, "random seed")->capture_default_str();
+  add_seed_option(*command, options->seed, "random seed");
   command
       ->add_option("--shard-mb", options->shard_mb,
                    "split into shards of at most this many MB (+ index.json); 0 = one file")
@@ -192,7 +205,7 @@ void add_make_model_command(CLI::App& app, CommandBody& run) {
       ->add_option("--lm-head-scale", options->lm_head_scale,
                    "LM head multiplier (peakier distributions; planted-redundancy default 8)")
       ->check(CLI::PositiveNumber);
-  command->add_flag("--json", options->json, "print one JSON object");
+  add_json_flag(*command, options->json, "the summary line");
   command->callback([options, command, &run] {
     apply_preset_defaults(*options, *command);
     run = [options] { return run_without_job([&] { return run_make_model(*options); }); };

@@ -8,7 +8,8 @@
 #include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
-#include "model/memory_plan.hpp"
+#include "launch/rank_plan.hpp"
+#include "launch/report.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_source.hpp"
 
@@ -16,8 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace selfspec::launch {
 namespace {
@@ -40,14 +43,34 @@ struct PlanOptions {
   bool json = false;
 };
 
-int run_plan(const PlanOptions& options) {
+// The configuration the options name (no weights read).
+ModelSource plan_source(const PlanOptions& options) {
   ModelSourceOptions source_options;
   source_options.model_dir = options.model_dir;
   source_options.architecture_file = options.architecture;
   source_options.layers = options.layers;
   // --layers applies to synthetic models; planning reads no weights either way.
   source_options.synthetic_weights = options.layers > 0;
-  const ModelSource source = resolve_model_source(source_options);
+  return resolve_model_source(source_options);
+}
+
+// The rank that needs the most memory (the first of equals); `ranks` must not be empty.
+const RankPlan& largest_rank(const std::vector<RankPlan>& ranks) {
+  return *std::max_element(ranks.begin(), ranks.end(), [](const RankPlan& a, const RankPlan& b) {
+    return a.total_bytes() < b.total_bytes();
+  });
+}
+
+// Everything `plan` reports, in its JSON form (the text output reads it too).
+struct Plan {
+  nlohmann::json json;
+  std::vector<RankPlan> ranks;
+  std::optional<std::string> problem;
+  bool budget = false;
+  bool fits = true;
+};
+
+Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   const ModelConfig& config = source.config;
   const std::int64_t context =
       options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
@@ -55,82 +78,49 @@ int run_plan(const PlanOptions& options) {
                           .value_or(config.torch_dtype.value_or(DType::kBF16));
   // A forward holds the prefill chunk or a verification of K drafts + 1 bonus token; logits for
   // the verified rows (prefill keeps only the last position's).
-  const std::int64_t forward_tokens =
-      std::max<std::int64_t>(options.prefill_chunk, options.max_draft + 1);
-  const std::int64_t logit_rows = options.max_draft + 1;
+  const ForwardShape forward{std::max<std::int64_t>(options.prefill_chunk, options.max_draft + 1),
+                             options.max_draft + 1};
+  Plan plan;
+  plan.problem = ShardPlan::check(config, options.tp);
+  if (!plan.problem) plan.ranks = plan_ranks(config, options.tp, dtype, context, forward);
+  const std::uint64_t largest_bytes =
+      plan.ranks.empty() ? 0 : largest_rank(plan.ranks).total_bytes();
+  plan.budget = options.gpu_memory_gb > 0.0;
+  const auto budget_bytes = static_cast<std::uint64_t>(options.gpu_memory_gb * 1e9);
+  const auto overhead_bytes = static_cast<std::uint64_t>(options.overhead_gb * 1e9);
+  plan.fits = !plan.budget || largest_bytes + overhead_bytes <= budget_bytes;
 
-  nlohmann::json out;
+  nlohmann::json& out = plan.json;
   out["model"] = source.name;
   out["source"] = source.description;
-  out["architecture"] = {{"layers", config.num_layers},
-                         {"hidden_size", config.hidden_size},
-                         {"intermediate_size", config.intermediate_size},
-                         {"attention_heads", config.num_heads},
-                         {"kv_heads", config.num_kv_heads},
-                         {"head_dim", config.head_dim},
-                         {"vocab_size", config.vocab_size},
-                         {"max_position_embeddings", config.max_position_embeddings}};
+  out["architecture"] = geometry_json(config);
   out["parameters"] = config.parameter_count();
   out["weight_dtype"] = dtype_name(dtype);
   out["weights_total_bytes"] =
       static_cast<std::uint64_t>(config.parameter_count()) * dtype_size(dtype);
   out["context"] = context;
-  out["forward_tokens"] = forward_tokens;
+  out["forward_tokens"] = forward.tokens;
   out["tp"] = options.tp;
   out["nodes"] = (options.tp + options.gpus_per_node - 1) / options.gpus_per_node;
-
-  const std::optional<std::string> problem = ShardPlan::check(config, options.tp);
-  out["tp_valid"] = !problem.has_value();
-  out["tp_reason"] = problem ? nlohmann::json(*problem) : nlohmann::json(nullptr);
-  std::uint64_t largest = 0;
-  RankMemory largest_rank;
-  std::uint64_t largest_workspace = 0;
-  bool replicated = false;
-  nlohmann::json ranks = nlohmann::json::array();
-  if (!problem) {
-    for (int r = 0; r < options.tp; ++r) {
-      const ShardPlan shard = ShardPlan::make(config, options.tp, r);
-      replicated = shard.kv_replicated;
-      const RankMemory memory = plan_rank_memory(config, shard, dtype, context);
-      const std::uint64_t workspace =
-          plan_workspace_bytes(config, shard, forward_tokens, logit_rows);
-      const std::uint64_t total = memory.weight_bytes + memory.kv_cache_bytes + workspace;
-      ranks.push_back({{"rank", r},
-                       {"q_heads", {shard.q_heads.begin, shard.q_heads.end}},
-                       {"kv_heads", {shard.kv_heads.begin, shard.kv_heads.end}},
-                       {"intermediate", {shard.intermediate.begin, shard.intermediate.end}},
-                       {"vocab", {shard.vocab.begin, shard.vocab.end}},
-                       {"weight_bytes", memory.weight_bytes},
-                       {"kv_cache_bytes", memory.kv_cache_bytes},
-                       {"workspace_bytes", workspace},
-                       {"total_bytes", total}});
-      if (total > largest) {
-        largest = total;
-        largest_rank = memory;
-        largest_workspace = workspace;
-      }
-    }
-  }
-  out["kv_heads_replicated"] = replicated;
-  out["ranks"] = ranks;
-  out["max_rank_bytes"] = largest;
-  const bool budget = options.gpu_memory_gb > 0.0;
-  const auto budget_bytes = static_cast<std::uint64_t>(options.gpu_memory_gb * 1e9);
-  const auto overhead_bytes = static_cast<std::uint64_t>(options.overhead_gb * 1e9);
-  const bool fits = !budget || largest + overhead_bytes <= budget_bytes;
-  out["gpu_memory_bytes"] = budget ? nlohmann::json(budget_bytes) : nlohmann::json(nullptr);
+  out["tp_valid"] = !plan.problem.has_value();
+  out["tp_reason"] = plan.problem ? nlohmann::json(*plan.problem) : nlohmann::json(nullptr);
+  out["kv_heads_replicated"] = !plan.ranks.empty() && plan.ranks.back().shard.kv_replicated;
+  out["ranks"] = nlohmann::json::array();
+  for (const RankPlan& rank : plan.ranks) out["ranks"].push_back(to_json(rank));
+  out["max_rank_bytes"] = largest_bytes;
+  out["gpu_memory_bytes"] = plan.budget ? nlohmann::json(budget_bytes) : nlohmann::json(nullptr);
   out["overhead_bytes"] = overhead_bytes;
-  out["fits"] = problem ? nlohmann::json(nullptr) : nlohmann::json(fits);
-  if (budget && !problem) {
+  out["fits"] = plan.problem ? nlohmann::json(nullptr) : nlohmann::json(plan.fits);
+  if (plan.budget && !plan.problem) {
     out["headroom_bytes"] = static_cast<std::int64_t>(budget_bytes) -
-                            static_cast<std::int64_t>(largest + overhead_bytes);
+                            static_cast<std::int64_t>(largest_bytes + overhead_bytes);
   }
+  return plan;
+}
 
-  const int status = problem ? kExitCannotShard : (fits ? 0 : kExitOverBudget);
-  if (options.json) {
-    fmt::print("{}\n", out.dump());
-    return status;
-  }
+void print_plan(const PlanOptions& options, const ModelSource& source, const Plan& plan) {
+  const ModelConfig& config = source.config;
+  const nlohmann::json& out = plan.json;
   fmt::print("model       {} ({})\n", source.name,
              options.architecture.empty() ? options.model_dir : options.architecture);
   fmt::print(
@@ -139,25 +129,41 @@ int run_plan(const PlanOptions& options) {
       config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
       config.intermediate_size, config.vocab_size);
   fmt::print("parameters  {:.2f} B; {} weights {} in all\n",
-             static_cast<double>(config.parameter_count()) / 1e9, dtype_name(dtype),
+             static_cast<double>(config.parameter_count()) / 1e9,
+             out["weight_dtype"].get<std::string>(),
              human_bytes(out["weights_total_bytes"].get<std::uint64_t>()));
-  if (problem) {
-    fmt::print("tp {}        CANNOT SHARD: {}\n", options.tp, *problem);
-    return status;
+  if (plan.problem) {
+    fmt::print("tp {}        CANNOT SHARD: {}\n", options.tp, *plan.problem);
+    return;
   }
   fmt::print("tp {}        valid{}; {} node(s) of {} GPUs\n", options.tp,
-             replicated ? " (KV heads replicated: more ranks than KV heads)" : "",
+             out["kv_heads_replicated"].get<bool>()
+                 ? " (KV heads replicated: more ranks than KV heads)"
+                 : "",
              out["nodes"].get<int>(), options.gpus_per_node);
+  const RankPlan& largest = largest_rank(plan.ranks);  // a valid split has ranks
   fmt::print(
       "per rank    weights {} + KV cache {} ({} tokens, f32) + workspace {} ({}-token "
       "forwards) = {}\n",
-      human_bytes(largest_rank.weight_bytes), human_bytes(largest_rank.kv_cache_bytes), context,
-      human_bytes(largest_workspace), forward_tokens, human_bytes(largest));
-  if (budget) {
+      human_bytes(largest.memory.weight_bytes), human_bytes(largest.memory.kv_cache_bytes),
+      out["context"].get<std::int64_t>(), human_bytes(largest.workspace_bytes.value_or(0)),
+      out["forward_tokens"].get<std::int64_t>(), human_bytes(largest.total_bytes()));
+  if (plan.budget) {
     const double headroom = static_cast<double>(out["headroom_bytes"].get<std::int64_t>()) / 1e9;
     fmt::print("budget      {:.2f} GB per GPU, {:.2f} GB runtime overhead: {} ({:+.2f} GB)\n",
-               options.gpu_memory_gb, options.overhead_gb, fits ? "fits" : "DOES NOT FIT",
+               options.gpu_memory_gb, options.overhead_gb, plan.fits ? "fits" : "DOES NOT FIT",
                headroom);
+  }
+}
+
+int run_plan(const PlanOptions& options) {
+  const ModelSource source = plan_source(options);
+  const Plan plan = make_plan(options, source);
+  const int status = plan.problem ? kExitCannotShard : (plan.fits ? 0 : kExitOverBudget);
+  if (options.json) {
+    print_json_line(plan.json);
+  } else {
+    print_plan(options, source, plan);
   }
   return status;
 }
@@ -177,24 +183,11 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
       ->check(CLI::ExistingFile);
   command->add_option("--layers", options->layers, "override the layer count")
       ->check(CLI::PositiveNumber);
-  command->add_option("--tp", options->tp, "tensor-parallel degree")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command
-      ->add_option("--weights-dtype", options->weights_dtype,
-                   "weight dtype (auto: the config's torch_dtype, else bf16)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
-      ->capture_default_str();
-  command
-      ->add_option("--ctx-size", options->ctx_size,
-                   "context of the KV cache (default: max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
-  command->add_option("--prefill-chunk", options->prefill_chunk, "prompt tokens per forward")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command->add_option("--max-draft", options->max_draft, "drafts per verification (K)")
-      ->check(CLI::Range(0, 63))
-      ->capture_default_str();
+  add_tp_option(*command, options->tp, "to plan for");
+  add_weights_dtype_option(*command, options->weights_dtype, "the config's torch_dtype, else bf16");
+  add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
+  add_prefill_chunk_option(*command, options->prefill_chunk);
+  add_max_draft_option(*command, options->max_draft);
   command
       ->add_option("--gpu-memory", options->gpu_memory_gb,
                    "memory per GPU in GB (10^9 bytes); exit 3 when a rank would not fit")
@@ -207,7 +200,7 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
   command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->add_flag("--json", options->json, "print one JSON object");
+  add_json_flag(*command, options->json, "the summary");
   command->callback([options, &run] {
     run = [options] { return run_without_job([&] { return run_plan(*options); }); };
   });

@@ -2,6 +2,7 @@
 #include "core/error.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
+#include "launch/options.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -33,11 +34,7 @@ int run_tokenize(const TokenizeOptions& options) {
   }
   const std::vector<std::int32_t> ids = tokenizer->encode(options.text, !options.no_bos);
   if (options.json) {
-    nlohmann::json out;
-    out["ids"] = ids;
-    out["n_tokens"] = ids.size();
-    out["tokenizer"] = tokenizer->kind();
-    fmt::print("{}\n", out.dump());
+    print_json_line({{"ids", ids}, {"n_tokens", ids.size()}, {"tokenizer", tokenizer->kind()}});
   } else {
     fmt::print("{}\n", fmt::join(ids, " "));
   }
@@ -60,7 +57,7 @@ void add_tokenize_command(CLI::App& app, CommandBody& run) {
   file->excludes(model);
   command->add_option("--text", options->text, "text to tokenize")->required();
   command->add_flag("--no-bos", options->no_bos, "do not add special tokens (BOS)");
-  command->add_flag("--json", options->json, R"(print {"ids": [...]})");
+  add_json_flag(*command, options->json, "the ids");
   command->callback([options, command, &run] {
     if (command->count("--model") == 0 && command->count("--tokenizer") == 0) {
       throw CLI::RequiredError("--model or --tokenizer");

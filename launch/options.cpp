@@ -2,7 +2,19 @@
 
 #include "core/error.hpp"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <vector>
+
 namespace selfspec::launch {
+
+namespace {
+
+const std::vector<std::string> kWeightsDtypes = {"auto", "f32", "bf16", "f16"};
+
+}  // namespace
 
 std::optional<DType> parse_weights_dtype(const std::string& text) {
   if (text == "auto") return std::nullopt;
@@ -17,6 +29,96 @@ void add_config_option(CLI::App& command) {
       "--config", [](const std::string&) {},
       "run config (YAML, configs/runs/): its keys are this command's options without the "
       "dashes; options given on the command line win");
+}
+
+CLI::Option* add_tp_option(CLI::App& command, int& tp, std::string_view purpose) {
+  CLI::Option* option =
+      command.add_option("--tp", tp, fmt::format("tensor-parallel degree {}", purpose))
+          ->check(CLI::PositiveNumber);
+  if (tp > 0) option->capture_default_str();
+  return option;
+}
+
+CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
+                                 std::string_view purpose) {
+  return command
+      .add_option("--ctx-size", ctx_size,
+                  fmt::format("context length {} (default: max_position_embeddings)", purpose))
+      ->check(CLI::NonNegativeNumber);
+}
+
+CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
+                                      std::string_view auto_means) {
+  return command
+      .add_option("--weights-dtype", dtype, fmt::format("weight dtype (auto: {})", auto_means))
+      ->check(CLI::IsMember(kWeightsDtypes))
+      ->capture_default_str();
+}
+
+CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk) {
+  return command.add_option("--prefill-chunk", chunk, "prompt tokens per forward")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft) {
+  return command.add_option("--max-draft", max_draft, "most tokens drafted per round (K)")
+      ->check(CLI::Range(1, 63))
+      ->capture_default_str();
+}
+
+CLI::Option* add_seed_option(CLI::App& command, std::uint64_t& seed, std::string_view help) {
+  return command.add_option("--seed", seed, std::string(help))->capture_default_str();
+}
+
+CLI::Option* add_json_flag(CLI::App& command, bool& json, std::string_view instead_of) {
+  return command.add_flag(
+      "--json", json,
+      fmt::format("print the result as one JSON object, the last line of stdout, instead of {}",
+                  instead_of));
+}
+
+CLI::Option* add_out_jsonl_option(CLI::App& command, std::string& path, std::string_view records) {
+  return command.add_option(
+      "--out-jsonl", path,
+      fmt::format("append {} to this file as JSON Lines, each flushed as it is written (a "
+                  "preempted job keeps what it finished)",
+                  records));
+}
+
+void SamplingCli::add_to(CLI::App& command, std::string_view seed_help) {
+  command.add_option("--temperature", temperature, "0 = greedy")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--top-p", top_p, "nucleus sampling mass (1 = off)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  add_seed_option(command, seed, seed_help);
+}
+
+SamplingParams SamplingCli::params() const {
+  const SamplingParams sampling{temperature, top_k, top_p, seed};
+  sampling.validate();
+  return sampling;
+}
+
+void OutputCli::add_to(CLI::App& command, std::string_view json_instead_of,
+                       std::string_view jsonl_records) {
+  add_json_flag(command, json, json_instead_of);
+  add_out_jsonl_option(command, out_jsonl, jsonl_records);
+}
+
+std::unique_ptr<JsonlWriter> OutputCli::open_jsonl(bool is_root) const {
+  if (!is_root || out_jsonl.empty()) return nullptr;
+  return std::make_unique<JsonlWriter>(out_jsonl);
+}
+
+void print_json_line(const nlohmann::json& record) {
+  fmt::print("{}\n", record.dump());
+  std::fflush(stdout);
 }
 
 void EngineCliOptions::add_to(CLI::App& command) {
@@ -37,23 +139,15 @@ void EngineCliOptions::add_to(CLI::App& command) {
       .add_option("--layers", layers,
                   "override the layer count of a synthetic model (e.g. 70B geometry, 2 layers)")
       ->check(CLI::PositiveNumber);
-  command
-      .add_option("--tp", tp,
-                  "tensor-parallel degree the run expects; must equal the number of ranks "
-                  "(mpirun -np / srun -n)")
-      ->check(CLI::PositiveNumber);
+  add_tp_option(command, tp,
+                "the run expects; must equal the number of ranks (mpirun -np / srun -n)");
   command
       .add_option("--tokenizer", tokenizer,
                   "tokenizer.json or tokenizer.model (default: the one in --model)")
       ->check(CLI::ExistingFile);
-  command
-      .add_option("--weights-dtype", weights_dtype,
-                  "keep weights as stored (auto) or convert once at load")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
-      ->capture_default_str();
-  command
-      .add_option("--ctx-size", ctx_size, "context length limit (default: max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
+  add_weights_dtype_option(command, weights_dtype,
+                           "keep the weights as stored; the others convert once at load");
+  add_ctx_size_option(command, ctx_size, "limit");
   command
       .add_option("--threads", threads, "worker threads per rank (default: cores / local ranks)")
       ->check(CLI::NonNegativeNumber);

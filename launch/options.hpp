@@ -1,13 +1,22 @@
-// Option types shared by several subcommands (dtype names, engine options).
+// The option registry: every option that more than one `selfspec` command takes is declared here
+// once — name, help, validation and default — and each command adds the ones it takes to its
+// CLI::App, bound to its own fields. Where the help differs by command, the command passes the
+// command-specific part. Run configs (run_config.hpp) use these names as keys: rename nothing.
 #pragma once
 
 #include "core/dtype.hpp"
+#include "decode/sampler.hpp"
 #include "engine/engine.hpp"
+#include "launch/jsonl_writer.hpp"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace selfspec::launch {
 
@@ -17,6 +26,59 @@ std::optional<DType> parse_weights_dtype(const std::string& text);
 // Declares `--config FILE` on a command (run_config.hpp reads the file before parsing; the
 // declaration is for --help and so that CLI11 accepts the option).
 void add_config_option(CLI::App& command);
+
+// --tp N (positive): "tensor-parallel degree <purpose>". A positive default is shown in --help
+// (0, the engine's "any", is not).
+CLI::Option* add_tp_option(CLI::App& command, int& tp, std::string_view purpose);
+
+// --ctx-size N: "context length <purpose>"; 0 (the default) means max_position_embeddings.
+CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
+                                 std::string_view purpose);
+
+// --weights-dtype auto|f32|bf16|f16 (parse_weights_dtype); `auto_means` says what auto picks.
+CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
+                                      std::string_view auto_means);
+
+// --prefill-chunk N (positive): prompt tokens per forward.
+CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk);
+
+// --max-draft K in [1, 63]: most tokens drafted per round. A control message carries at most 64
+// tokens, the K drafts and the target's own token.
+CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft);
+
+// --seed S, with the command's help (what the seed seeds).
+CLI::Option* add_seed_option(CLI::App& command, std::uint64_t& seed, std::string_view help);
+
+// --json: "print the result as one JSON object, the last line of stdout, instead of <instead_of>".
+CLI::Option* add_json_flag(CLI::App& command, bool& json, std::string_view instead_of);
+
+// --out-jsonl FILE: "append <records> to FILE as JSON Lines, ...".
+CLI::Option* add_out_jsonl_option(CLI::App& command, std::string& path, std::string_view records);
+
+// --temperature, --top-k, --top-p, --seed.
+struct SamplingCli {
+  double temperature = 0.0;
+  std::int32_t top_k = 0;
+  double top_p = 1.0;
+  std::uint64_t seed = 0;
+
+  void add_to(CLI::App& command, std::string_view seed_help = "sampling seed");
+  // The sampling parameters, validated (throws naming the option at fault).
+  SamplingParams params() const;
+};
+
+// --json and --out-jsonl: where a command's JSON records go.
+struct OutputCli {
+  bool json = false;
+  std::string out_jsonl;
+
+  void add_to(CLI::App& command, std::string_view json_instead_of, std::string_view jsonl_records);
+  // With --out-jsonl, on rank 0: the file, open for appending; otherwise null.
+  std::unique_ptr<JsonlWriter> open_jsonl(bool is_root) const;
+};
+
+// Prints a JSON record as one line on stdout and flushes.
+void print_json_line(const nlohmann::json& record);
 
 // --model | --architecture [--synthetic-weights --synthetic-seed --layers], --tp, --tokenizer,
 // --weights-dtype, --ctx-size, --threads, --device, --cuda-graphs, --config.

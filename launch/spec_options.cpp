@@ -1,6 +1,7 @@
 #include "launch/spec_options.hpp"
 
 #include "core/error.hpp"
+#include "launch/options.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -74,9 +75,7 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
                          : "draft-length controller")
       ->check(member_or_list({"fixed", "threshold", "adaptive", "thompson"}, lists))
       ->capture_default_str();
-  group->add_option("--max-draft", controller.max_draft, "most tokens drafted per round (K)")
-      ->check(CLI::Range(1, 63))
-      ->capture_default_str();
+  add_max_draft_option(*group, controller.max_draft);
   group
       ->add_option("--threshold", controller.threshold,
                    "threshold controller: stop drafting below this draft confidence")
@@ -149,6 +148,14 @@ SkipSet SpecCliOptions::skip_set(const CLI::App& command, int num_layers) const 
   }
   skips.plan(num_layers);  // range check against this model, naming the set and index
   return skips;
+}
+
+ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
+                                                     std::uint64_t sampling_seed) const {
+  ControllerOptions options = controller;
+  options.kind = kind;
+  options.seed = sampling_seed ^ kControllerSeedSalt;
+  return options;
 }
 
 LogitsMode SpecCliOptions::logits_mode() const {

@@ -12,12 +12,16 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace selfspec::launch {
+
+// The draft-length controller draws from its own random stream: the sampling seed XOR this salt.
+inline constexpr std::uint64_t kControllerSeedSalt = 0x7468656d70736f6eull;
 
 struct SpecCliOptions {
   std::string spec = "none";  // none | layer-skip
@@ -39,6 +43,9 @@ struct SpecCliOptions {
   void validate(const CLI::App& command) const;
   // The skip set the options describe, for a model with `num_layers` layers.
   SkipSet skip_set(const CLI::App& command, int num_layers) const;
+  // The options of the `kind` controller (--controller, or one of a bench's list), seeded from
+  // the sampling seed (kControllerSeedSalt).
+  ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   LogitsMode logits_mode() const;
   // {"drafter", "skip_set", "controller", "max_draft", "logits"} for reports.
   nlohmann::json describe(const SkipSet& skips, int num_layers) const;

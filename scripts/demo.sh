@@ -28,7 +28,7 @@ spec=(--spec layer-skip --skip-config "$model/skips.json")
 echo
 echo "== autoregressive vs self-speculative decoding, tp 2 (mpirun -np 2), greedy"
 "${mpirun[@]}" "$bin" bench --model "$model" --prompt-len 64 --gen 128 --prompts 2 \
-  "${spec[@]}" --controller adaptive,thompson --out out/demo/bench.json > /dev/null
+  "${spec[@]}" --controller adaptive,thompson --out out/demo/bench.json
 
 echo
 echo "== self-speculative generation (thompson controller) vs plain decoding, tp 2"

@@ -245,7 +245,7 @@ TEST_F(Cli, SpeculativeBenchReportsTheDocumentedFigures) {
   const auto model = make_model("m");
   const CommandResult r = run(fmt::format(
       "bench --model {} --prompt-len 8 --gen 12 --prompts 2 --bandwidth-mb 16 --spec layer-skip "
-      "--skip-uniform 0.3 --controller adaptive,thompson --logits gather,local",
+      "--skip-uniform 0.3 --controller adaptive,thompson --logits gather,local --json",
       model.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = r.json();
@@ -258,6 +258,32 @@ TEST_F(Cli, SpeculativeBenchReportsTheDocumentedFigures) {
     EXPECT_TRUE(entry["lossless"].get<bool>()) << "greedy speculative tokens differ";
   }
   EXPECT_GT(j["autoregressive"]["decode_tokens_per_s"].get<double>(), 0.0);
+}
+
+TEST_F(Cli, BenchPrintsItsTableOrWithJsonOneJsonObject) {
+  const auto model = make_model("m");
+  const std::string bench = fmt::format(
+      "bench --model {} --prompt-len 4 --gen 4 --reps 1 --bandwidth-mb 16", model.string());
+  CommandResult r = run(bench);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("decode reads")) << "the summary table goes to stdout";
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("{"))) << "no JSON without --json";
+  r = run(bench + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["reps"], 1);
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("decode reads")));
+  EXPECT_THAT(r.err, HasSubstr("decode reads")) << "with --json the table goes to stderr";
+}
+
+TEST_F(Cli, MaxDraftHasOneRangeInEveryCommand) {
+  const auto model = make_model("m");
+  expect_error(run(fmt::format("plan --model {} --max-draft 0", model.string())), "--max-draft");
+  expect_error(run(fmt::format("plan --model {} --max-draft 64", model.string())), "--max-draft");
+  EXPECT_EQ(run(fmt::format("plan --model {} --max-draft 63", model.string())).exit_code, 0);
+  expect_error(run(fmt::format("generate --model {} --prompt-ids 1 --spec layer-skip "
+                               "--skip-attn 1 --max-draft 64",
+                               model.string())),
+               "--max-draft");
 }
 
 TEST_F(Cli, BadSpeculativeOptionsAreRejectedByName) {

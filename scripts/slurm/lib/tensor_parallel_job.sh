@@ -78,7 +78,7 @@ step generate_speculative "${srun_mpi[@]}" --ntasks="$ranks" "$bin" generate "${
   "${prompt[@]}" --spec layer-skip "${skips[@]}" "${controller[@]}" --trace "$out/trace.jsonl"
 step bench "${srun_mpi[@]}" --ntasks="$ranks" "$bin" bench "${common[@]}" "${bench_args[@]}" \
   --spec layer-skip "${skips[@]}" --controller "${SELFSPEC_BENCH_CONTROLLERS:-adaptive,thompson}" \
-  --out "$out/bench.json" --out-jsonl "$out/bench.jsonl"
+  --json --out "$out/bench.json" --out-jsonl "$out/bench.jsonl"
 
 # Greedy self-speculative decoding must reproduce autoregressive decoding token for token.
 lossless=null

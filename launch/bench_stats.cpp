@@ -1,0 +1,67 @@
+#include "launch/bench_stats.hpp"
+
+#include <algorithm>
+
+namespace selfspec::launch {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+double ratio(double a, double b) {
+  return b > 0.0 ? a / b : 0.0;
+}
+
+void ArSamples::add(const GenerationTimings& timings) {
+  prefill_tps.push_back(timings.prefill_tokens_per_second());
+  decode_tps.push_back(timings.decode_tokens_per_second());
+  decode_ms.push_back(
+      ratio(1e3 * timings.decode_seconds, static_cast<double>(timings.decode_forwards)));
+}
+
+void ArTotals::add(const GenerationResult& result) {
+  tokens += result.timings.decode_forwards;
+  seconds += result.timings.decode_seconds;
+  forwards += result.stats.verify_forwards;
+  forward_seconds += result.stats.verify_forward_s;
+}
+
+void SpecTotals::add(const GenerationTimings& timings, const DecodingStats& run_stats) {
+  tokens += timings.decode_forwards;
+  seconds += timings.decode_seconds;
+  DecodingStats& s = stats;
+  s.rounds += run_stats.rounds;
+  s.drafted += run_stats.drafted;
+  s.accepted += run_stats.accepted;
+  s.draft_forwards += run_stats.draft_forwards;
+  s.verify_forwards += run_stats.verify_forwards;
+  s.round_tokens += run_stats.round_tokens;
+  s.draft_forward_s += run_stats.draft_forward_s;
+  s.verify_forward_s += run_stats.verify_forward_s;
+  s.phases.draft_s += run_stats.phases.draft_s;
+  s.phases.verify_s += run_stats.phases.verify_s;
+  s.phases.control_s += run_stats.phases.control_s;
+  s.phases.comm_s += run_stats.phases.comm_s;
+}
+
+SpecFigures compare_with_autoregressive(const SpecTotals& spec, const ArTotals& ar) {
+  const DecodingStats& s = spec.stats;
+  const double ar_forward = ar.seconds_per_forward();
+  SpecFigures f;
+  f.speedup = ratio(spec.tokens_per_second(), ar.tokens_per_second());
+  f.acceptance_rate = s.acceptance_rate();
+  f.mean_accepted_length = s.mean_accepted_length();
+  f.cost_ratio = ratio(ratio(s.draft_forward_s, static_cast<double>(s.draft_forwards)), ar_forward);
+  f.verify_cost_ratio =
+      ratio(ratio(s.verify_forward_s, static_cast<double>(s.verify_forwards)), ar_forward);
+  const double m = f.mean_accepted_length;
+  const double alpha = f.acceptance_rate;
+  f.expected_speedup = ratio(m * alpha, (m - 1.0) * f.cost_ratio + alpha);
+  f.efficiency = ratio(f.speedup, f.expected_speedup);
+  return f;
+}
+
+}  // namespace selfspec::launch

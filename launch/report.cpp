@@ -1,0 +1,151 @@
+#include "launch/report.hpp"
+
+#include <string>
+
+namespace selfspec::launch {
+
+namespace {
+
+nlohmann::json to_json(const IndexRange& range) {
+  return {range.begin, range.end};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const SamplingParams& sampling) {
+  return {{"temperature", sampling.temperature},
+          {"top_k", sampling.top_k},
+          {"top_p", sampling.top_p},
+          {"seed", sampling.seed}};
+}
+
+nlohmann::json to_json(const GenerationTimings& timings) {
+  return {{"prefill_s", timings.prefill_seconds},
+          {"decode_s", timings.decode_seconds},
+          {"prefill_tokens_per_s", timings.prefill_tokens_per_second()},
+          {"decode_tokens_per_s", timings.decode_tokens_per_second()},
+          {"decode_forwards", timings.decode_forwards},
+          {"comm_s", timings.comm_seconds}};
+}
+
+nlohmann::json to_json(const PhaseTimes& phases, PhaseKeys keys) {
+  const std::string suffix = keys == PhaseKeys::kSuffixed ? "_s" : "";
+  return {{"draft" + suffix, phases.draft_s},
+          {"verify" + suffix, phases.verify_s},
+          {"control" + suffix, phases.control_s},
+          {"comm" + suffix, phases.comm_s}};
+}
+
+nlohmann::json to_json(const DecodingStats& stats, PhaseKeys keys) {
+  return {{"acceptance_rate", stats.acceptance_rate()},
+          {"mean_accepted_length", stats.mean_accepted_length()},
+          {"drafted", stats.drafted},
+          {"accepted", stats.accepted},
+          {"draft_forwards", stats.draft_forwards},
+          {"verify_forwards", stats.verify_forwards},
+          {keys == PhaseKeys::kSuffixed ? "phases" : "phases_s", to_json(stats.phases, keys)}};
+}
+
+nlohmann::json to_json(const MemoryBandwidth& bandwidth) {
+  return {{"read_per_rank", bandwidth.read_gbps},
+          {"read_all_ranks", bandwidth.aggregate_read_gbps},
+          {"copy_all_ranks", bandwidth.aggregate_copy_gbps},
+          {"buffer_bytes_per_rank", bandwidth.buffer_bytes}};
+}
+
+nlohmann::json to_json(const DeviceBandwidthTotals& bandwidth) {
+  return {{"measured_copy_all_ranks", bandwidth.copy_all_gbps},
+          {"peak_all_ranks", bandwidth.peak_all_gbps}};
+}
+
+nlohmann::json to_json(const DecodeTraffic& traffic) {
+  return {
+      {"bytes_per_decode_token",
+       {{"rank0_weights", traffic.rank_weight_bytes},
+        {"rank0_kv_cache", traffic.rank_kv_bytes},
+        {"all_ranks", traffic.all_rank_bytes}}},
+      {"effective_bandwidth_gbps",
+       {{"rank0", traffic.effective_rank_gbps()}, {"all_ranks", traffic.effective_all_gbps()}}}};
+}
+
+nlohmann::json to_json(const ArTotals& totals) {
+  return {{"decode_tokens_per_s", totals.tokens_per_second()},
+          {"forward_ms", totals.seconds_per_forward() * 1e3},
+          {"tokens", totals.tokens}};
+}
+
+nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, bool greedy) {
+  nlohmann::json entry = to_json(totals.stats, PhaseKeys::kBare);
+  entry.update({{"controller", totals.controller},
+                {"logits", logits_mode_name(totals.logits)},
+                {"decode_tokens_per_s", totals.tokens_per_second()},
+                {"speedup", figures.speedup},
+                {"acceptance_rate", figures.acceptance_rate},
+                {"mean_accepted_length", figures.mean_accepted_length},
+                {"cost_ratio_c", figures.cost_ratio},
+                {"verify_cost_ratio", figures.verify_cost_ratio},
+                {"expected_speedup_eq6", figures.expected_speedup},
+                {"efficiency", figures.efficiency},
+                {"controller_state_last_prompt", totals.last_controller_state}});
+  if (greedy) {
+    entry["lossless_prompts"] = totals.lossless_prompts;
+    entry["lossless"] = totals.lossless_prompts == totals.prompts;
+  }
+  return entry;
+}
+
+nlohmann::json autoregressive_run_record(int run, const GenerationTimings& timings, int tp) {
+  return {{"record", "run"},
+          {"method", "autoregressive"},
+          {"run", run},
+          {"prefill_tokens_per_s", timings.prefill_tokens_per_second()},
+          {"decode_tokens_per_s", timings.decode_tokens_per_second()},
+          {"decode_tokens", timings.decode_forwards},
+          {"tp", tp}};
+}
+
+nlohmann::json speculative_run_record(int run, const SpecTotals& config,
+                                      const GenerationTimings& timings, const DecodingStats& stats,
+                                      const GenerationTimings& autoregressive,
+                                      std::optional<bool> lossless, int tp) {
+  return {{"record", "run"},
+          {"method", "self-speculative"},
+          {"run", run},
+          {"controller", config.controller},
+          {"logits", logits_mode_name(config.logits)},
+          {"decode_tokens_per_s", timings.decode_tokens_per_second()},
+          {"speedup",
+           ratio(timings.decode_tokens_per_second(), autoregressive.decode_tokens_per_second())},
+          {"acceptance_rate", stats.acceptance_rate()},
+          {"mean_accepted_length", stats.mean_accepted_length()},
+          {"lossless", lossless ? nlohmann::json(*lossless) : nlohmann::json(nullptr)},
+          {"tp", tp}};
+}
+
+nlohmann::json to_json(const RankPlan& rank) {
+  nlohmann::json row = {{"rank", rank.rank()},
+                        {"q_heads", to_json(rank.shard.q_heads)},
+                        {"kv_heads", to_json(rank.shard.kv_heads)},
+                        {"intermediate", to_json(rank.shard.intermediate)},
+                        {"vocab", to_json(rank.shard.vocab)},
+                        {"weight_bytes", rank.memory.weight_bytes},
+                        {"kv_cache_bytes", rank.memory.kv_cache_bytes}};
+  if (rank.workspace_bytes) {
+    row["workspace_bytes"] = *rank.workspace_bytes;
+    row["total_bytes"] = rank.total_bytes();
+  }
+  return row;
+}
+
+nlohmann::json geometry_json(const ModelConfig& config) {
+  return {{"layers", config.num_layers},
+          {"hidden_size", config.hidden_size},
+          {"intermediate_size", config.intermediate_size},
+          {"attention_heads", config.num_heads},
+          {"kv_heads", config.num_kv_heads},
+          {"head_dim", config.head_dim},
+          {"vocab_size", config.vocab_size},
+          {"max_position_embeddings", config.max_position_embeddings}};
+}
+
+}  // namespace selfspec::launch
