@@ -29,24 +29,33 @@ std::unique_ptr<LlamaModel> load_model_on(Backend& backend, const std::filesyste
       backend);
 }
 
-std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
-                                    std::span<const std::int32_t> tokens, const LayerPlan* plan,
-                                    const AttentionMask* mask,
-                                    std::span<const std::int32_t> positions) {
+std::vector<float> forward_rows(LlamaModel& model, KvCache& kv,
+                                std::span<const std::int32_t> tokens,
+                                std::span<const std::int32_t> rows, const LayerPlan* plan,
+                                const AttentionMask* mask, std::span<const std::int32_t> positions,
+                                const ForwardObserver* observer) {
   std::vector<std::int32_t> default_positions(tokens.size());
   std::iota(default_positions.begin(), default_positions.end(),
             static_cast<std::int32_t>(kv.length()));
-  std::vector<std::int32_t> rows(tokens.size());
-  std::iota(rows.begin(), rows.end(), 0);
   ForwardArgs args;
   args.tokens = tokens;
   args.positions = positions.empty() ? std::span<const std::int32_t>(default_positions) : positions;
   args.plan = plan;
   args.mask = mask;
   args.logit_rows = rows;
+  args.observer = observer;
   std::vector<float> logits;
   model.forward(args, kv, logits);
   return logits;
+}
+
+std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
+                                    std::span<const std::int32_t> tokens, const LayerPlan* plan,
+                                    const AttentionMask* mask,
+                                    std::span<const std::int32_t> positions) {
+  std::vector<std::int32_t> rows(tokens.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  return forward_rows(model, kv, tokens, rows, plan, mask, positions);
 }
 
 double relative_max_error(std::span<const float> a, std::span<const double> b) {

@@ -22,8 +22,16 @@ std::unique_ptr<LlamaModel> load_model_on(Backend& backend, const std::filesyste
                                           Communicator& comm,
                                           std::optional<DType> convert_to = std::nullopt);
 
-// Runs `tokens` at positions kv.length()... through the model and returns the logits of every
-// row ([T × vocab_local]).
+// Runs `tokens` at `positions` (default: kv.length()...) through the model and returns the
+// logits of `rows` ([rows × vocab_local]).
+std::vector<float> forward_rows(LlamaModel& model, KvCache& kv,
+                                std::span<const std::int32_t> tokens,
+                                std::span<const std::int32_t> rows, const LayerPlan* plan = nullptr,
+                                const AttentionMask* mask = nullptr,
+                                std::span<const std::int32_t> positions = {},
+                                const ForwardObserver* observer = nullptr);
+
+// The same for every row ([T × vocab_local]).
 std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
                                     std::span<const std::int32_t> tokens,
                                     const LayerPlan* plan = nullptr,

@@ -261,18 +261,7 @@ std::vector<float> run(LlamaModel& model, KvCache& kv, const std::vector<std::in
                        const std::vector<std::int32_t>& rows, const LayerPlan* plan = nullptr,
                        const AttentionMask* mask = nullptr,
                        const ForwardObserver* observer = nullptr) {
-  std::vector<std::int32_t> positions(tokens.size());
-  std::iota(positions.begin(), positions.end(), static_cast<std::int32_t>(kv.length()));
-  ForwardArgs args;
-  args.tokens = tokens;
-  args.positions = positions;
-  args.plan = plan;
-  args.mask = mask;
-  args.logit_rows = rows;
-  args.observer = observer;
-  std::vector<float> logits;
-  model.forward(args, kv, logits);
-  return logits;
+  return forward_rows(model, kv, tokens, rows, plan, mask, {}, observer);
 }
 
 std::vector<std::int32_t> all_rows(std::size_t n) {
