@@ -83,8 +83,10 @@ struct ForwardInputs {
 
 // What shapes the launches of a forward pass, in backend terms: two passes with equal shapes and
 // no allocation between them issue the same launches on the same buffers; they differ only in
-// their ForwardInputs' values (tokens, positions, KV length, tree-mask entries). The spans must
-// stay valid during run_forward.
+// their ForwardInputs' values (tokens, positions, KV length, tree-mask entries). One exception:
+// on a host-memory backend the LM head writes straight into the caller's logits vector, which may
+// move between passes — so only device-memory backends may record launches. The spans must stay
+// valid during run_forward.
 struct LaunchShape {
   std::span<const std::uint64_t> plan_words;  // which sublayers run (the layer plan's wire words)
   std::int64_t n_tokens = 0;                  // T (= inputs.tokens.size())

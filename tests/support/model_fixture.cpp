@@ -29,11 +29,10 @@ std::unique_ptr<LlamaModel> load_model_on(Backend& backend, const std::filesyste
       backend);
 }
 
-std::vector<float> forward_rows(LlamaModel& model, KvCache& kv,
-                                std::span<const std::int32_t> tokens,
-                                std::span<const std::int32_t> rows, const LayerPlan* plan,
-                                const AttentionMask* mask, std::span<const std::int32_t> positions,
-                                const ForwardObserver* observer) {
+void forward_rows_into(std::vector<float>& logits, LlamaModel& model, KvCache& kv,
+                       std::span<const std::int32_t> tokens, std::span<const std::int32_t> rows,
+                       const LayerPlan* plan, const AttentionMask* mask,
+                       std::span<const std::int32_t> positions, const ForwardObserver* observer) {
   std::vector<std::int32_t> default_positions(tokens.size());
   std::iota(default_positions.begin(), default_positions.end(),
             static_cast<std::int32_t>(kv.length()));
@@ -44,8 +43,16 @@ std::vector<float> forward_rows(LlamaModel& model, KvCache& kv,
   args.mask = mask;
   args.logit_rows = rows;
   args.observer = observer;
-  std::vector<float> logits;
   model.forward(args, kv, logits);
+}
+
+std::vector<float> forward_rows(LlamaModel& model, KvCache& kv,
+                                std::span<const std::int32_t> tokens,
+                                std::span<const std::int32_t> rows, const LayerPlan* plan,
+                                const AttentionMask* mask, std::span<const std::int32_t> positions,
+                                const ForwardObserver* observer) {
+  std::vector<float> logits;
+  forward_rows_into(logits, model, kv, tokens, rows, plan, mask, positions, observer);
   return logits;
 }
 

@@ -31,6 +31,13 @@ std::vector<float> forward_rows(LlamaModel& model, KvCache& kv,
                                 std::span<const std::int32_t> positions = {},
                                 const ForwardObserver* observer = nullptr);
 
+// The same into `logits` (resized; its storage is reused when large enough).
+void forward_rows_into(std::vector<float>& logits, LlamaModel& model, KvCache& kv,
+                       std::span<const std::int32_t> tokens, std::span<const std::int32_t> rows,
+                       const LayerPlan* plan = nullptr, const AttentionMask* mask = nullptr,
+                       std::span<const std::int32_t> positions = {},
+                       const ForwardObserver* observer = nullptr);
+
 // The same for every row ([T × vocab_local]).
 std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
                                     std::span<const std::int32_t> tokens,

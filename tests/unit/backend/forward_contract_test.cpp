@@ -378,11 +378,19 @@ TEST_F(ForwardContractTest, EqualLaunchKeysIssueIdenticalLaunches) {
   RecordingBackend backend(false);
   const auto model = load_model_on(backend, dir_.path(), comm_);
   KvCache kv = model->make_kv_cache(64);
-  run(*model, kv, {1, 17, 4, 33}, all_rows(4));
+  // On the CPU the LM head writes straight into the caller's logits: one buffer for every pass,
+  // so that its address is part of the launches like the workspaces' (whatever the allocator).
+  std::vector<float> logits;
+  logits.reserve(static_cast<std::size_t>(4 * model->vocab_local()));
+  const auto forward = [&](const std::vector<std::int32_t>& tokens,
+                           const std::vector<std::int32_t>& rows, const LayerPlan* plan = nullptr) {
+    forward_rows_into(logits, *model, kv, tokens, rows, plan);
+  };
+  forward({1, 17, 4, 33}, all_rows(4));
   for (std::int32_t step = 0; step < 4; ++step) {
-    run(*model, kv, {(5 * step + 3) % 64}, {0}, &draft_);
-    run(*model, kv, {(7 * step + 2) % 64}, {0});
-    run(*model, kv, {step, step + 1, step + 2}, {0, 1, 2});
+    forward({(5 * step + 3) % 64}, {0}, &draft_);
+    forward({(7 * step + 2) % 64}, {0});
+    forward({step, step + 1, step + 2}, {0, 1, 2});
     kv.truncate(kv.length() - 2);
   }
   // Passes grouped by key: identical launches within a group, whatever the KV length and tokens.
@@ -410,12 +418,17 @@ TEST_F(ForwardContractTest, ReplayedRecordingsGiveTheEagerLogitsBitForBit) {
   const auto eager = load_model(dir_.path(), comm_);
   KvCache graphed_kv = graphed->make_kv_cache(64);
   KvCache eager_kv = eager->make_kv_cache(64);
+  // The recorded launches write the logits where they wrote them when recorded: like a device
+  // backend's workspace, the output buffer must not move (its capacity covers the longest pass).
+  std::vector<float> a;
+  std::vector<float> b;
+  a.reserve(static_cast<std::size_t>(20 * graphed->vocab_local()));
   int calls = 0;
   const auto both = [&](const std::vector<std::int32_t>& tokens,
                         const std::vector<std::int32_t>& rows, const LayerPlan* plan,
                         const AttentionMask* mask = nullptr) {
-    const std::vector<float> a = run(*graphed, graphed_kv, tokens, rows, plan, mask);
-    const std::vector<float> b = run(*eager, eager_kv, tokens, rows, plan, mask);
+    forward_rows_into(a, *graphed, graphed_kv, tokens, rows, plan, mask);
+    forward_rows_into(b, *eager, eager_kv, tokens, rows, plan, mask);
     EXPECT_TRUE(bit_identical(a, b)) << "call " << calls;
     ++calls;
   };
