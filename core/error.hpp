@@ -4,7 +4,7 @@
 // option, rank). Only launch/ catches it and decides to end the job. External API calls (MPI,
 // CUDA, cuBLAS, NCCL) go through the one check-macro family built on api_call_failed(), declared
 // here and instantiated per API next to the code that includes that API's headers
-// (comm/mpi_check.hpp, kernels/cuda/cuda_check.hpp, comm/nccl_check.hpp); core/check.hpp declares
+// (comm/mpi_check.hpp, core/cuda_check.hpp, comm/nccl_check.hpp); core/check.hpp declares
 // it without fmt so nvcc-compiled code can use it.
 #pragma once
 
