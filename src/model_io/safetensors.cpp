@@ -133,22 +133,14 @@ void check_shard_name(const std::string& shard, const std::string& tensor,
   }
 }
 
-}  // namespace
+// The data area of a safetensors file: after the 8-byte header length and the JSON header.
+struct DataArea {
+  std::uint64_t start = 0;  // file offset
+  std::uint64_t size = 0;
+};
 
-std::int64_t TensorInfo::numel() const {
-  std::int64_t n = 1;
-  for (const std::int64_t dim : shape) n *= dim;
-  return n;
-}
-
-// ---------------------------------------------------------------------------------------------
-// SafetensorsFile
-// ---------------------------------------------------------------------------------------------
-
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::size_t file_index)
-    : file_(path) {
-  const std::string name = path.string();
-  const std::span<const std::byte> bytes = file_.bytes();
+// The JSON header's length, checked against the file size and the limit.
+std::uint64_t read_header_length(std::span<const std::byte> bytes, const std::string& name) {
   if (bytes.size() < kHeaderLengthBytes) {
     fail(
         "{}: file is {} bytes, too short for a safetensors file (expected at least the 8-byte "
@@ -165,123 +157,132 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::size_t 
     fail("{}: header length {} needs {} bytes but the file has only {}", name, header_len,
          kHeaderLengthBytes + header_len, bytes.size());
   }
-  const std::uint64_t data_start = kHeaderLengthBytes + header_len;
-  const std::uint64_t data_size = bytes.size() - data_start;
+  return header_len;
+}
 
-  const std::string_view header_text(
-      reinterpret_cast<const char*>(bytes.data()) + kHeaderLengthBytes, header_len);
-  const json header = parse_json_strict(
-      header_text, name, [](const std::vector<std::string>& enclosing, const std::string& key) {
-        if (enclosing.empty()) return fmt::format("duplicate tensor name '{}' in the header", key);
-        return fmt::format("duplicate key '{}' in the header entry '{}'", key, enclosing.front());
-      });
-  if (!header.is_object())
-    fail("{}: header must be a JSON object, found {}", name, describe(header));
-
-  for (const auto& [key, entry] : header.items()) {
-    if (key == kMetadataKey) {
-      if (!entry.is_object()) {
-        fail("{}: '__metadata__' must be an object of strings, found {}", name, describe(entry));
-      }
-      for (const auto& [meta_key, meta_value] : entry.items()) {
-        if (!meta_value.is_string()) {
-          fail("{}: '__metadata__' key '{}' must be a string, found {}", name, meta_key,
-               describe(meta_value));
-        }
-        metadata_.emplace(meta_key, meta_value.get<std::string>());
-      }
-      continue;
-    }
-    if (!entry.is_object()) {
-      fail("{}: tensor '{}': entry must be an object with dtype, shape and data_offsets, found {}",
-           name, key, describe(entry));
-    }
-    for (const char* required : {"dtype", "shape", "data_offsets"}) {
-      if (!entry.contains(required)) fail("{}: tensor '{}': missing '{}'", name, key, required);
-    }
-
-    TensorInfo info;
-    info.name = key;
-    info.file_index = file_index;
-
-    const json& dtype = entry.at("dtype");
-    if (!dtype.is_string()) {
-      fail("{}: tensor '{}': 'dtype' must be a string, found {}", name, key, describe(dtype));
-    }
-    const auto& dtype_text = dtype.get_ref<const std::string&>();
-    const std::optional<DType> parsed_dtype = supported_dtype(dtype_text);
-    if (!parsed_dtype) {
-      fail("{}: tensor '{}': dtype {} is not supported (F32, BF16, F16)", name, key, dtype_text);
-    }
-    info.dtype = *parsed_dtype;
-
-    const json& shape = entry.at("shape");
-    if (!shape.is_array()) {
-      fail("{}: tensor '{}': 'shape' must be an array of non-negative integers, found {}", name,
-           key, describe(shape));
-    }
-    // The element count saturates: anything beyond the data area fails the byte-count check below.
-    std::uint64_t numel = 1;
-    bool numel_overflow = false;
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      const std::optional<std::uint64_t> dim = as_non_negative(shape[i]);
-      if (!dim || *dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        fail("{}: tensor '{}': shape[{}] must be a non-negative integer, found {}", name, key, i,
-             describe(shape[i]));
-      }
-      info.shape.push_back(static_cast<std::int64_t>(*dim));
-      if (__builtin_mul_overflow(numel, *dim, &numel)) numel_overflow = true;
-    }
-    if (std::find(info.shape.begin(), info.shape.end(), 0) != info.shape.end()) {
-      numel = 0;
-      numel_overflow = false;
-    }
-
-    const json& offsets = entry.at("data_offsets");
-    std::optional<std::uint64_t> begin;
-    std::optional<std::uint64_t> end;
-    if (offsets.is_array() && offsets.size() == 2) {
-      begin = as_non_negative(offsets[0]);
-      end = as_non_negative(offsets[1]);
-    }
-    if (!begin || !end) {
-      fail(
-          "{}: tensor '{}': 'data_offsets' must be [begin, end] with non-negative integers, "
-          "found {}",
-          name, key, describe(offsets));
-    }
-    if (*begin > *end) {
-      fail("{}: tensor '{}': data_offsets [{}, {}) has begin after end", name, key, *begin, *end);
-    }
-    if (*end > data_size) {
-      fail("{}: tensor '{}': data_offsets [{}, {}) end beyond the data area of {} bytes", name, key,
-           *begin, *end, data_size);
-    }
-    const std::uint64_t element_size = dtype_size(info.dtype);
-    std::uint64_t needed = 0;
-    if (numel_overflow || __builtin_mul_overflow(numel, element_size, &needed)) {
-      fail("{}: tensor '{}': shape {} × {} is too large (data_offsets [{}, {}) hold {} bytes)",
-           name, key, format_shape(info.shape), dtype_text, *begin, *end, *end - *begin);
-    }
-    if (needed != *end - *begin) {
-      fail("{}: tensor '{}': data_offsets [{}, {}) hold {} bytes but shape {} × {} needs {}", name,
-           key, *begin, *end, *end - *begin, format_shape(info.shape), dtype_text, needed);
-    }
-    info.data_offset = data_start + *begin;
-    info.nbytes = needed;
-    tensors_.push_back(std::move(info));
+// The header's '__metadata__' entry: an object of strings.
+void read_metadata(const json& entry, const std::string& name,
+                   std::map<std::string, std::string>& metadata) {
+  if (!entry.is_object()) {
+    fail("{}: '__metadata__' must be an object of strings, found {}", name, describe(entry));
   }
+  for (const auto& [meta_key, meta_value] : entry.items()) {
+    if (!meta_value.is_string()) {
+      fail("{}: '__metadata__' key '{}' must be a string, found {}", name, meta_key,
+           describe(meta_value));
+    }
+    metadata.emplace(meta_key, meta_value.get<std::string>());
+  }
+}
 
-  // Contiguity: sorted by offset, the tensors must tile the data area exactly. tensors() keeps this
-  // order (a zero-size tensor comes before the tensor starting at the same offset; ties keep the
-  // header's name order).
-  std::stable_sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+// A tensor's shape; `numel` gets its element count, saturating: nullopt when it overflows (a
+// shape with a zero dimension never does).
+std::vector<std::int64_t> parse_shape(const json& shape, const std::string& key,
+                                      const std::string& name,
+                                      std::optional<std::uint64_t>& numel) {
+  if (!shape.is_array()) {
+    fail("{}: tensor '{}': 'shape' must be an array of non-negative integers, found {}", name, key,
+         describe(shape));
+  }
+  std::vector<std::int64_t> dims;
+  std::uint64_t count = 1;
+  bool overflow = false;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::optional<std::uint64_t> dim = as_non_negative(shape[i]);
+    if (!dim || *dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      fail("{}: tensor '{}': shape[{}] must be a non-negative integer, found {}", name, key, i,
+           describe(shape[i]));
+    }
+    dims.push_back(static_cast<std::int64_t>(*dim));
+    if (__builtin_mul_overflow(count, *dim, &count)) overflow = true;
+  }
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    numel = 0;
+  } else {
+    numel = overflow ? std::nullopt : std::optional<std::uint64_t>(count);
+  }
+  return dims;
+}
+
+// [begin, end) of a tensor's 'data_offsets' within the data area.
+std::pair<std::uint64_t, std::uint64_t> parse_offsets(const json& offsets, const std::string& key,
+                                                      const std::string& name,
+                                                      const DataArea& data) {
+  std::optional<std::uint64_t> begin;
+  std::optional<std::uint64_t> end;
+  if (offsets.is_array() && offsets.size() == 2) {
+    begin = as_non_negative(offsets[0]);
+    end = as_non_negative(offsets[1]);
+  }
+  if (!begin || !end) {
+    fail(
+        "{}: tensor '{}': 'data_offsets' must be [begin, end] with non-negative integers, "
+        "found {}",
+        name, key, describe(offsets));
+  }
+  if (*begin > *end) {
+    fail("{}: tensor '{}': data_offsets [{}, {}) has begin after end", name, key, *begin, *end);
+  }
+  if (*end > data.size) {
+    fail("{}: tensor '{}': data_offsets [{}, {}) end beyond the data area of {} bytes", name, key,
+         *begin, *end, data.size);
+  }
+  return {*begin, *end};
+}
+
+// One tensor entry of the header: {dtype, shape, data_offsets}, its bytes matching its shape.
+TensorInfo parse_tensor_entry(const std::string& key, const json& entry, const std::string& name,
+                              std::size_t file_index, const DataArea& data) {
+  if (!entry.is_object()) {
+    fail("{}: tensor '{}': entry must be an object with dtype, shape and data_offsets, found {}",
+         name, key, describe(entry));
+  }
+  for (const char* required : {"dtype", "shape", "data_offsets"}) {
+    if (!entry.contains(required)) fail("{}: tensor '{}': missing '{}'", name, key, required);
+  }
+  TensorInfo info;
+  info.name = key;
+  info.file_index = file_index;
+
+  const json& dtype = entry.at("dtype");
+  if (!dtype.is_string()) {
+    fail("{}: tensor '{}': 'dtype' must be a string, found {}", name, key, describe(dtype));
+  }
+  const auto& dtype_text = dtype.get_ref<const std::string&>();
+  const std::optional<DType> parsed_dtype = supported_dtype(dtype_text);
+  if (!parsed_dtype) {
+    fail("{}: tensor '{}': dtype {} is not supported (F32, BF16, F16)", name, key, dtype_text);
+  }
+  info.dtype = *parsed_dtype;
+
+  std::optional<std::uint64_t> numel;
+  info.shape = parse_shape(entry.at("shape"), key, name, numel);
+  const auto [begin, end] = parse_offsets(entry.at("data_offsets"), key, name, data);
+  // An element count beyond the data area fails here.
+  std::uint64_t needed = 0;
+  if (!numel || __builtin_mul_overflow(*numel, dtype_size(info.dtype), &needed)) {
+    fail("{}: tensor '{}': shape {} × {} is too large (data_offsets [{}, {}) hold {} bytes)", name,
+         key, format_shape(info.shape), dtype_text, begin, end, end - begin);
+  }
+  if (needed != end - begin) {
+    fail("{}: tensor '{}': data_offsets [{}, {}) hold {} bytes but shape {} × {} needs {}", name,
+         key, begin, end, end - begin, format_shape(info.shape), dtype_text, needed);
+  }
+  info.data_offset = data.start + begin;
+  info.nbytes = needed;
+  return info;
+}
+
+// Contiguity: sorted by offset, the tensors must tile the data area exactly (a zero-size tensor
+// comes before the tensor starting at the same offset; ties keep the header's name order).
+void check_tiling(std::vector<TensorInfo>& tensors, const std::string& name, const DataArea& data) {
+  std::stable_sort(tensors.begin(), tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return std::pair(a.data_offset, a.nbytes) < std::pair(b.data_offset, b.nbytes);
   });
   std::uint64_t expected = 0;
   const TensorInfo* previous = nullptr;
-  for (const TensorInfo& info : tensors_) {
-    const std::uint64_t begin = info.data_offset - data_start;
+  for (const TensorInfo& info : tensors) {
+    const std::uint64_t begin = info.data_offset - data.start;
     if (begin < expected) {
       fail("{}: tensor '{}': data_offsets [{}, {}) overlap tensor '{}' which ends at {}", name,
            info.name, begin, begin + info.nbytes, previous->name, expected);
@@ -295,15 +296,55 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::size_t 
     expected = begin + info.nbytes;
     previous = &info;
   }
-  if (expected != data_size) {
+  if (expected != data.size) {
     if (previous == nullptr) {
-      fail("{}: data area holds {} bytes but the header lists no tensors", name, data_size);
+      fail("{}: data area holds {} bytes but the header lists no tensors", name, data.size);
     }
     fail(
         "{}: the tensors end at data offset {} (last: '{}') but the data area holds {} bytes "
         "(expected the last tensor to end at the end of the file)",
-        name, expected, previous->name, data_size);
+        name, expected, previous->name, data.size);
   }
+}
+
+}  // namespace
+
+std::int64_t TensorInfo::numel() const {
+  std::int64_t n = 1;
+  for (const std::int64_t dim : shape) n *= dim;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SafetensorsFile
+// ---------------------------------------------------------------------------------------------
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::size_t file_index)
+    : file_(path) {
+  const std::string name = path.string();
+  const std::span<const std::byte> bytes = file_.bytes();
+  const std::uint64_t header_len = read_header_length(bytes, name);
+  const DataArea data{kHeaderLengthBytes + header_len,
+                      bytes.size() - kHeaderLengthBytes - header_len};
+  const std::string_view header_text(
+      reinterpret_cast<const char*>(bytes.data()) + kHeaderLengthBytes, header_len);
+  const json header = parse_json_strict(
+      header_text, name, [](const std::vector<std::string>& enclosing, const std::string& key) {
+        if (enclosing.empty()) return fmt::format("duplicate tensor name '{}' in the header", key);
+        return fmt::format("duplicate key '{}' in the header entry '{}'", key, enclosing.front());
+      });
+  if (!header.is_object())
+    fail("{}: header must be a JSON object, found {}", name, describe(header));
+
+  for (const auto& [key, entry] : header.items()) {
+    if (key == kMetadataKey) {
+      read_metadata(entry, name, metadata_);
+    } else {
+      tensors_.push_back(parse_tensor_entry(key, entry, name, file_index, data));
+    }
+  }
+  // tensors() keeps the offset order check_tiling sorts into.
+  check_tiling(tensors_, name, data);
 }
 
 // ---------------------------------------------------------------------------------------------
