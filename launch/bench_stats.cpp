@@ -25,26 +25,13 @@ void ArSamples::add(const GenerationTimings& timings) {
 void ArTotals::add(const GenerationResult& result) {
   tokens += result.timings.decode_forwards;
   seconds += result.timings.decode_seconds;
-  forwards += result.stats.verify_forwards;
-  forward_seconds += result.stats.verify_forward_s;
+  stats += result.stats;
 }
 
-void SpecTotals::add(const GenerationTimings& timings, const DecodingStats& run_stats) {
-  tokens += timings.decode_forwards;
-  seconds += timings.decode_seconds;
-  DecodingStats& s = stats;
-  s.rounds += run_stats.rounds;
-  s.drafted += run_stats.drafted;
-  s.accepted += run_stats.accepted;
-  s.draft_forwards += run_stats.draft_forwards;
-  s.verify_forwards += run_stats.verify_forwards;
-  s.round_tokens += run_stats.round_tokens;
-  s.draft_forward_s += run_stats.draft_forward_s;
-  s.verify_forward_s += run_stats.verify_forward_s;
-  s.phases.draft_s += run_stats.phases.draft_s;
-  s.phases.verify_s += run_stats.phases.verify_s;
-  s.phases.control_s += run_stats.phases.control_s;
-  s.phases.comm_s += run_stats.phases.comm_s;
+void SpecTotals::add(const GenerationResult& result) {
+  tokens += result.timings.decode_forwards;
+  seconds += result.timings.decode_seconds;
+  stats += result.stats;
 }
 
 SpecFigures compare_with_autoregressive(const SpecTotals& spec, const ArTotals& ar) {
@@ -54,9 +41,8 @@ SpecFigures compare_with_autoregressive(const SpecTotals& spec, const ArTotals& 
   f.speedup = ratio(spec.tokens_per_second(), ar.tokens_per_second());
   f.acceptance_rate = s.acceptance_rate();
   f.mean_accepted_length = s.mean_accepted_length();
-  f.cost_ratio = ratio(ratio(s.draft_forward_s, static_cast<double>(s.draft_forwards)), ar_forward);
-  f.verify_cost_ratio =
-      ratio(ratio(s.verify_forward_s, static_cast<double>(s.verify_forwards)), ar_forward);
+  f.cost_ratio = ratio(s.seconds_per_draft_forward(), ar_forward);
+  f.verify_cost_ratio = ratio(s.seconds_per_verify_forward(), ar_forward);
   const double m = f.mean_accepted_length;
   const double alpha = f.acceptance_rate;
   f.expected_speedup = ratio(m * alpha, (m - 1.0) * f.cost_ratio + alpha);

@@ -32,13 +32,10 @@ struct ArSamples {
 struct ArTotals {
   std::int64_t tokens = 0;  // decoded after the first token
   double seconds = 0.0;
-  std::int64_t forwards = 0;
-  double forward_seconds = 0.0;
+  DecodingStats stats;  // one verification of one token per decode step
   void add(const GenerationResult& result);
   double tokens_per_second() const { return ratio(static_cast<double>(tokens), seconds); }
-  double seconds_per_forward() const {
-    return ratio(forward_seconds, static_cast<double>(forwards));
-  }
+  double seconds_per_forward() const { return stats.seconds_per_verify_forward(); }
 };
 
 // Totals of one speculative configuration (controller x logits mode) over all prompts.
@@ -52,7 +49,7 @@ struct SpecTotals {
   int prompts = 0;
   nlohmann::json last_controller_state;
 
-  void add(const GenerationTimings& timings, const DecodingStats& run_stats);
+  void add(const GenerationResult& result);
   double tokens_per_second() const { return ratio(static_cast<double>(tokens), seconds); }
 };
 

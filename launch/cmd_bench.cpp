@@ -89,7 +89,7 @@ struct SpeculativeRun {
   nlohmann::json controller_state;  // at the end of the run
 };
 
-// The decode API is named in these two functions only.
+// Plain and self-speculative decoding of one prompt.
 GenerationResult decode_autoregressive(const Bench& bench, std::span<const std::int32_t> prompt,
                                        const GenerationOptions& generation, KvCache& kv) {
   Decoder decoder(bench.engine.model(), bench.comm());
@@ -188,7 +188,7 @@ void add_speculative_run(const Bench& bench, int run, const SpeculativeRun& spec
                          const GenerationResult& autoregressive, SpecTotals& totals,
                          RunMatrix& matrix, JsonlWriter* jsonl) {
   ++matrix.completed_runs;
-  totals.add(spec.result.timings, spec.result.stats);
+  totals.add(spec.result);
   ++totals.prompts;
   const bool greedy = bench.sampling.greedy();
   const bool same_tokens = spec.result.tokens == autoregressive.tokens;

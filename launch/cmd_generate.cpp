@@ -49,7 +49,7 @@ struct Generated {
   nlohmann::json controller_state;
 };
 
-// The decode API is named in these two functions only.
+// Plain and self-speculative decoding of one prompt.
 Generated decode_autoregressive(Engine& engine, std::span<const std::int32_t> prompt,
                                 const GenerationOptions& generation, KvCache& kv,
                                 const TokenCallback& on_token) {

@@ -46,12 +46,7 @@ void DecodingRun::first_token(std::span<const std::int32_t> prompt) {
   result_.timings.prefill_tokens = static_cast<std::int64_t>(prompt.size());
   const std::int32_t first = picker_.next_token(logits_);
   if (comm_.is_root()) {
-    const bool ended = channel_.emit(std::span(&first, 1), message_);
-    if (channel_.end_step(message_, ended)) {
-      message_.command = ControlCommand::kStop;
-    } else {
-      plan_next_round();
-    }
+    close_step(channel_.emit(std::span(&first, 1), message_));
   }
   channel_.broadcast_tokens(message_, kv_);
   root_token_ = message_.tokens[0];
@@ -83,6 +78,14 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
 }
 
 // --- the round's plan ----------------------------------------------------------------------
+
+void DecodingRun::close_step(bool ended) {
+  if (channel_.end_step(message_, ended)) {
+    message_.command = ControlCommand::kStop;
+  } else {
+    plan_next_round();
+  }
+}
 
 void DecodingRun::plan_next_round() {
   if (drafter_ == nullptr) {
@@ -184,17 +187,12 @@ void DecodingRun::decide_round(const Draft& draft, const Verdict& verdict) {
   tokens.push_back(verdict.next_token);
   const bool ended = channel_.emit(tokens, message_);
   message_.accepted = static_cast<std::uint32_t>(verdict.accepted_count());
-  const bool stop = channel_.end_step(message_, ended);
   if (!draft.empty()) {
     controller_->update(draft.size(), verdict.accepted_count());
     drafter_->observe(draft, verdict);
   }
   trace_round(draft, verdict);
-  if (stop) {
-    message_.command = ControlCommand::kStop;
-  } else {
-    plan_next_round();
-  }
+  close_step(ended);
 }
 
 Verdict DecodingRun::verdict_from_message() const {

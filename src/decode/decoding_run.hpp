@@ -60,11 +60,14 @@ class DecodingRun final : public DraftContext {
 
  private:
   void prefill(std::span<const std::int32_t> prompt);
+  // Rank 0, once the step's tokens are emitted (`ended`: one of them ended generation): stop, or
+  // plan the next round.
+  void close_step(bool ended);
   // Rank 0: the next round's command, draft cap and skip mask into the message.
   void plan_next_round();
   // Every rank: the round's plan from the message.
   void adopt_plan();
-  // Rank 0: the verdict's tokens, the stop decision, the learners' updates, the next round.
+  // Rank 0: the verdict's tokens, the learners' updates, the stop decision or the next round.
   void decide_round(const Draft& draft, const Verdict& verdict);
   // Other ranks: the verdict rank 0's message carries.
   Verdict verdict_from_message() const;

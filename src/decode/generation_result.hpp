@@ -14,6 +14,8 @@ struct PhaseTimes {
   double verify_s = 0.0;   // verification forwards (compute)
   double control_s = 0.0;  // rank-0 decisions: token picking, controller, drafter, bookkeeping
   double comm_s = 0.0;     // all collectives: all-reduces, logit exchanges, control messages
+
+  PhaseTimes& operator+=(const PhaseTimes& other);
 };
 
 struct DecodingStats {
@@ -26,6 +28,9 @@ struct DecodingStats {
   double draft_forward_s = 0.0;   // total wall time of draft forwards (incl. their all-reduces)
   double verify_forward_s = 0.0;  // total wall time of verification forwards (likewise)
   PhaseTimes phases;
+
+  // Totals over several runs.
+  DecodingStats& operator+=(const DecodingStats& other);
 
   // α: accepted ÷ drafted.
   double acceptance_rate() const {
@@ -46,6 +51,27 @@ struct DecodingStats {
     return draft_forwards > 0 ? draft_forward_s / static_cast<double>(draft_forwards) : 0.0;
   }
 };
+
+inline PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& other) {
+  draft_s += other.draft_s;
+  verify_s += other.verify_s;
+  control_s += other.control_s;
+  comm_s += other.comm_s;
+  return *this;
+}
+
+inline DecodingStats& DecodingStats::operator+=(const DecodingStats& other) {
+  rounds += other.rounds;
+  drafted += other.drafted;
+  accepted += other.accepted;
+  draft_forwards += other.draft_forwards;
+  verify_forwards += other.verify_forwards;
+  round_tokens += other.round_tokens;
+  draft_forward_s += other.draft_forward_s;
+  verify_forward_s += other.verify_forward_s;
+  phases += other.phases;
+  return *this;
+}
 
 struct GenerationTimings {
   double prefill_seconds = 0.0;  // prompt forward(s) + first token
