@@ -1,0 +1,48 @@
+// ggml tensor types and their dequantization to f32 (the block layouts of llama.cpp's
+// ggml-common.h / ggml-quants.c: F32, F16, BF16, Q4_0, Q4_1, Q8_0 in blocks of 32; Q4_K, Q6_K in
+// super-blocks of 256). GGUF checkpoints are dequantized once, at load, into the engine's weight
+// dtype; nothing runs on quantized weights.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace selfspec {
+
+// The numbers are ggml's type ids (ggml.h enum ggml_type).
+enum class GgmlType : std::uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
+
+// A supported type from its raw id; nullopt for any other id (known to ggml or not).
+std::optional<GgmlType> ggml_type_from_id(std::uint32_t id);
+// "F32", "Q4_K", ...; for an unsupported id its ggml name when it has one ("Q5_K", "IQ2_XXS"),
+// else "type <id>".
+std::string_view ggml_type_name(std::uint32_t id);
+inline std::string_view ggml_type_name(GgmlType type) {
+  return ggml_type_name(static_cast<std::uint32_t>(type));
+}
+// Elements per block (1 for F32/F16/BF16, 32, or 256) and bytes per block.
+std::int64_t ggml_block_elements(GgmlType type);
+std::int64_t ggml_block_bytes(GgmlType type);
+// Bytes of `n` elements; n must be a multiple of the block size.
+std::uint64_t ggml_row_bytes(GgmlType type, std::int64_t n);
+
+// Dequantizes dst.size() elements (a multiple of the block size) from src, which must hold
+// exactly ggml_row_bytes(type, dst.size()) bytes. Throws selfspec::Error on a size mismatch.
+// Optimised, and equal bit for bit to dequantize_ggml_reference.
+void dequantize_ggml(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
+// The plain reference: one element at a time, straight from the block layout.
+void dequantize_ggml_reference(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
+
+}  // namespace selfspec
