@@ -13,7 +13,8 @@
 namespace selfspec {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& file)
-    : file_(file), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+    : source_(file.string()),
+      processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) {
     fail("{}: no such SentencePiece model file", file.string());
@@ -27,6 +28,15 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& file
                  file.string());
 }
 
+SentencePieceTokenizer::SentencePieceTokenizer(SerializedModel model)
+    : source_(model.source), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  const auto status = processor_->LoadFromSerializedProto(model.bytes);
+  if (!status.ok()) {
+    fail("{}: SentencePiece rejects the vocabulary: {}", source_, status.ToString());
+  }
+  SELFSPEC_CHECK(processor_->GetPieceSize() > 0, "{}: SentencePiece model has no pieces", source_);
+}
+
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 std::vector<std::int32_t> SentencePieceTokenizer::encode(std::string_view text,
@@ -34,7 +44,7 @@ std::vector<std::int32_t> SentencePieceTokenizer::encode(std::string_view text,
   std::vector<int> pieces;
   const auto status = processor_->Encode(text, &pieces);
   if (!status.ok()) {
-    fail("{}: SentencePiece encode failed: {}", file_.string(), status.ToString());
+    fail("{}: SentencePiece encode failed: {}", source_, status.ToString());
   }
   std::vector<std::int32_t> ids;
   ids.reserve(pieces.size() + 1);
@@ -59,7 +69,7 @@ std::string SentencePieceTokenizer::decode(std::span<const std::int32_t> ids,
     std::string text;
     const auto status = processor_->Decode(kept, &text);
     if (!status.ok()) {
-      fail("{}: SentencePiece decode failed: {}", file_.string(), status.ToString());
+      fail("{}: SentencePiece decode failed: {}", source_, status.ToString());
     }
     return text;
   }

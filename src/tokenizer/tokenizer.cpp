@@ -1,12 +1,16 @@
 // load_tokenizer / find_tokenizer (see tokenizer.hpp): picks the implementation for a file by
-// its name and content: tokenizer.json (HF, JSON text) -> BpeTokenizer, tokenizer.model
-// (SentencePiece protobuf) -> SentencePieceTokenizer. Meta's original LLaMA-3 tokenizer.model is
-// a tiktoken text file, which is recognised and rejected with a pointer to tokenizer.json.
+// its name and content: a GGUF file (by its magic) -> its metadata's tokenizer, tokenizer.json
+// (HF, JSON text) -> BpeTokenizer, tokenizer.model (SentencePiece protobuf) ->
+// SentencePieceTokenizer. Meta's original LLaMA-3 tokenizer.model is a tiktoken text file, which
+// is recognised and rejected with a pointer to tokenizer.json.
 #include "tokenizer/tokenizer.hpp"
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "model_io/gguf_file.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
+#include "tokenizer/gguf_tokenizer.hpp"
+#include "tokenizer/hf_chat_template.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 
 #include <array>
@@ -46,30 +50,8 @@ FileKind sniff(const std::filesystem::path& file) {
   return FileKind::kSentencePiece;
 }
 
-}  // namespace
-
-std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec))
-    fail("{}: no such tokenizer file", file.string());
-  switch (sniff(file)) {
-    case FileKind::kJson:
-      return std::make_unique<BpeTokenizer>(file);
-    case FileKind::kTiktoken:
-      fail(
-          "{}: this is a tiktoken BPE file (Meta's original LLaMA-3 format), which is not "
-          "supported; use the Hugging Face tokenizer.json instead",
-          file.string());
-    case FileKind::kSentencePiece:
-      break;
-  }
-  if (file.extension() == ".json") {
-    fail("{}: not a tokenizer.json (the file does not start with a JSON object)", file.string());
-  }
-  return std::make_unique<SentencePieceTokenizer>(file);
-}
-
-std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_dir) {
+// tokenizer.json, else tokenizer.model, of a HF model directory; nullptr when it has neither.
+std::unique_ptr<Tokenizer> find_hf_tokenizer(const std::filesystem::path& model_dir) {
   std::error_code ec;
   const std::filesystem::path json = model_dir / "tokenizer.json";
   const std::filesystem::path model = model_dir / "tokenizer.model";
@@ -93,6 +75,65 @@ std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_dir
     }
   }
   if (have_model) return load_tokenizer(model);
+  return nullptr;
+}
+
+// The directory's single .gguf file; nullopt when it has none or several.
+std::optional<std::filesystem::path> only_gguf_file(const std::filesystem::path& dir) {
+  std::optional<std::filesystem::path> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".gguf" || !is_gguf_file(entry.path())) continue;
+    if (found) return std::nullopt;
+    found = entry.path();
+  }
+  return found;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    fail("{}: no such tokenizer file", file.string());
+  if (is_gguf_file(file)) return load_gguf_tokenizer(GgufFile(file));
+  switch (sniff(file)) {
+    case FileKind::kJson:
+      return std::make_unique<BpeTokenizer>(file);
+    case FileKind::kTiktoken:
+      fail(
+          "{}: this is a tiktoken BPE file (Meta's original LLaMA-3 format), which is not "
+          "supported; use the Hugging Face tokenizer.json instead",
+          file.string());
+    case FileKind::kSentencePiece:
+      break;
+  }
+  if (file.extension() == ".json") {
+    fail("{}: not a tokenizer.json (the file does not start with a JSON object)", file.string());
+  }
+  return std::make_unique<SentencePieceTokenizer>(file);
+}
+
+std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model_path, ec)) {
+    return is_gguf_file(model_path) ? load_gguf_tokenizer(GgufFile(model_path)) : nullptr;
+  }
+  std::unique_ptr<Tokenizer> tokenizer = find_hf_tokenizer(model_path);
+  if (tokenizer != nullptr) {
+    // A broken tokenizer_config.json costs only the chat template (needed by --chat alone).
+    try {
+      if (std::optional<ChatTemplate> chat = find_hf_chat_template(model_path)) {
+        tokenizer->set_chat_template(std::move(*chat));
+      }
+    } catch (const Error& e) {
+      log::warn("no chat template: {}", e.what());
+    }
+    return tokenizer;
+  }
+  if (const std::optional<std::filesystem::path> gguf = only_gguf_file(model_path)) {
+    return load_gguf_tokenizer(GgufFile(*gguf));
+  }
   return nullptr;
 }
 
