@@ -1,10 +1,11 @@
 // ggml tensor types: their names, block geometry, and dequantization to f32 (reference and fast).
 //
 // The block layouts are those of llama.cpp's ggml-common.h, and every value is computed with the
-// float operations of ggml-quants.c's dequantize_row_* in their order (products of a scale with
-// a sub-block scale rounded to f32 first), so results equal ggml's and gguf-py's bit for bit. This
-// file is compiled with -ffp-contract=off (kernels/cpu/CMakeLists.txt): a fused multiply-add would
-// round differently.
+// float operations of ggml-quants.c's dequantize_row_* in their order (a super-block scale times a
+// sub-block scale rounded to f32 first), so results equal ggml's and gguf-py's bit for bit. Most
+// products are exact in f32 (an f16 scale's 11 significant bits times small integers), so only
+// the final add of Q4_1 / Q4_K and Q6_K's (d * sc) * q round; this file is compiled with
+// -ffp-contract=off (kernels/cpu/CMakeLists.txt) so that no build flag fuses operations either.
 //
 // The reference decodes one element at a time straight from the layout; the fast path works a
 // block at a time on local copies of the block's bytes (so the compiler sees no aliasing and
@@ -93,14 +94,13 @@ BlockGeometry block_geometry(GgmlType type) {
   fail("ggml type {} is not supported", ggml_type_name(static_cast<std::uint32_t>(type)));
 }
 
-// Checks the element and byte counts of a dequantization; returns the number of blocks.
-std::int64_t checked_blocks(GgmlType type, std::span<const std::byte> src, std::span<float> dst) {
+// Checks the element and byte counts of a dequantization.
+void check_sizes(GgmlType type, std::span<const std::byte> src, std::span<float> dst) {
   const auto n = static_cast<std::int64_t>(dst.size());
   const std::uint64_t expected = ggml_row_bytes(type, n);
   SELFSPEC_CHECK(src.size() == expected,
                  "dequantize {}: {} elements take {} bytes, but {} bytes were given",
                  ggml_type_name(type), n, expected, src.size());
-  return n / block_geometry(type).elements;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,11 +318,15 @@ void q6_k_block(const std::byte* block, float* y) {
   }
 }
 
-template <class Block>
-void dequantize_blocks(std::span<const std::byte> src, std::span<float> dst, std::int64_t n_blocks,
-                       std::int64_t block_elements, std::int64_t block_bytes, Block block) {
+// The block function is a template argument so that each type gets its own loop with the block
+// inlined.
+using BlockFn = void (*)(const std::byte* block, float* y);
+
+template <BlockFn kBlock>
+void dequantize_blocks(std::span<const std::byte> src, std::span<float> dst, BlockGeometry g) {
+  const auto n_blocks = static_cast<std::int64_t>(dst.size()) / g.elements;
   for (std::int64_t b = 0; b < n_blocks; ++b) {
-    block(src.data() + b * block_bytes, dst.data() + b * block_elements);
+    kBlock(src.data() + b * g.bytes, dst.data() + b * g.elements);
   }
 }
 
@@ -372,8 +376,9 @@ std::uint64_t ggml_row_bytes(GgmlType type, std::int64_t n) {
 
 void dequantize_ggml_reference(GgmlType type, std::span<const std::byte> src,
                                std::span<float> dst) {
-  const std::int64_t n_blocks = checked_blocks(type, src, dst);
+  check_sizes(type, src, dst);
   const BlockGeometry block = block_geometry(type);
+  const auto n_blocks = static_cast<std::int64_t>(dst.size()) / block.elements;
   for (std::int64_t b = 0; b < n_blocks; ++b) {
     for (std::int64_t j = 0; j < block.elements; ++j) {
       dst[static_cast<std::size_t>(b * block.elements + j)] =
@@ -383,7 +388,7 @@ void dequantize_ggml_reference(GgmlType type, std::span<const std::byte> src,
 }
 
 void dequantize_ggml(GgmlType type, std::span<const std::byte> src, std::span<float> dst) {
-  const std::int64_t n_blocks = checked_blocks(type, src, dst);
+  check_sizes(type, src, dst);
   const BlockGeometry g = block_geometry(type);
   switch (type) {
     case GgmlType::kF32:
@@ -394,15 +399,15 @@ void dequantize_ggml(GgmlType type, std::span<const std::byte> src, std::span<fl
     case GgmlType::kBF16:
       return dequantize_16bit(src, dst, [](std::uint16_t h) { return bf16_to_f32(h); });
     case GgmlType::kQ4_0:
-      return dequantize_blocks(src, dst, n_blocks, g.elements, g.bytes, q4_0_block);
+      return dequantize_blocks<q4_0_block>(src, dst, g);
     case GgmlType::kQ4_1:
-      return dequantize_blocks(src, dst, n_blocks, g.elements, g.bytes, q4_1_block);
+      return dequantize_blocks<q4_1_block>(src, dst, g);
     case GgmlType::kQ8_0:
-      return dequantize_blocks(src, dst, n_blocks, g.elements, g.bytes, q8_0_block);
+      return dequantize_blocks<q8_0_block>(src, dst, g);
     case GgmlType::kQ4_K:
-      return dequantize_blocks(src, dst, n_blocks, g.elements, g.bytes, q4_k_block);
+      return dequantize_blocks<q4_k_block>(src, dst, g);
     case GgmlType::kQ6_K:
-      return dequantize_blocks(src, dst, n_blocks, g.elements, g.bytes, q6_k_block);
+      return dequantize_blocks<q6_k_block>(src, dst, g);
   }
 }
 
