@@ -102,6 +102,9 @@ Recognition recognise_chatml(const JinjaOutline& outline) {
   if (outline.code_has_word("trim") || outline.code_has_word("strip")) {
     return unsupported("a ChatML-like template that trims message content");
   }
+  if (outline.code_has_word("bos_token") || outline.code_has_word("eos_token")) {
+    return unsupported("a ChatML-like template that writes bos_token or eos_token");
+  }
   Recognition result{ChatTemplate::Family::kChatMl, {}, std::nullopt};
   for (const std::string& literal : outline.literals) {
     if (!literal.starts_with(kChatMlSystemHead)) continue;

@@ -170,6 +170,22 @@ class Lexer {
 
   static std::string_view apply_whitespace_control(std::string_view raw, const Tag* before,
                                                    const Tag* after) {
+    // lstrip_blocks: spaces and tabs from the start of a line up to a block or comment tag (the
+    // line starts after the raw text's last newline, or with the template).
+    std::size_t lstrip = 0;
+    if (after != nullptr && after->kind != TagKind::kExpression && !after->keep_before &&
+        !after->strip_before) {
+      const std::size_t newline = raw.find_last_of('\n');
+      if (newline != std::string_view::npos || before == nullptr) {
+        const std::string_view tail =
+            raw.substr(newline == std::string_view::npos ? 0 : newline + 1);
+        if (tail.find_first_not_of(" \t") == std::string_view::npos) lstrip = tail.size();
+      }
+    }
+    raw.remove_suffix(lstrip);
+    if (after != nullptr && after->strip_before) {
+      while (!raw.empty() && is_white(raw.back())) raw.remove_suffix(1);
+    }
     if (before != nullptr && before->strip_after) {
       while (!raw.empty() && is_white(raw.front())) raw.remove_prefix(1);
     } else if (before != nullptr && before->kind != TagKind::kExpression && !before->keep_after) {
@@ -178,18 +194,6 @@ class Lexer {
         raw.remove_prefix(2);
       } else if (raw.starts_with('\n')) {
         raw.remove_prefix(1);
-      }
-    }
-    if (after != nullptr && after->strip_before) {
-      while (!raw.empty() && is_white(raw.back())) raw.remove_suffix(1);
-    } else if (after != nullptr && after->kind != TagKind::kExpression && !after->keep_before) {
-      // lstrip_blocks: spaces and tabs from the start of the line up to a block or comment tag.
-      const std::size_t line_start = raw.find_last_of('\n');
-      const bool at_line_start = line_start != std::string_view::npos || before == nullptr;
-      const std::size_t from = line_start == std::string_view::npos ? 0 : line_start + 1;
-      const std::string_view tail = raw.substr(from);
-      if (at_line_start && tail.find_first_not_of(" \t") == std::string_view::npos) {
-        raw.remove_suffix(tail.size());
       }
     }
     return raw;

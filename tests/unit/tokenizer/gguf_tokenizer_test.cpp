@@ -9,20 +9,20 @@
 //    worked out by hand;
 //  * BOS/EOS flags and ids, the chat template, load_tokenizer/find_tokenizer on .gguf files, and
 //    the errors for unsupported or inconsistent metadata (each naming the key).
+#include "tokenizer/gguf_tokenizer.hpp"
 #include "core/error.hpp"
 #include "model_io/gguf_file.hpp"
 #include "model_io/gguf_writer.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/unit/tokenizer/tokenizer_test_util.hpp"
-#include "tokenizer/gguf_tokenizer.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <functional>
@@ -32,8 +32,8 @@ namespace {
 
 using Ids = std::vector<std::int32_t>;
 using nlohmann::json;
-using ::testing::HasSubstr;
 using testing::format_ids;
+using ::testing::HasSubstr;
 using testing::printable;
 
 const std::filesystem::path kDataDir = SELFSPEC_TOKENIZER_DATA_DIR;
@@ -120,8 +120,8 @@ TEST_P(GgufBpeFixture, SpecialIdsComeFromTheMetadata) {
 
 INSTANTIATE_TEST_SUITE_P(PreTokenizers, GgufBpeFixture,
                          ::testing::Values("gpt2", "llama-bpe", "qwen2", "smollm"),
-                         [](const auto& info) {
-                           std::string name = info.param;
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
@@ -190,7 +190,8 @@ TEST(GgufTokenizer, ChatTemplateComesWithTheTokenizer) {
   EXPECT_EQ(tokenizer->chat_template()->family(), ChatTemplate::Family::kLlama3);
   // bos_token is the text of tokenizer.ggml.bos_token_id.
   const std::vector<ChatMessage> chat = single_turn_chat("ab", std::nullopt);
-  EXPECT_THAT(render_chat(*tokenizer, chat, true), ::testing::StartsWith("<|s|><|start_header_id|>"));
+  EXPECT_THAT(render_chat(*tokenizer, chat, true),
+              ::testing::StartsWith("<|s|><|start_header_id|>"));
 
   GgufWriter unsupported = tiny_bpe();
   unsupported.set_string("tokenizer.chat_template", "{{ messages[0].content }} is unusual");
@@ -214,15 +215,17 @@ TEST(GgufTokenizer, EncodeChatDoesNotAddBosTwice) {
   GgufWriter writer = tiny_bpe();
   writer.set_string("tokenizer.ggml.pre", "llama-bpe");  // adds BOS by default
   writer.set_string("tokenizer.chat_template",
-                    "{{ bos_token }}{% for message in messages %}{{ '<|im_start|>' + message['role'] "
-                    "+ '\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if "
-                    "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+                    testing::read_file(kDataDir / "chat_templates" / "llama3.jinja"));
   const auto tokenizer = load(writer);
-  const std::string text = render_chat(*tokenizer, single_turn_chat("ab", std::nullopt), false);
-  EXPECT_EQ(text, "<|s|><|im_start|>user\nab<|im_end|>\n");
-  const Ids ids = encode_chat(*tokenizer, single_turn_chat("ab", std::nullopt), false);
+  const std::vector<ChatMessage> chat = single_turn_chat("ab", std::nullopt);
+  const std::string text = render_chat(*tokenizer, chat, false);
+  EXPECT_EQ(text, "<|s|><|start_header_id|>user<|end_header_id|>\n\nab<|eot_id|>");
+  const Ids ids = encode_chat(*tokenizer, chat, false);
   EXPECT_EQ(ids, tokenizer->encode(text, false));
+  EXPECT_EQ(ids.front(), 7);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 7), 1);
+  const Ids plain = tokenizer->encode(text, true);  // a plain encode adds a second BOS
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 7), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,7 +243,10 @@ TEST(GgufTokenizer, BadMetadataIsAnErrorNamingTheKey) {
        "tokenizer.ggml.model"},
       {"pre", [](GgufWriter& w) { w.set_string("tokenizer.ggml.pre", "deepseek-llm"); },
        "tokenizer.ggml.pre"},
-      {"types length", [](GgufWriter& w) { w.set_int_array("tokenizer.ggml.token_type", {1, 1}); },
+      {"types length",
+       [](GgufWriter& w) {
+         w.set_int_array("tokenizer.ggml.token_type", {1, 1});
+       },
        "tokenizer.ggml.token_type"},
       {"type value",
        [](GgufWriter& w) {
@@ -256,7 +262,9 @@ TEST(GgufTokenizer, BadMetadataIsAnErrorNamingTheKey) {
       {"merge format", [](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"ab"}); },
        "tokenizer.ggml.merges"},
       {"merge token",
-       [](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"a b", "b c"}); },
+       [](GgufWriter& w) {
+         w.set_string_array("tokenizer.ggml.merges", {"a b", "b c"});
+       },
        "tokenizer.ggml.merges"},
       {"no merges", [](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {}); },
        "tokenizer.ggml.merges"},
@@ -342,6 +350,7 @@ TEST(GgufSentencePiece, ErrorsNameTheKey) {
   rebuilt.set_string("tokenizer.ggml.model", "llama");
   rebuilt.set_string_array("tokenizer.ggml.tokens", {"<unk>", "a"});
   rebuilt.set_int_array("tokenizer.ggml.token_type", {2, 1});
+  rebuilt.set_bool("tokenizer.ggml.add_bos_token", false);
   EXPECT_THAT(load_error(rebuilt), HasSubstr("tokenizer.ggml.scores"));  // none
   GgufWriter no_unknown = tiny_llama();
   no_unknown.set_int_array("tokenizer.ggml.token_type", {1, 3, 3, 1, 1, 1, 1, 1, 1, 4});
@@ -388,12 +397,12 @@ class GgufSentencePieceTrained : public ::testing::Test {
     for (int id = 0; id < sp.GetPieceSize(); ++id) {
       tokens.push_back(sp.IdToPiece(id));
       scores.push_back(sp.GetScore(id));
-      types.push_back(sp.IsUnknown(id)            ? 2
-                      : sp.IsControl(id)          ? 3
-                      : sp.IsByte(id)             ? 6
-                      : sp.IsUnused(id)           ? 5
+      types.push_back(sp.IsUnknown(id)               ? 2
+                      : sp.IsControl(id)             ? 3
+                      : sp.IsByte(id)                ? 6
+                      : sp.IsUnused(id)              ? 5
                       : sp.IdToPiece(id) == "<tool>" ? 4
-                                                  : 1);
+                                                     : 1);
     }
     GgufWriter writer;
     writer.set_string("tokenizer.ggml.model", "llama");
@@ -414,12 +423,18 @@ std::unique_ptr<testing::TempDir> GgufSentencePieceTrained::dir_;
 
 const std::vector<std::string>& plain_texts() {
   static const std::vector<std::string> kTexts = {
-      "Hello world",      "The quick brown fox jumps over the lazy dog.",
-      "  leading spaces", "trailing   ",
-      "tabs\tand\nnewlines\n\n", "12345 3.14159",
-      "Café naïve über",  "日本語 😀 한국어 (byte fallback)",
-      "",                 " ",
-      "\u2581meta\u2581", "def f(x): return x + 1",
+      "Hello world",
+      "The quick brown fox jumps over the lazy dog.",
+      "  leading spaces",
+      "trailing   ",
+      "tabs\tand\nnewlines\n\n",
+      "12345 3.14159",
+      "Café naïve über",
+      "日本語 😀 한국어 (byte fallback)",
+      "",
+      " ",
+      "\u2581meta\u2581",
+      "def f(x): return x + 1",
   };
   return kTexts;
 }
@@ -472,9 +487,8 @@ TEST(GgufTokenizerFiles, LoadAndFind) {
   writer.set_string("tokenizer.chat_template",
                     testing::read_file(kDataDir / "chat_templates" / "chatml.jinja"));
   writer.write(dir / "model.gguf");
-  for (const auto& tokenizer :
-       {load_tokenizer(dir / "model.gguf"), find_tokenizer(dir / "model.gguf"),
-        find_tokenizer(dir.path())}) {
+  for (const auto& tokenizer : {load_tokenizer(dir / "model.gguf"),
+                                find_tokenizer(dir / "model.gguf"), find_tokenizer(dir.path())}) {
     ASSERT_NE(tokenizer, nullptr);
     EXPECT_EQ(tokenizer->encode("abc ab", false), (Ids{5, 6}));
     ASSERT_NE(tokenizer->chat_template(), nullptr);
@@ -485,10 +499,10 @@ TEST(GgufTokenizerFiles, LoadAndFind) {
   EXPECT_EQ(find_tokenizer(dir.path()), nullptr);
   // A tokenizer.json next to them wins, with tokenizer_config.json's chat template.
   std::filesystem::copy_file(kDataDir / "gpt2_style.tokenizer.json", dir / "tokenizer.json");
-  testing::write_file(dir / "tokenizer_config.json",
-                      json{{"chat_template", testing::read_file(kDataDir / "chat_templates" /
-                                                                "llama2.jinja")}}
-                          .dump());
+  testing::write_file(
+      dir / "tokenizer_config.json",
+      json{{"chat_template", testing::read_file(kDataDir / "chat_templates" / "llama2.jinja")}}
+          .dump());
   const auto hf = find_tokenizer(dir.path());
   ASSERT_NE(hf, nullptr);
   ASSERT_NE(hf->chat_template(), nullptr);
