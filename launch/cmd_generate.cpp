@@ -117,6 +117,7 @@ std::vector<std::int32_t> prepare_prompt(Engine& engine, const GenerateOptions& 
                    options.engine.model_name());
     const std::string text =
         render_chat(*engine.tokenizer(), options.chat.messages(options.prompt), true);
+    log::info("{}", engine.tokenizer()->chat_template()->describe());
     return engine.prepare_prompt(text, {}, false);
   }
   const bool has_text = command.count("--prompt") > 0;
