@@ -49,6 +49,18 @@ std::optional<char32_t> hex_code_point(std::string_view body, std::size_t pos, s
   return value;
 }
 
+// Appends the character of the octal escape (up to three digits) at `pos`; returns the digits.
+std::size_t append_octal(std::string_view body, std::size_t pos, std::string& out) {
+  char32_t value = 0;
+  std::size_t n = 0;
+  while (n < 3 && pos + n < body.size() && body[pos + n] >= '0' && body[pos + n] <= '7') {
+    value = value * 8 + static_cast<char32_t>(body[pos + n] - '0');
+    ++n;
+  }
+  utf8::append(out, value);
+  return n;
+}
+
 // Reads tags and raw text off a template source.
 class Lexer {
  public:
@@ -235,6 +247,9 @@ JinjaOutline outline_jinja(std::string_view source) {
 }
 
 std::string unescape_jinja_string(std::string_view body) {
+  // One-character escapes and what they stand for, position by position.
+  constexpr std::string_view kLetters = "\\'\"abfnrtv";
+  constexpr std::string_view kValues = "\\'\"\a\b\f\n\r\t\v";
   std::string out;
   out.reserve(body.size());
   for (std::size_t i = 0; i < body.size(); ++i) {
@@ -243,67 +258,24 @@ std::string unescape_jinja_string(std::string_view body) {
       continue;
     }
     const char e = body[++i];
-    switch (e) {
-      case '\n':
-        break;  // a backslash-newline joins the lines
-      case '\\':
+    if (e == '\n') continue;  // a backslash-newline joins the lines
+    if (const std::size_t k = kLetters.find(e); k != std::string_view::npos) {
+      out.push_back(kValues[k]);
+    } else if (e == 'x' || e == 'u' || e == 'U') {
+      const std::size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+      const std::optional<char32_t> cp = hex_code_point(body, i + 1, digits);
+      if (cp) {
+        utf8::append(out, *cp);
+        i += digits;
+      } else {
         out.push_back('\\');
-        break;
-      case '\'':
-        out.push_back('\'');
-        break;
-      case '"':
-        out.push_back('"');
-        break;
-      case 'a':
-        out.push_back('\a');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
-        break;
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'v':
-        out.push_back('\v');
-        break;
-      case 'x':
-      case 'u':
-      case 'U': {
-        const std::size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-        if (const auto cp = hex_code_point(body, i + 1, digits)) {
-          utf8::append(out, *cp);
-          i += digits;
-        } else {
-          out.push_back('\\');
-          out.push_back(e);
-        }
-        break;
+        out.push_back(e);
       }
-      default:
-        if (e >= '0' && e <= '7') {
-          char32_t value = 0;
-          std::size_t n = 0;
-          while (n < 3 && i < body.size() && body[i] >= '0' && body[i] <= '7') {
-            value = value * 8 + static_cast<char32_t>(body[i] - '0');
-            ++i;
-            ++n;
-          }
-          --i;
-          utf8::append(out, value);
-        } else {
-          out.push_back('\\');
-          out.push_back(e);
-        }
+    } else if (e >= '0' && e <= '7') {
+      i += append_octal(body, i, out) - 1;
+    } else {
+      out.push_back('\\');  // Python keeps unknown escapes as written
+      out.push_back(e);
     }
   }
   return out;

@@ -78,6 +78,14 @@ std::unique_ptr<Tokenizer> find_hf_tokenizer(const std::filesystem::path& model_
   return nullptr;
 }
 
+// The tokenizer of a GGUF file; nullptr when its metadata describes none (no
+// tokenizer.ggml.model: the model runs on --prompt-ids).
+std::unique_ptr<Tokenizer> find_gguf_tokenizer(const std::filesystem::path& path) {
+  const GgufFile file(path);
+  if (!file.has("tokenizer.ggml.model")) return nullptr;
+  return load_gguf_tokenizer(file);
+}
+
 // The directory's single .gguf file; nullopt when it has none or several.
 std::optional<std::filesystem::path> only_gguf_file(const std::filesystem::path& dir) {
   std::optional<std::filesystem::path> found;
@@ -117,7 +125,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file) {
 std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(model_path, ec)) {
-    return is_gguf_file(model_path) ? load_gguf_tokenizer(GgufFile(model_path)) : nullptr;
+    return is_gguf_file(model_path) ? find_gguf_tokenizer(model_path) : nullptr;
   }
   std::unique_ptr<Tokenizer> tokenizer = find_hf_tokenizer(model_path);
   if (tokenizer != nullptr) {
@@ -132,7 +140,7 @@ std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_pat
     return tokenizer;
   }
   if (const std::optional<std::filesystem::path> gguf = only_gguf_file(model_path)) {
-    return load_gguf_tokenizer(GgufFile(*gguf));
+    return find_gguf_tokenizer(*gguf);
   }
   return nullptr;
 }

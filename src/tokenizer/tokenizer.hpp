@@ -52,8 +52,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file);
 
 // The tokenizer of a model path: a GGUF file's own; in a directory tokenizer.json, then
 // tokenizer.model (with the chat template of tokenizer_config.json / chat_template.jinja), else
-// the directory's one .gguf file. nullptr when there is none (the model can still run with
-// --prompt-ids).
+// the directory's one .gguf file. nullptr when there is none, or the GGUF file has no tokenizer
+// metadata (the model can still run with --prompt-ids).
 std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_path);
 
 // The text of a chat as HF's apply_chat_template(messages, tokenize=False,

@@ -507,6 +507,24 @@ TEST(GgufTokenizerFiles, LoadAndFind) {
   ASSERT_NE(hf, nullptr);
   ASSERT_NE(hf->chat_template(), nullptr);
   EXPECT_EQ(hf->chat_template()->family(), ChatTemplate::Family::kLlama2);
+  // A GGUF file without tokenizer metadata has no tokenizer to find (the model runs on
+  // --prompt-ids), but loading it as a tokenizer names the missing key.
+  const testing::TempDir bare("gguf-tokenizer-bare");
+  GgufWriter weights_only;
+  weights_only.set_string("general.architecture", "llama");
+  weights_only.write(bare / "model.gguf");
+  EXPECT_EQ(find_tokenizer(bare / "model.gguf"), nullptr);
+  EXPECT_EQ(find_tokenizer(bare.path()), nullptr);
+  EXPECT_THROW(
+      {
+        try {
+          (void)load_tokenizer(bare / "model.gguf");
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("tokenizer.ggml.model"));
+          throw;
+        }
+      },
+      Error);
   // A malformed tokenizer_config.json costs only the template.
   testing::write_file(dir / "tokenizer_config.json", "{");
   const auto without_template = find_tokenizer(dir.path());
