@@ -549,7 +549,7 @@ void print_suite_header(std::FILE* to, const Bench& bench, const RunMatrix& m) {
              "bench: {} {} prompt(s) ({}), up to {} new tokens each{}, tp {}, {} thread(s)/rank\n"
              "  self-speculative vs autoregressive ({:.2f} tok/s over all prompts), skip set "
              "'{}' ({} of {} sublayers), max draft {}\n",
-             m.per_prompt.size(), options.selection.split, tasks, options.gen,
+             bench.suite.size(), options.selection.split, tasks, options.gen,
              options.ignore_eos ? "" : " (stopping at end of sequence)", bench.comm().size(),
              num_threads(), m.ar.tokens_per_second(), bench.skips->name,
              bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
