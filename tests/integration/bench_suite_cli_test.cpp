@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -125,10 +126,10 @@ TEST_F(BenchSuite, ReportsPerTaskMediansAndOneRecordPerPrompt) {
       << "with --json stdout carries the JSON object only";
 }
 
-TEST_F(BenchSuite, TheTablePrintsOnStdoutAndGenerationStopsAtEndOfSequence) {
+TEST_F(BenchSuite, TheTablePrintsOnStdoutAndRunRecordsNameThePrompt) {
   const auto jsonl = dir_ / "runs.jsonl";
-  const CommandResult r =
-      run(bench(small_suite(), fmt::format("--tasks qa --out-jsonl {}", jsonl.string())));
+  const CommandResult r = run(
+      bench(small_suite(), fmt::format("--tasks qa --ignore-eos --out-jsonl {}", jsonl.string())));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("task"));
   EXPECT_THAT(r.out, HasSubstr("qa"));
@@ -141,14 +142,42 @@ TEST_F(BenchSuite, TheTablePrintsOnStdoutAndGenerationStopsAtEndOfSequence) {
   while (std::getline(in, line)) {
     const nlohmann::json record = nlohmann::json::parse(line);
     if (record["record"] == "run") tagged.insert(record["id"].get<std::string>());
-    if (record["record"] == "summary") {
-      for (const auto& p : record["per_prompt"]) {
-        EXPECT_LE(p["generated_tokens"].get<int>(), 8);
-        EXPECT_TRUE(p["stopped_on_eos"].is_boolean());
-      }
-    }
   }
-  EXPECT_EQ(tagged, (std::set<std::string>{"qa-b", "qa-c"})) << "run records name the prompt";
+  EXPECT_EQ(tagged, (std::set<std::string>{"qa-b", "qa-c"}));
+}
+
+// Suite prompts stop where the model ends them: a copy of the model whose end-of-sequence id is
+// the 3rd token it generates for the prompt stops there, speculative decoding included.
+TEST_F(BenchSuite, GenerationStopsAtTheModelsEndOfSequence) {
+  const std::string text = "A train goes 60 km in one hour. How far in 3 hours?";
+  const CommandResult plain = run(fmt::format(
+      "generate --model {} --tokenizer {} --prompt '{}' --max-new-tokens 8 --ignore-eos --json",
+      model_.string(), tokenizer_.string(), text));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::vector<int> tokens = plain.json()["tokens"].get<std::vector<int>>();
+  ASSERT_EQ(tokens.size(), 8u);
+  const auto first = std::find(tokens.begin(), tokens.end(), tokens[2]) - tokens.begin();
+
+  const auto eos_model = dir_ / "eos";
+  std::filesystem::copy(model_, eos_model, std::filesystem::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(read_file(eos_model / "config.json"));
+  config["eos_token_id"] = tokens[2];
+  std::ofstream(eos_model / "config.json", std::ios::trunc) << config.dump(2);
+  const auto suite = write_suite(
+      "one.jsonl",
+      nlohmann::json{{"id", "t"}, {"task", "maths"}, {"split", "evaluation"}, {"prompt", text}}
+              .dump() +
+          "\n");
+  const CommandResult r =
+      run(fmt::format("bench --model {} --tokenizer {} --prompts-file {} --gen 8 --spec layer-skip "
+                      "--skip-uniform 0.3 --json",
+                      eos_model.string(), tokenizer_.string(), suite.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json record = r.json()["per_prompt"][0];
+  EXPECT_TRUE(record["stopped_on_eos"].get<bool>());
+  EXPECT_EQ(record["generated_tokens"].get<int>(), first + 1);
+  EXPECT_TRUE(record["speculative"][0]["lossless"].get<bool>());
+  EXPECT_EQ(r.json()["lossless_mismatches"], 0);
 }
 
 TEST_F(BenchSuite, SplitTasksAndLimitSelectThePrompts) {
