@@ -1,7 +1,8 @@
-// `generate --chat` and `tokenize --chat` through the real `selfspec` binary: a random model with
-// a tokenizer.json and a ChatML template in tokenizer_config.json; the chat prompt's ids are the
-// template's text encoded without special tokens, generation from --chat equals generation from
-// those ids (at TP 1 and 2), and a model without (or with an unsupported) template, or a chat
+// `generate --chat`, `tokenize --chat` and `bench --prompts-file --chat` through the real
+// `selfspec` binary: a random model with a tokenizer.json and a ChatML template in
+// tokenizer_config.json; the chat prompt's ids are the template's text encoded without special
+// tokens, generation from --chat equals generation from those ids (at TP 1 and 2), bench's suite
+// prompts are the same chats, and a model without (or with an unsupported) template, or a chat
 // option misused, is an error that says so.
 #include "tests/integration/cli_fixture.hpp"
 
@@ -68,6 +69,36 @@ TEST_F(ChatCli, ChatPromptIsTheTemplatesTextEncoded) {
       2);
   ASSERT_EQ(tp2.exit_code, 0) << tp2.err;
   EXPECT_EQ(tp2.json()["tokens"], chat.json()["tokens"]);
+}
+
+TEST_F(ChatCli, BenchSuitePromptsAsChats) {
+  const auto model = make_chat_model("m");
+  const auto suite = dir_ / "suite.jsonl";
+  std::ofstream(suite) << nlohmann::json{{"id", "c1"},
+                                         {"task", "chat"},
+                                         {"split", "evaluation"},
+                                         {"prompt", "Hello there"}}
+                              .dump()
+                       << "\n";
+  const auto prompt_tokens = [&](const std::string& extra) {
+    const CommandResult r = run(fmt::format(
+        "bench --model {} --prompts-file {} --gen 4 --spec layer-skip --skip-uniform 0.3 --json {}",
+        model.string(), suite.string(), extra));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? r.json()["per_prompt"][0]["prompt_tokens"].get<int>() : -1;
+  };
+  const auto tokenized = [&](const std::string& extra) {
+    const CommandResult r = run(
+        fmt::format("tokenize --model {} --text 'Hello there' --json {}", model.string(), extra));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? r.json()["n_tokens"].get<int>() : -2;
+  };
+  EXPECT_EQ(prompt_tokens("--chat"), tokenized("--chat"));
+  EXPECT_EQ(prompt_tokens("--chat --system 'Be brief.'"), tokenized("--chat --system 'Be brief.'"));
+  EXPECT_EQ(prompt_tokens(""), tokenized(""));
+  EXPECT_NE(tokenized("--chat"), tokenized(""));
+  expect_error(run(fmt::format("bench --model {} --chat", model.string())),
+               "--chat requires --prompts-file");
 }
 
 TEST_F(ChatCli, SystemMessageComesFirst) {

@@ -1,45 +1,53 @@
-// The tokenizers and chat templates of the real models' GGUF files against the reference vectors
-// recorded with HF transformers (tests/data/realmodel/<model>.json, scripts/dev/gguf_reference.py):
-// every id of the tokenizer cases and of the prompts (plain and chat-templated), the decoded texts,
-// the chat template's text, and the special ids. The GGUF files are not in the repository: the
-// environment names them (scripts/get-model.sh prints the path), and a test whose variable is
-// unset is skipped:
-//   SELFSPEC_GGUF_SMOLLM2     smollm2-135m-instruct
-//   SELFSPEC_GGUF_QWEN_1_5B   qwen2.5-coder-1.5b-instruct
+// The tokenizer and chat template of a real model's GGUF file (SELFSPEC_REALMODEL_GGUF, fetched by
+// with_model.sh) against the vectors HF transformers recorded from the same file
+// (tests/data/realmodel/<SELFSPEC_REALMODEL_NAME>.json, scripts/dev/gguf_reference.py): every id
+// of the tokenizer cases and of the prompts (plain and chat-templated), the decoded texts, the
+// chat template's text, and the special ids.
 #include "model_io/gguf_file.hpp"
-#include "tests/unit/tokenizer/tokenizer_test_util.hpp"
 #include "tokenizer/gguf_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 namespace selfspec {
 namespace {
 
 using Ids = std::vector<std::int32_t>;
 using nlohmann::json;
-using testing::format_ids;
-using testing::printable;
 
-const std::filesystem::path kRealModelDir = SELFSPEC_REALMODEL_DATA_DIR;
+std::string format_ids(const Ids& ids) {
+  return fmt::format("[{}]", fmt::join(ids, ", "));
+}
+
+// `text` as a JSON string: control characters escaped, for failure messages.
+std::string printable(const std::string& text) {
+  return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 class RealModelTokenizer : public ::testing::Test {
  protected:
-  // Loads the reference vectors of `model` and the tokenizer of the GGUF file that
-  // `variable` names; false (the test is skipped) when the variable is unset.
-  bool load(const std::string& model, const char* variable) {
-    const char* path = std::getenv(variable);
-    if (path == nullptr || *path == '\0') return false;
-    reference_ = json::parse(testing::read_file(kRealModelDir / (model + ".json")));
-    EXPECT_EQ(reference_.at("model").get<std::string>(), model);
-    EXPECT_TRUE(std::filesystem::exists(path)) << variable << "=" << path << " does not exist";
-    tokenizer_ = load_gguf_tokenizer(GgufFile(std::filesystem::path(path)));
-    return true;
+  void SetUp() override {
+    const char* name = std::getenv("SELFSPEC_REALMODEL_NAME");
+    const char* gguf = std::getenv("SELFSPEC_REALMODEL_GGUF");
+    ASSERT_TRUE(name != nullptr && gguf != nullptr)
+        << "run through tests/realmodel/with_model.sh (ctest -L realmodel): "
+           "SELFSPEC_REALMODEL_NAME and SELFSPEC_REALMODEL_GGUF are not set";
+    name_ = name;
+    const auto path =
+        std::filesystem::path(SELFSPEC_SOURCE_DIR) / "tests/data/realmodel" / (name_ + ".json");
+    std::ifstream in(path);
+    ASSERT_TRUE(in.good()) << "no reference vectors at " << path;
+    reference_ = json::parse(in);
+    ASSERT_EQ(reference_.at("model").get<std::string>(), name_);
+    tokenizer_ = load_gguf_tokenizer(GgufFile(std::filesystem::path(gguf)));
   }
 
   void expect_tokenizer_cases() const {
@@ -91,29 +99,19 @@ class RealModelTokenizer : public ::testing::Test {
     EXPECT_GE(tokenizer_->vocab_size(), section.at("vocab_size").get<std::int32_t>());
   }
 
+  std::string name_;
   json reference_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
-TEST_F(RealModelTokenizer, SmolLM2) {
-  if (!load("smollm2-135m-instruct", "SELFSPEC_GGUF_SMOLLM2")) {
-    GTEST_SKIP() << "SELFSPEC_GGUF_SMOLLM2 is not set (scripts/get-model.sh smollm2-135m-instruct)";
-  }
+TEST_F(RealModelTokenizer, IdsAndChatTemplateMatchTransformers) {
   ASSERT_NE(tokenizer_->chat_template(), nullptr);
   EXPECT_EQ(tokenizer_->chat_template()->family(), ChatTemplate::Family::kChatMl);
-  expect_tokenizer_cases();
-  expect_prompts();
-  expect_special_ids();
-}
-
-TEST_F(RealModelTokenizer, Qwen2_5Coder1_5B) {
-  if (!load("qwen2.5-coder-1.5b-instruct", "SELFSPEC_GGUF_QWEN_1_5B")) {
-    GTEST_SKIP() << "SELFSPEC_GGUF_QWEN_1_5B is not set "
-                    "(scripts/get-model.sh qwen2.5-coder-1.5b-instruct)";
-  }
-  ASSERT_NE(tokenizer_->chat_template(), nullptr);
-  EXPECT_EQ(tokenizer_->chat_template()->default_system_prompt(),
-            "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+  const std::string default_system =
+      name_.starts_with("smollm2")
+          ? "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+          : "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+  EXPECT_EQ(tokenizer_->chat_template()->default_system_prompt(), default_system);
   expect_tokenizer_cases();
   expect_prompts();
   expect_special_ids();
