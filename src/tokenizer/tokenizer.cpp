@@ -50,7 +50,40 @@ FileKind sniff(const std::filesystem::path& file) {
   return FileKind::kSentencePiece;
 }
 
-// tokenizer.json, else tokenizer.model, of a HF model directory; nullptr when it has neither.
+// tokenizer.json (HF) or tokenizer.model (SentencePiece), by content.
+std::unique_ptr<Tokenizer> load_hf_tokenizer_file(const std::filesystem::path& file) {
+  switch (sniff(file)) {
+    case FileKind::kJson:
+      return std::make_unique<BpeTokenizer>(file);
+    case FileKind::kTiktoken:
+      fail(
+          "{}: this is a tiktoken BPE file (Meta's original LLaMA-3 format), which is not "
+          "supported; use the Hugging Face tokenizer.json instead",
+          file.string());
+    case FileKind::kSentencePiece:
+      break;
+  }
+  if (file.extension() == ".json") {
+    fail("{}: not a tokenizer.json (the file does not start with a JSON object)", file.string());
+  }
+  return std::make_unique<SentencePieceTokenizer>(file);
+}
+
+// The chat template of the HF files next to a tokenizer (tokenizer_config.json,
+// chat_template.jinja). A broken tokenizer_config.json costs only the template, which --chat
+// alone needs.
+void attach_hf_chat_template(Tokenizer& tokenizer, const std::filesystem::path& dir) {
+  try {
+    if (std::optional<ChatTemplate> chat = find_hf_chat_template(dir)) {
+      tokenizer.set_chat_template(std::move(*chat));
+    }
+  } catch (const Error& e) {
+    log::warn("no chat template: {}", e.what());
+  }
+}
+
+// tokenizer.json, else tokenizer.model, of a HF model directory (with the directory's chat
+// template); nullptr when it has neither.
 std::unique_ptr<Tokenizer> find_hf_tokenizer(const std::filesystem::path& model_dir) {
   std::error_code ec;
   const std::filesystem::path json = model_dir / "tokenizer.json";
@@ -105,21 +138,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file) {
   if (!std::filesystem::is_regular_file(file, ec))
     fail("{}: no such tokenizer file", file.string());
   if (is_gguf_file(file)) return load_gguf_tokenizer(GgufFile(file));
-  switch (sniff(file)) {
-    case FileKind::kJson:
-      return std::make_unique<BpeTokenizer>(file);
-    case FileKind::kTiktoken:
-      fail(
-          "{}: this is a tiktoken BPE file (Meta's original LLaMA-3 format), which is not "
-          "supported; use the Hugging Face tokenizer.json instead",
-          file.string());
-    case FileKind::kSentencePiece:
-      break;
-  }
-  if (file.extension() == ".json") {
-    fail("{}: not a tokenizer.json (the file does not start with a JSON object)", file.string());
-  }
-  return std::make_unique<SentencePieceTokenizer>(file);
+  std::unique_ptr<Tokenizer> tokenizer = load_hf_tokenizer_file(file);
+  attach_hf_chat_template(*tokenizer, file.parent_path());
+  return tokenizer;
 }
 
 std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_path) {
@@ -127,18 +148,7 @@ std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_pat
   if (!std::filesystem::is_directory(model_path, ec)) {
     return is_gguf_file(model_path) ? find_gguf_tokenizer(model_path) : nullptr;
   }
-  std::unique_ptr<Tokenizer> tokenizer = find_hf_tokenizer(model_path);
-  if (tokenizer != nullptr) {
-    // A broken tokenizer_config.json costs only the chat template (needed by --chat alone).
-    try {
-      if (std::optional<ChatTemplate> chat = find_hf_chat_template(model_path)) {
-        tokenizer->set_chat_template(std::move(*chat));
-      }
-    } catch (const Error& e) {
-      log::warn("no chat template: {}", e.what());
-    }
-    return tokenizer;
-  }
+  if (std::unique_ptr<Tokenizer> tokenizer = find_hf_tokenizer(model_path)) return tokenizer;
   if (const std::optional<std::filesystem::path> gguf = only_gguf_file(model_path)) {
     return find_gguf_tokenizer(*gguf);
   }

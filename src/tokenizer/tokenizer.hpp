@@ -45,9 +45,10 @@ class Tokenizer {
   std::optional<ChatTemplate> chat_template_;
 };
 
-// Loads tokenizer.model (SentencePiece), tokenizer.json (HF) or a GGUF file's tokenizer from a
-// file path. Throws selfspec::Error naming the file when it cannot be parsed or is of an
-// unsupported kind.
+// Loads tokenizer.model (SentencePiece), tokenizer.json (HF; both with the chat template of the
+// tokenizer_config.json / chat_template.jinja beside them) or a GGUF file's tokenizer from a file
+// path. Throws selfspec::Error naming the file when it cannot be parsed or is of an unsupported
+// kind.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file);
 
 // The tokenizer of a model path: a GGUF file's own; in a directory tokenizer.json, then

@@ -507,6 +507,10 @@ TEST(GgufTokenizerFiles, LoadAndFind) {
   ASSERT_NE(hf, nullptr);
   ASSERT_NE(hf->chat_template(), nullptr);
   EXPECT_EQ(hf->chat_template()->family(), ChatTemplate::Family::kLlama2);
+  // --tokenizer FILE: the template beside the file comes with it.
+  const auto by_file = load_tokenizer(dir / "tokenizer.json");
+  ASSERT_NE(by_file->chat_template(), nullptr);
+  EXPECT_EQ(by_file->chat_template()->family(), ChatTemplate::Family::kLlama2);
   // A GGUF file without tokenizer metadata has no tokenizer to find (the model runs on
   // --prompt-ids), but loading it as a tokenizer names the missing key.
   const testing::TempDir bare("gguf-tokenizer-bare");
