@@ -100,8 +100,11 @@ std::unique_ptr<Tokenizer> byte_level_bpe(const GgufVocab& vocab) {
 
 std::unique_ptr<Tokenizer> sentencepiece_bpe(const GgufVocab& vocab) {
   const std::string proto = gguf_sentencepiece_model_proto(vocab);
+  // SentencePiece's own complaints (an empty or duplicate piece, bad byte pieces) are about the
+  // vocabulary.
+  const std::string source = vocab.where("tokenizer.ggml.tokens");
   auto inner = std::make_unique<SentencePieceTokenizer>(
-      SentencePieceTokenizer::SerializedModel{proto, vocab.source});
+      SentencePieceTokenizer::SerializedModel{proto, source});
   return std::make_unique<GgufTokenizer>(vocab, std::move(inner), true);
 }
 
