@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# llama.cpp's plain-decoding speed on a GGUF file: the baseline that selfspec's plain (autoregressive)
-# tokens/s is reported against (issue 9).
+# llama.cpp's plain-decoding speed on a GGUF file: the baseline that selfspec's plain
+# (autoregressive) tokens/s is reported against (issue 9).
 #
 #   scripts/dev/llama_cpp_baseline.sh GGUF [THREADS] [OUT.json]
 #
@@ -10,29 +10,31 @@
 #
 # What it does NOT measure: equal work. llama.cpp decodes straight from the file's quantized
 # blocks (Q4_1, Q4_K, ... : about 4.5-5 bits a weight, dot products on the packed blocks), whereas
-# selfspec dequantizes every tensor at load into --weights-dtype (bf16 by default, or f32) and
-# then streams about 3x (bf16) to 6.5x (f32) more bytes of weights per token. Decoding is memory-bound, so the two figures
-# compare engines (each at its own natural setting), not kernels on the same data. llama.cpp has
-# no option to expand a quantized file at load, so no like-for-like bf16/f32 figure is recorded;
-# convert the model to an F32/BF16 GGUF with llama.cpp's own tools if one is ever needed.
+# selfspec dequantizes every tensor at load into --weights-dtype (bf16 by default, or f32) and then
+# streams about 3x (bf16) to 6.5x (f32) more bytes of weights per token. Decoding is memory-bound,
+# so the two figures compare engines (each at its own natural setting), not kernels on the same
+# data. llama.cpp has no option to expand a quantized file at load, so no like-for-like bf16/f32
+# figure is recorded.
 #
 # Where llama.cpp comes from: only PyPI and Debian are reachable, so it is built from the sdist of
 # llama-cpp-python (pinned below, sha256-checked), which vendors llama.cpp under vendor/llama.cpp.
 # The sdist's CHANGELOG names the vendored llama.cpp commit; it is passed to CMake as the build
 # commit, so the record does not hang on whatever git metadata an sdist carries (0.3.36 carries a
 # one-commit shallow clone: the commit agrees, but llama.cpp's build number would read 1, so it is
-# not recorded). Built once, CPU
-# only, native ISA, no network features, only the targets llama-bench, llama-simple and
-# llama-tokenize, into $SELFSPEC_LLAMACPP_DIR (default ~/.cache/selfspec/llama.cpp); a build that
-# is already there is reused. The build runs under `nice -n 10` with $SELFSPEC_LLAMACPP_JOBS
-# (default 2) jobs and takes 10-20 minutes on a 2-core machine. Needs python3 with pip, cmake,
-# g++ (Debian: apt-get install cmake g++ python3-pip).
+# not recorded). Built once: CPU only, native ISA, no network features, only the targets
+# llama-bench, llama-simple and llama-tokenize, into $SELFSPEC_LLAMACPP_DIR (default
+# ~/.cache/selfspec/llama.cpp); a build that is already there is reused. The build runs under
+# `nice -n 10` with $SELFSPEC_LLAMACPP_JOBS (default 2) jobs and takes about 25 minutes on a busy
+# 2-core machine. Needs python3 with pip, cmake, g++ (Debian: apt-get install cmake g++
+# python3-pip).
 #
 # Output: the one-line summary on stdout; with OUT.json also a JSON record: tokens/s (mean, stddev,
-# per repetition), llama.cpp's build (llama-cpp-python version, commit, build number, backend),
-# the model as llama-bench describes it (type, size, parameters), the GGUF's path and size, the
-# CPU, nproc, THREADS and /proc/loadavg before and after the run (the figure is only as good as
-# the machine was quiet). Progress and llama.cpp's own logs go to stderr.
+# per repetition), llama.cpp's build (llama-cpp-python version, commit, backend), the model as
+# llama-bench describes it (type, size, parameters), the GGUF's path and size, the CPU, nproc,
+# THREADS and /proc/loadavg before and after the run (the figure is only as good as the machine was
+# quiet: with more runnable work than cores, multi-threaded decoding collapses because every
+# thread waits at each op's barrier for the slowest, preempted one). Progress and llama.cpp's own
+# logs go to stderr.
 #
 # The same build serves the greedy sanity check (no chat template, greedy sampler):
 #   $SELFSPEC_LLAMACPP_DIR/build/bin/llama-simple -m GGUF -n 24 "The capital of France is"
@@ -103,7 +105,10 @@ vendored_commit() {
   commit="$(awk -v version="## [$kVersion]" '
     index($0, version) == 1 { inside = 1; next }
     inside && /^## \[/ { exit }
-    inside && match($0, /llama\.cpp@[0-9a-f]+/) { print substr($0, RSTART + 10, RLENGTH - 10); exit }
+    inside && match($0, /llama\.cpp@[0-9a-f]+/) {
+      print substr($0, RSTART + 10, RLENGTH - 10)
+      exit
+    }
   ' "$changelog" 2>/dev/null || true)"
   echo "${commit:-unknown}"
 }
