@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace sentencepiece {
 class SentencePieceProcessor;
@@ -16,8 +18,16 @@ namespace selfspec {
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
+  // A serialized model (the bytes of a tokenizer.model) and the name of its source for errors.
+  struct SerializedModel {
+    std::string_view bytes;
+    std::string_view source;
+  };
+
   // Loads `file`; throws selfspec::Error naming it when it cannot be read or parsed.
   explicit SentencePieceTokenizer(const std::filesystem::path& file);
+  // Loads a model from memory (tests, fuzzing); errors name `model.source`.
+  explicit SentencePieceTokenizer(SerializedModel model);
   ~SentencePieceTokenizer() override;
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
@@ -34,7 +44,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string_view kind() const override { return "sentencepiece"; }
 
  private:
-  std::filesystem::path file_;
+  std::string source_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
 };
 
