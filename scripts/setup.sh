@@ -9,6 +9,9 @@ packages=(
   libboost-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libsentencepiece-dev sentencepiece libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The parser fuzz targets (scripts/build-fuzz.sh): clang, its libFuzzer/sanitizer runtimes,
+  # and the OpenMP runtime clang links.
+  clang libclang-rt-dev libomp-dev
   # Slurm for scripts/slurm/ and the slurm_cpu_smoke test (a one-node cluster on localhost);
   # libpmix-dev: Slurm's mpi_pmix plugin dlopen()s its unversioned libpmix.so (srun --mpi=pmix).
   slurmctld slurmd slurm-client munge libpmix-dev
