@@ -34,6 +34,15 @@ void SpecTotals::add(const GenerationResult& result) {
   stats += result.stats;
 }
 
+void SpecTotals::add(const SpecTotals& other) {
+  tokens += other.tokens;
+  seconds += other.seconds;
+  stats += other.stats;
+  lossless_prompts += other.lossless_prompts;
+  prompts += other.prompts;
+  last_controller_state = other.last_controller_state;
+}
+
 SpecFigures compare_with_autoregressive(const SpecTotals& spec, const ArTotals& ar) {
   const DecodingStats& s = spec.stats;
   const double ar_forward = ar.seconds_per_forward();

@@ -50,6 +50,9 @@ struct SpecTotals {
   nlohmann::json last_controller_state;
 
   void add(const GenerationResult& result);
+  // Adds the totals of other runs of this configuration (e.g. one prompt's); their controller
+  // state becomes the last one.
+  void add(const SpecTotals& other);
   double tokens_per_second() const { return ratio(static_cast<double>(tokens), seconds); }
 };
 

@@ -17,13 +17,21 @@
 // verification/decode cost ratio is reported beside it). Greedy runs also check that the
 // speculative tokens equal the autoregressive ones.
 //
+// With --prompts-file (and --spec): real-text prompts from JSON Lines files (prompt_suite.hpp;
+// bench/prompts/, scripts/get-prompts.sh humaneval) instead of random ids, filtered by --split,
+// --tasks and --max-prompts-per-task, generating up to --gen tokens each (stopping at an
+// end-of-sequence id unless --ignore-eos). The same runs, then per configuration the medians over
+// prompts per task and overall (suite_report.hpp) and one record per prompt; the bandwidth
+// figures are left out.
+//
 // Output, as in the other commands: stdout carries the result — the summary table, or with --json
 // one JSON object instead (the table then goes to stderr, beside the progress lines). --out FILE
 // writes the JSON object to FILE and --out-jsonl FILE appends one record per finished run and then
 // the summary, with or without --json.
 //
-// Steps: measure the bandwidth, make the prompts, run the matrix (autoregressive and every
-// speculative configuration per prompt, one JSONL record per run), then compute and report.
+// Steps: measure the bandwidth (not with --prompts-file), make the prompts, run the matrix
+// (autoregressive and every speculative configuration per prompt, one JSONL record per run), then
+// compute and report.
 #include "backend/memory_bandwidth.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -37,8 +45,11 @@
 #include "launch/job.hpp"
 #include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
+#include "launch/prompt_suite.hpp"
 #include "launch/report.hpp"
 #include "launch/spec_options.hpp"
+#include "launch/suite_figures.hpp"
+#include "launch/suite_report.hpp"
 
 #include <fmt/format.h>
 #include <boost/random/mersenne_twister.hpp>
@@ -66,6 +77,11 @@ struct BenchOptions {
   std::string out;
   OutputCli output;
   SpecCliOptions spec;
+  std::vector<std::string> prompts_files;  // --prompts-file: a prompt suite instead of random ids
+  PromptSelection selection;
+  bool ignore_eos = false;  // with --prompts-file; random prompts always ignore EOS
+
+  bool suite() const { return !prompts_files.empty(); }
 };
 
 // What every step of a run shares; identical on every rank.
@@ -76,9 +92,21 @@ struct Bench {
   std::optional<SkipSet> skips;
   SamplingParams sampling;
   GenerationOptions generation;
+  std::vector<SuitePrompt> suite;  // --prompts-file: the selected prompts, in run order
 
   Communicator& comm() const { return job.comm(); }
   int num_layers() const { return static_cast<int>(engine.config().num_layers); }
+  // How progress lines and JSONL records name a prompt: its task and id with --prompts-file.
+  std::string prompt_label(int run) const {
+    if (suite.empty()) return "";
+    const SuitePrompt& p = suite[static_cast<std::size_t>(run)];
+    return fmt::format(" ({} {})", p.task, p.id);
+  }
+  nlohmann::json prompt_tags(int run) const {
+    if (suite.empty()) return nlohmann::json::object();
+    const SuitePrompt& p = suite[static_cast<std::size_t>(run)];
+    return {{"id", p.id}, {"task", p.task}};
+  }
 };
 
 using Prompts = std::vector<std::vector<std::int32_t>>;
@@ -97,11 +125,12 @@ GenerationResult decode_autoregressive(const Bench& bench, std::span<const std::
 }
 
 SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config,
-                                  std::span<const std::int32_t> prompt, KvCache& kv) {
+                                  std::span<const std::int32_t> prompt,
+                                  const GenerationOptions& generation, KvCache& kv) {
   LayerSkipDrafter drafter(bench.skips->plan(bench.num_layers()), bench.skips->name);
   const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
       bench.options.spec.controller_options(config.controller, bench.sampling.seed));
-  GenerationOptions spec = bench.generation;
+  GenerationOptions spec = generation;
   spec.logits = config.logits;
   spec.debug_sync = bench.options.spec.debug_sync;
   Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
@@ -122,7 +151,7 @@ MemoryBandwidth measure_bandwidth(Communicator& comm, const BenchOptions& option
 
 // Seeded random prompts (ids >= 3 avoid the usual special tokens), made on rank 0: one per
 // --prompts with --spec, else one for every repetition.
-Prompts make_prompts(const Bench& bench) {
+Prompts random_prompts(const Bench& bench) {
   const BenchOptions& options = bench.options;
   const auto vocab = static_cast<std::int32_t>(bench.engine.config().vocab_size);
   const int n_prompts = options.spec.enabled() ? options.prompts : 1;
@@ -140,6 +169,33 @@ Prompts make_prompts(const Bench& bench) {
   return prompts;
 }
 
+// The one place where a suite prompt's text becomes token ids: rank 0 tokenizes (adding the
+// tokenizer's special tokens, BOS), every rank receives the ids. `--chat` (the model's chat
+// template around the text) belongs here.
+std::vector<std::int32_t> suite_prompt_ids(Engine& engine, const SuitePrompt& prompt) {
+  return engine.prepare_prompt(prompt.text, {}, /*add_special_tokens=*/true);
+}
+
+// The selected suite prompts as ids, each checked against the context before any weight is read.
+Prompts tokenize_suite(const Bench& bench) {
+  Engine& engine = bench.engine;
+  SELFSPEC_CHECK(engine.tokenizer() != nullptr,
+                 "--prompts-file needs a tokenizer, but {} has none (no tokenizer.json or "
+                 "tokenizer.model; use --tokenizer FILE)",
+                 engine.source().name);
+  Prompts prompts;
+  for (const SuitePrompt& prompt : bench.suite) {
+    prompts.push_back(suite_prompt_ids(engine, prompt));
+    const auto n = static_cast<std::int64_t>(prompts.back().size());
+    SELFSPEC_CHECK(n + bench.options.gen <= engine.context_limit(),
+                   "{}: prompt '{}' is {} tokens; with --gen {} that is {} tokens, longer than "
+                   "the context of {} tokens",
+                   prompt.source, prompt.id, n, bench.options.gen, n + bench.options.gen,
+                   engine.context_limit());
+  }
+  return prompts;
+}
+
 // ---- Run the matrix ----
 
 // What the runs measured.
@@ -148,7 +204,8 @@ struct RunMatrix {
   int ar_runs = 0;  // autoregressive runs planned: one per prompt with --spec, else --reps
   ArSamples samples;
   ArTotals ar;
-  std::vector<SpecTotals> specs;  // one per controller x logits mode
+  std::vector<SpecTotals> specs;       // one per controller x logits mode
+  std::vector<PromptRuns> per_prompt;  // prompts whose runs all finished, in prompt order
   int completed_runs = 0;
   int interrupted = 0;  // the stop signal, identical on every rank (it travels with the tokens)
 };
@@ -166,44 +223,82 @@ std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
   return specs;
 }
 
-// Pages in the weights and sizes the workspaces. Returns the stop signal, if one came.
-int warm_up(const Bench& bench, std::span<const std::int32_t> prompt, KvCache& kv) {
+// Pages in the weights and sizes the workspaces, then drafts a few tokens with every speculative
+// configuration (first-use costs such as recording the draft shapes' CUDA graphs stay out of the
+// measured runs). Returns the stop signal, if one came.
+int warm_up(const Bench& bench, std::span<const std::int32_t> prompt,
+            const std::vector<SpecTotals>& specs, KvCache& kv) {
   GenerationOptions warmup = bench.generation;
   warmup.max_new_tokens = std::min<std::int64_t>(bench.options.gen, 4);
-  return decode_autoregressive(bench, prompt, warmup, kv).interrupt_signal;
+  int signal = decode_autoregressive(bench, prompt, warmup, kv).interrupt_signal;
+  warmup.max_new_tokens = std::min<std::int64_t>(bench.options.gen, 8);
+  for (const SpecTotals& config : specs) {
+    if (signal != 0) break;
+    kv.clear();
+    signal = decode_speculative(bench, config, prompt, warmup, kv).result.interrupt_signal;
+  }
+  return signal;
+}
+
+// One prompt's runs, started by its autoregressive run.
+PromptRuns start_prompt_runs(std::span<const std::int32_t> prompt, const GenerationResult& ar) {
+  PromptRuns runs;
+  runs.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  runs.generated_tokens = static_cast<std::int64_t>(ar.tokens.size());
+  runs.stopped_on_eos = ar.stopped_on_eos;
+  runs.ar.add(ar);
+  return runs;
 }
 
 void add_autoregressive_run(const Bench& bench, int run, const GenerationResult& result,
                             RunMatrix& matrix, JsonlWriter* jsonl) {
   ++matrix.completed_runs;
-  if (jsonl) jsonl->write(autoregressive_run_record(run, result.timings, bench.comm().size()));
+  if (jsonl) {
+    nlohmann::json record = autoregressive_run_record(run, result.timings, bench.comm().size());
+    record.update(bench.prompt_tags(run));
+    jsonl->write(record);
+  }
   matrix.samples.add(result.timings);
   matrix.ar.add(result);
-  log::info("  {} {}/{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s",
-            bench.skips ? "prompt" : "rep", run + 1, matrix.ar_runs,
+  log::info("  {} {}/{}{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s",
+            bench.skips ? "prompt" : "rep", run + 1, matrix.ar_runs, bench.prompt_label(run),
             matrix.samples.prefill_tps.back(), matrix.samples.decode_tps.back());
 }
 
-void add_speculative_run(const Bench& bench, int run, const SpeculativeRun& spec,
-                         const GenerationResult& autoregressive, SpecTotals& totals,
-                         RunMatrix& matrix, JsonlWriter* jsonl) {
+// Adds one speculative run to its configuration's totals; returns the run's own totals.
+SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun& spec,
+                               const GenerationResult& autoregressive, SpecTotals& totals,
+                               RunMatrix& matrix, JsonlWriter* jsonl) {
   ++matrix.completed_runs;
-  totals.add(spec.result);
-  ++totals.prompts;
   const bool greedy = bench.sampling.greedy();
   const bool same_tokens = spec.result.tokens == autoregressive.tokens;
-  if (greedy && same_tokens) ++totals.lossless_prompts;
-  totals.last_controller_state = spec.controller_state;
+  SpecTotals prompt;
+  prompt.controller = totals.controller;
+  prompt.logits = totals.logits;
+  prompt.add(spec.result);
+  prompt.prompts = 1;
+  prompt.lossless_prompts = greedy && same_tokens ? 1 : 0;
+  prompt.last_controller_state = spec.controller_state;
+  totals.add(prompt);
+  if (greedy && !same_tokens) {
+    log::warn(
+        "prompt {}{}: {} / {} speculative tokens differ from the autoregressive ones; greedy "
+        "self-speculative decoding must be lossless: this is a bug",
+        run + 1, bench.prompt_label(run), totals.controller, logits_mode_name(totals.logits));
+  }
   if (jsonl) {
-    jsonl->write(speculative_run_record(
+    nlohmann::json record = speculative_run_record(
         run, totals, spec.result.timings, spec.result.stats, autoregressive.timings,
-        greedy ? std::optional<bool>(same_tokens) : std::nullopt, bench.comm().size()));
+        greedy ? std::optional<bool>(same_tokens) : std::nullopt, bench.comm().size());
+    record.update(bench.prompt_tags(run));
+    jsonl->write(record);
   }
   const double tps = spec.result.timings.decode_tokens_per_second();
   log::info("    {:>9} / {:<6}: {:.2f} tok/s ({:.2f}x), acceptance {:.3f}, M {:.2f}",
             totals.controller, logits_mode_name(totals.logits), tps,
             ratio(tps, autoregressive.timings.decode_tokens_per_second()),
             spec.result.stats.acceptance_rate(), spec.result.stats.mean_accepted_length());
+  return prompt;
 }
 
 // Autoregressive decoding of each prompt (or --reps times the one prompt), each followed by every
@@ -214,9 +309,12 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
   matrix.n_prompts = static_cast<int>(prompts.size());
   matrix.ar_runs = bench.skips ? matrix.n_prompts : options.reps;
   matrix.specs = speculative_configurations(bench);
-  KvCache kv = bench.engine.model().make_kv_cache(options.prompt_len +
+  std::size_t longest = 0;
+  for (const std::vector<std::int32_t>& prompt : prompts)
+    longest = std::max(longest, prompt.size());
+  KvCache kv = bench.engine.model().make_kv_cache(static_cast<std::int64_t>(longest) +
                                                   std::max<std::int64_t>(options.gen, 1));
-  matrix.interrupted = warm_up(bench, prompts[0], kv);
+  matrix.interrupted = warm_up(bench, prompts[0], matrix.specs, kv);
   for (int run = 0; run < matrix.ar_runs && matrix.interrupted == 0; ++run) {
     const std::vector<std::int32_t>& prompt =
         prompts[static_cast<std::size_t>(bench.skips ? run : 0)];
@@ -227,14 +325,19 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
       break;
     }
     add_autoregressive_run(bench, run, result, matrix, jsonl);
+    PromptRuns prompt_runs = start_prompt_runs(prompt, result);
     for (SpecTotals& totals : matrix.specs) {
       kv.clear();
-      const SpeculativeRun spec = decode_speculative(bench, totals, prompt, kv);
+      const SpeculativeRun spec = decode_speculative(bench, totals, prompt, bench.generation, kv);
       if (spec.result.interrupt_signal != 0) {
         matrix.interrupted = spec.result.interrupt_signal;
         break;
       }
-      add_speculative_run(bench, run, spec, result, totals, matrix, jsonl);
+      prompt_runs.specs.push_back(
+          add_speculative_run(bench, run, spec, result, totals, matrix, jsonl));
+    }
+    if (prompt_runs.specs.size() == matrix.specs.size()) {
+      matrix.per_prompt.push_back(std::move(prompt_runs));
     }
   }
   return matrix;
@@ -303,11 +406,11 @@ struct BenchResult {
   std::vector<SpecFigures> figures;  // one per matrix.specs entry
 };
 
-nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
+// What every bench reports: the model, the machine, how far the runs got, the drafter.
+nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   const BenchOptions& options = bench.options;
   Engine& engine = bench.engine;
-  const RunMatrix& m = r.matrix;
-  nlohmann::json out = to_json(r.traffic);
+  nlohmann::json out;
   out["model"] = options.engine.model_name();
   out["parameters"] = engine.config().parameter_count();
   out["weight_dtype"] = dtype_name(engine.model().weights().embedding.dtype);
@@ -315,11 +418,29 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
   out["threads_per_rank"] = num_threads();
   out["isa"] = engine.backend().description().isa;
   out["backend"] = engine.backend().description().summary();
-  out["prompt_len"] = options.prompt_len;
   out["gen"] = options.gen;
+  out["sampling"] = to_json(bench.sampling);
+  out["load_s"] = engine.load_seconds();
+  out["completed_runs"] = m.completed_runs;
+  out["interrupted"] = m.interrupted != 0;
+  if (m.interrupted != 0) out["signal"] = stop_signal_name(m.interrupted);
+  if (bench.skips) {
+    out["spec"] = options.spec.describe(*bench.skips, bench.num_layers());
+    out["spec"].erase("controller");
+    out["spec"].erase("logits");
+  }
+  return out;
+}
+
+nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
+  const BenchOptions& options = bench.options;
+  Engine& engine = bench.engine;
+  const RunMatrix& m = r.matrix;
+  nlohmann::json out = to_json(r.traffic);
+  out.update(run_description(bench, m));
+  out["prompt_len"] = options.prompt_len;
   out["prompts"] = m.n_prompts;
   out["reps"] = m.ar_runs;
-  out["sampling"] = to_json(bench.sampling);
   out["prefill_tokens_per_s"] = median(m.samples.prefill_tps);
   out["decode_tokens_per_s"] = median(m.samples.decode_tps);
   out["decode_ms_per_token"] = median(m.samples.decode_ms);
@@ -335,20 +456,33 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
         ratio(r.traffic.effective_all_gbps(), r.device->peak_all_gbps);
     out["cuda_graphs"] = engine.backend().graphs_enabled();
   }
-  out["load_s"] = engine.load_seconds();
-  out["completed_runs"] = m.completed_runs;
-  out["interrupted"] = m.interrupted != 0;
-  if (m.interrupted != 0) out["signal"] = stop_signal_name(m.interrupted);
   if (bench.skips) {
     out["autoregressive"] = to_json(m.ar);
-    out["spec"] = options.spec.describe(*bench.skips, bench.num_layers());
-    out["spec"].erase("controller");
-    out["spec"].erase("logits");
     out["speculative"] = nlohmann::json::array();
     for (std::size_t i = 0; i < m.specs.size(); ++i) {
       out["speculative"].push_back(to_json(m.specs[i], r.figures[i], bench.sampling.greedy()));
     }
   }
+  return out;
+}
+
+SuiteResults suite_results(const Bench& bench, const RunMatrix& m) {
+  return {bench.suite, m.per_prompt, m.specs, bench.sampling.greedy()};
+}
+
+// --prompts-file: the run's description, the selection, then the suite's figures and records.
+nlohmann::json suite_bench_json(const Bench& bench, const RunMatrix& m) {
+  const BenchOptions& options = bench.options;
+  nlohmann::json out = run_description(bench, m);
+  out["prompts_files"] = options.prompts_files;
+  out["split"] = options.selection.split;
+  out["tasks"] = tasks_of(bench.suite);
+  out["max_prompts_per_task"] = options.selection.max_per_task;
+  out["prompts"] = bench.suite.size();
+  out["ignore_eos"] = options.ignore_eos;
+  out["controller_options"] = to_json(options.spec.controller);
+  out["autoregressive"] = to_json(m.ar);
+  out.update(suite_json(suite_results(bench, m)));
   return out;
 }
 
@@ -402,22 +536,28 @@ void print_speculative_table(std::FILE* to, const Bench& bench, const BenchResul
   }
 }
 
-// Rank 0: the summary table (stdout, or stderr with --json), the JSON object (stdout with --json,
-// --out), the summary record (--out-jsonl).
-void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* jsonl) {
+// --prompts-file: what was run, before the tables.
+void print_suite_header(std::FILE* to, const Bench& bench, const RunMatrix& m) {
   const BenchOptions& options = bench.options;
-  if (r.matrix.interrupted != 0) {
-    log::warn(
-        "stopped by {} after {} completed run(s): the summary covers those; exiting with "
-        "status {}",
-        stop_signal_name(r.matrix.interrupted), r.matrix.completed_runs, status);
+  std::string tasks;
+  for (const std::string& task : tasks_of(bench.suite)) {
+    const auto count = std::count_if(bench.suite.begin(), bench.suite.end(),
+                                     [&](const SuitePrompt& p) { return p.task == task; });
+    tasks += fmt::format("{}{} {}", tasks.empty() ? "" : ", ", task, count);
   }
-  std::FILE* table = options.output.json ? stderr : stdout;
-  print_speed_summary(table, bench, r);
-  if (bench.skips) print_speculative_table(table, bench, r);
-  std::fflush(table);
+  fmt::print(to,
+             "bench: {} {} prompt(s) ({}), up to {} new tokens each{}, tp {}, {} thread(s)/rank\n"
+             "  self-speculative vs autoregressive ({:.2f} tok/s over all prompts), skip set "
+             "'{}' ({} of {} sublayers), max draft {}\n",
+             bench.suite.size(), options.selection.split, tasks, options.gen,
+             options.ignore_eos ? "" : " (stopping at end of sequence)", bench.comm().size(),
+             num_threads(), m.ar.tokens_per_second(), bench.skips->name,
+             bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
+             options.spec.controller.max_draft);
+}
 
-  const nlohmann::json out = bench_json(bench, r);
+// Rank 0: the JSON object on stdout (--json) and in --out, the summary record (--out-jsonl).
+void write_json(const BenchOptions& options, const nlohmann::json& out, JsonlWriter* jsonl) {
   if (options.output.json) print_json_line(out);
   if (jsonl) {
     nlohmann::json summary = out;
@@ -431,29 +571,84 @@ void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* j
   }
 }
 
+// Rank 0: the summary tables (stdout, or stderr with --json), then the JSON.
+void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* jsonl) {
+  const BenchOptions& options = bench.options;
+  if (r.matrix.interrupted != 0) {
+    log::warn(
+        "stopped by {} after {} completed run(s): the summary covers those; exiting with "
+        "status {}",
+        stop_signal_name(r.matrix.interrupted), r.matrix.completed_runs, status);
+  }
+  std::FILE* table = options.output.json ? stderr : stdout;
+  if (options.suite()) {
+    print_suite_header(table, bench, r.matrix);
+    print_suite_tables(table, suite_results(bench, r.matrix));
+  } else {
+    print_speed_summary(table, bench, r);
+    if (bench.skips) print_speculative_table(table, bench, r);
+  }
+  std::fflush(table);
+  write_json(options, options.suite() ? suite_bench_json(bench, r.matrix) : bench_json(bench, r),
+             jsonl);
+}
+
+// ---- The command ----
+
+// Checks the options against the model and picks the prompts' source, before any weight is read:
+// random ids of --prompt-len, or the suite's selection.
+void prepare(Bench& bench, const CLI::App& command) {
+  const BenchOptions& options = bench.options;
+  if (options.suite()) {
+    SELFSPEC_CHECK(options.spec.enabled(),
+                   "--prompts-file compares autoregressive with self-speculative decoding: give "
+                   "--spec layer-skip and a skip set");
+    bench.suite = select_prompts(read_prompt_suite(options.prompts_files), options.selection);
+  } else {
+    SELFSPEC_CHECK(options.prompt_len >= 1, "--prompt-len must be >= 1");
+    bench.engine.check_context(options.prompt_len, options.gen);
+  }
+  options.spec.validate(command);
+  if (options.spec.enabled()) bench.skips = options.spec.skip_set(command, bench.num_layers());
+  bench.sampling = options.sampling.params();
+}
+
+// What every measured run generates: --gen tokens. Random prompts ignore end-of-sequence ids (the
+// length is the measurement); suite prompts stop at one, as the model would, unless --ignore-eos.
+GenerationOptions generation_options(const Bench& bench) {
+  const BenchOptions& options = bench.options;
+  GenerationOptions generation;
+  generation.max_new_tokens = options.gen;
+  generation.ignore_eos = !options.suite() || options.ignore_eos;
+  if (options.suite()) generation.eos_ids = bench.engine.eos_ids();
+  generation.sampling = bench.sampling;
+  generation.logits = options.spec.logits_modes().front();
+  generation.interrupt = pending_stop_signal;
+  return generation;
+}
+
 int run_bench(const BenchOptions& options, const CLI::App& command) {
   return run_job(options.engine.threads, [&](Job& job) {
     Engine engine(options.engine.engine_options(), job.comm());
-    SELFSPEC_CHECK(options.prompt_len >= 1, "--prompt-len must be >= 1");
-    engine.check_context(options.prompt_len, options.gen);
-    options.spec.validate(command);
-    Bench bench{options, job, engine, std::nullopt, {}, {}};
-    if (options.spec.enabled()) bench.skips = options.spec.skip_set(command, bench.num_layers());
-    bench.sampling = options.sampling.params();
+    Bench bench{options, job, engine, std::nullopt, {}, {}, {}};
+    prepare(bench, command);
+    bench.generation = generation_options(bench);
     BenchResult result;
-    result.bandwidth = measure_bandwidth(job.comm(), options);
+    Prompts prompts;
+    if (options.suite()) {
+      prompts = tokenize_suite(bench);
+    } else {
+      result.bandwidth = measure_bandwidth(job.comm(), options);
+    }
     engine.load();
-    const Prompts prompts = make_prompts(bench);
-    bench.generation.max_new_tokens = options.gen;
-    bench.generation.ignore_eos = true;
-    bench.generation.sampling = bench.sampling;
-    bench.generation.logits = options.spec.logits_modes().front();
-    bench.generation.interrupt = pending_stop_signal;
+    if (!options.suite()) prompts = random_prompts(bench);
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
     result.matrix = run_matrix(bench, prompts, jsonl.get());
-    result.traffic = decode_traffic(bench, result.matrix.samples);
-    result.device = device_bandwidth(bench, result.matrix.interrupted);
+    if (!options.suite()) {
+      result.traffic = decode_traffic(bench, result.matrix.samples);
+      result.device = device_bandwidth(bench, result.matrix.interrupted);
+    }
     for (const SpecTotals& totals : result.matrix.specs) {
       result.figures.push_back(compare_with_autoregressive(totals, result.matrix.ar));
     }
@@ -464,6 +659,41 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
   });
 }
 
+// --prompts-file and the options that shape the selection (they need it). Returns --prompts-file.
+CLI::Option* add_prompt_suite_options(CLI::App& command, BenchOptions& options) {
+  CLI::Option* file =
+      command
+          .add_option("--prompts-file", options.prompts_files,
+                      "real-text prompts instead of random ids: JSON Lines files (id, task, "
+                      "split, prompt; bench/prompts/README.md), comma-separated; needs --spec. "
+                      "Reports medians per task and overall")
+          ->check(CLI::ExistingFile)
+          ->delimiter(',');
+  command
+      .add_option("--split", options.selection.split,
+                  "suite prompts to run: evaluation (reported), calibration (for tuning) or all")
+      ->check(CLI::IsMember(kPromptSplitChoices))
+      ->capture_default_str()
+      ->needs(file);
+  command
+      .add_option("--tasks", options.selection.tasks,
+                  "only the suite prompts of these tasks (comma-separated)")
+      ->check(CLI::IsMember(known_prompt_tasks()))
+      ->delimiter(',')
+      ->needs(file);
+  command
+      .add_option("--max-prompts-per-task", options.selection.max_per_task,
+                  "at most this many suite prompts of each task (the first in file order)")
+      ->check(CLI::PositiveNumber)
+      ->needs(file);
+  command
+      .add_flag("--ignore-eos", options.ignore_eos,
+                "suite prompts: always generate --gen tokens instead of stopping at the end of "
+                "sequence")
+      ->needs(file);
+  return file;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, CommandBody& run) {
@@ -471,20 +701,28 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
   CLI::App* command = app.add_subcommand(
       "bench",
       "decode speed vs measured memory bandwidth; with --spec, self-speculative vs "
-      "autoregressive side by side (speedup, α, M, c, expected speedup, efficiency)");
+      "autoregressive side by side (speedup, α, M, c, expected speedup, efficiency), on random "
+      "prompts or, with --prompts-file, real-text prompts with medians per task");
   options->engine.add_to(*command);
-  command->add_option("--prompt-len", options->prompt_len, "prompt tokens (random ids)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  CLI::Option* prompt_len =
+      command->add_option("--prompt-len", options->prompt_len, "prompt tokens (random ids)")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
   command->add_option("--gen", options->gen, "tokens to generate per run")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->add_option("--reps", options->reps, "autoregressive repetitions without --spec")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command->add_option("--prompts", options->prompts, "prompts compared with --spec")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  CLI::Option* reps =
+      command->add_option("--reps", options->reps, "autoregressive repetitions without --spec")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  CLI::Option* prompts =
+      command->add_option("--prompts", options->prompts, "random prompts compared with --spec")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+  add_prompt_suite_options(*command, *options)
+      ->excludes(prompt_len)
+      ->excludes(reps)
+      ->excludes(prompts);
   options->sampling.add_to(*command, "seed of the prompts and of sampling");
   command
       ->add_option("--bandwidth-mb", options->bandwidth_mb,

@@ -1,6 +1,7 @@
 // `selfspec info`: architecture summary, parameter count, per-rank memory for weights and KV
 // cache, and whether a tensor-parallel degree is valid (with the reason when it is not).
-// Reads config.json and, when present, the checkpoint headers (validated) — never the weights.
+// Reads config.json and, when present, the checkpoint headers (validated), or a GGUF file's
+// metadata and tensor infos — never the weights.
 #include "core/error.hpp"
 #include "launch/commands.hpp"
 #include "launch/human_units.hpp"
@@ -10,7 +11,10 @@
 #include "launch/report.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/checkpoint_layout.hpp"
+#include "model_io/gguf_file.hpp"
+#include "model_io/gguf_tensor_source.hpp"
 #include "model_io/model_config.hpp"
+#include "model_io/model_source.hpp"
 #include "model_io/safetensors.hpp"
 
 #include <fmt/format.h>
@@ -20,13 +24,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace selfspec::launch {
 namespace {
 
 struct InfoOptions {
-  std::string model_dir;
+  std::string model_path;
   int tp = 1;
   std::int64_t ctx_size = 0;
   std::string weights_dtype = "auto";
@@ -45,34 +50,94 @@ std::string rope_scaling_name(RopeScalingType type) {
   return "?";
 }
 
+// "Q4_K x 84, F32 x 61".
+std::string dtype_counts(const nlohmann::json& counts) {
+  std::vector<std::string> parts;
+  for (const auto& [name, count] : counts.items()) {
+    parts.push_back(fmt::format("{} x {}", name, count.get<int>()));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// A GGUF split is refused when a rank's columns of a row-parallel weight (o_proj, down_proj)
+// would cut a quantization block: the reason, or nullopt when every rank's slice is whole.
+std::optional<std::string> gguf_block_problem(const ModelSource& source, int tp) {
+  const GgufFile file(source.model_path);
+  const ModelConfig& config = source.config;
+  for (int rank = 0; rank < tp; ++rank) {
+    const ShardPlan plan = ShardPlan::make(config, tp, rank);
+    const IndexRange o_cols{plan.q_heads.begin * config.head_dim,
+                            plan.q_heads.end * config.head_dim};
+    for (std::int64_t layer = 0; layer < config.num_layers; ++layer) {
+      for (const auto& [suffix, cols] : {std::pair{"attn_output.weight", o_cols},
+                                         std::pair{"ffn_down.weight", plan.intermediate}}) {
+        const GgufTensorInfo& info = file.tensor(fmt::format("blk.{}.{}", layer, suffix));
+        const std::int64_t block = ggml_block_elements(info.type);
+        if (cols.begin % block == 0 && cols.end % block == 0) continue;
+        return fmt::format(
+            "rank {} would hold columns [{}, {}) of {} ({}, {}-element blocks), cutting a "
+            "quantization block; choose a TP degree that splits its {} columns into whole "
+            "blocks",
+            rank, cols.begin, cols.end, info.name, ggml_type_name(info.type), block, info.cols());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::string attention_kind(const ModelConfig& config) {
   return config.num_kv_heads == config.num_heads ? "multi-head" : "grouped-query";
 }
 
-// The weight dtype: requested, else what the checkpoint stores, else config's torch_dtype.
-// With a checkpoint (validated against the config), `checkpoint` becomes its JSON summary.
-DType weight_dtype(const InfoOptions& options, const ModelConfig& config,
-                   nlohmann::json& checkpoint) {
-  const std::filesystem::path dir(options.model_dir);
-  std::optional<DType> dtype = parse_weights_dtype(options.weights_dtype);
+// The summary of a safetensors checkpoint validated against the config, and its stored dtype;
+// null when the directory has no weights (a config.json alone).
+nlohmann::json safetensors_summary(const std::filesystem::path& dir, const ModelConfig& config,
+                                   std::optional<DType>& stored) {
   const bool has_checkpoint = std::filesystem::exists(dir / "model.safetensors") ||
                               std::filesystem::exists(dir / "model.safetensors.index.json");
-  if (has_checkpoint) {
-    const Checkpoint opened = Checkpoint::open(dir);
-    validate_checkpoint(opened, config);
-    std::map<std::string, int> dtypes;
-    for (const std::string& name : opened.tensor_names()) {
-      ++dtypes[std::string(dtype_name(opened.tensor(name).dtype))];
-    }
-    const DType stored = opened.tensor("model.embed_tokens.weight").dtype;
-    if (!dtype) dtype = stored;
-    checkpoint = {{"files", opened.file_count()},
-                  {"bytes", opened.total_bytes()},
-                  {"tensors", opened.tensor_names().size()},
-                  {"dtypes", dtypes},
-                  {"valid", true}};
+  if (!has_checkpoint) return nullptr;
+  const Checkpoint opened = Checkpoint::open(dir);
+  validate_checkpoint(opened, config);
+  std::map<std::string, int> dtypes;
+  for (const std::string& name : opened.tensor_names()) {
+    ++dtypes[std::string(dtype_name(opened.tensor(name).dtype))];
   }
-  return dtype.value_or(config.torch_dtype.value_or(DType::kBF16));
+  stored = opened.tensor("model.embed_tokens.weight").dtype;
+  return {{"format", "safetensors"},
+          {"files", opened.file_count()},
+          {"bytes", opened.total_bytes()},
+          {"tensors", opened.tensor_names().size()},
+          {"dtypes", dtypes},
+          {"valid", true}};
+}
+
+// The summary of a GGUF file validated against the config (tensor types by count).
+nlohmann::json gguf_summary(const std::filesystem::path& path, const ModelConfig& config) {
+  const GgufFile file(path);
+  GgufTensorSource(file, config).validate(config);
+  std::map<std::string, int> types;
+  for (const GgufTensorInfo& info : file.tensors()) ++types[std::string(ggml_type_name(info.type))];
+  return {{"format", "gguf"},
+          {"version", file.version()},
+          {"files", 1},
+          {"bytes", file.bytes().size()},
+          {"tensors", file.tensors().size()},
+          {"dtypes", types},
+          {"name", file.find_string("general.name").value_or("")},
+          {"valid", true}};
+}
+
+// The weight dtype: requested, else what a safetensors checkpoint stores, else config's
+// torch_dtype, else bf16 (which GGUF files dequantize into). `checkpoint` becomes the JSON
+// summary of the weights when there are any.
+DType weight_dtype(const InfoOptions& options, const ModelSource& source,
+                   nlohmann::json& checkpoint) {
+  std::optional<DType> dtype = parse_weights_dtype(options.weights_dtype);
+  std::optional<DType> stored;
+  checkpoint = source.gguf ? gguf_summary(source.model_path, source.config)
+                           : safetensors_summary(source.model_path, source.config, stored);
+  if (!dtype) dtype = stored;
+  return dtype.value_or(source.config.torch_dtype.value_or(DType::kBF16));
 }
 
 nlohmann::json architecture_json(const ModelConfig& config) {
@@ -89,7 +154,7 @@ nlohmann::json architecture_json(const ModelConfig& config) {
 void print_info(const InfoOptions& options, const ModelConfig& config, DType dtype,
                 const nlohmann::json& checkpoint, std::int64_t context,
                 const std::vector<RankPlan>& ranks) {
-  fmt::print("model        {}\n", options.model_dir);
+  fmt::print("model        {}\n", options.model_path);
   fmt::print("architecture {} ({}), {} layers, hidden {}, intermediate {}, vocab {}\n",
              config.model_type, attention_kind(config), config.num_layers, config.hidden_size,
              config.intermediate_size, config.vocab_size);
@@ -101,8 +166,10 @@ void print_info(const InfoOptions& options, const ModelConfig& config, DType dty
              config.parameter_count(), static_cast<double>(config.parameter_count()) / 1e9,
              dtype_name(dtype), config.tie_word_embeddings ? "yes" : "no");
   if (!checkpoint.is_null()) {
-    fmt::print("checkpoint   {} file(s), {}, valid\n", checkpoint["files"].get<int>(),
-               human_bytes(checkpoint["bytes"].get<std::uint64_t>()));
+    fmt::print("checkpoint   {} {} file(s), {}, {} tensors ({}), valid\n",
+               checkpoint["format"].get<std::string>(), checkpoint["files"].get<int>(),
+               human_bytes(checkpoint["bytes"].get<std::uint64_t>()),
+               checkpoint["tensors"].get<std::size_t>(), dtype_counts(checkpoint["dtypes"]));
   }
   if (ranks.empty()) return;
   fmt::print("tp {}         valid{}; per rank at context {}:\n", options.tp,
@@ -114,19 +181,22 @@ void print_info(const InfoOptions& options, const ModelConfig& config, DType dty
 }
 
 int run_info(const InfoOptions& options) {
-  const ModelConfig config =
-      ModelConfig::from_file(std::filesystem::path(options.model_dir) / "config.json");
+  ModelSourceOptions source_options;
+  source_options.model_path = options.model_path;
+  const ModelSource source = resolve_model_source(source_options);
+  const ModelConfig& config = source.config;
   const std::int64_t context =
       options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
   nlohmann::json checkpoint = nullptr;
-  const DType dtype = weight_dtype(options, config, checkpoint);
-  const std::optional<std::string> tp_problem = ShardPlan::check(config, options.tp);
+  const DType dtype = weight_dtype(options, source, checkpoint);
+  std::optional<std::string> tp_problem = ShardPlan::check(config, options.tp);
+  if (!tp_problem && source.gguf) tp_problem = gguf_block_problem(source, options.tp);
   std::vector<RankPlan> ranks;
   if (!tp_problem) ranks = plan_ranks(config, options.tp, dtype, context);
 
   if (options.json) {
     nlohmann::json out;
-    out["model"] = options.model_dir;
+    out["model"] = options.model_path;
     out["architecture"] = architecture_json(config);
     out["parameters"] = config.parameter_count();
     out["weight_dtype"] = dtype_name(dtype);
@@ -156,9 +226,11 @@ void add_info_command(CLI::App& app, CommandBody& run) {
   CLI::App* command =
       app.add_subcommand("info", "architecture, parameters, per-rank memory, TP validity");
   add_config_option(*command);
-  command->add_option("--model", options->model_dir, "model directory (config.json)")
+  command
+      ->add_option("--model", options->model_path,
+                   "model directory (config.json) or GGUF file (or a directory holding one)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   add_tp_option(*command, options->tp, "to check");
   add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
   add_weights_dtype_option(

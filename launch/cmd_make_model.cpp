@@ -1,12 +1,16 @@
 // `selfspec make-model`: writes a seeded random checkpoint in the HF layout (config.json +
-// safetensors). Used by tests, demos and benchmarks.
+// safetensors), and with --gguf the same model as model.gguf beside it (F32/F16/BF16 as --dtype;
+// llama Q/K rows permuted as llama.cpp's converter does). Used by tests, demos and benchmarks.
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
+#include "model_io/gguf_export.hpp"
 #include "model_io/planted_redundancy.hpp"
+#include "model_io/safetensors.hpp"
 #include "model_io/synthetic_model.hpp"
+#include "model_io/tensor_source.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,6 +41,7 @@ struct MakeModelOptions {
   std::string dtype = "bf16";
   std::uint64_t seed = 0;
   double shard_mb = 0.0;
+  bool gguf = false;
   std::string preset = "random";
   double redundant_fraction = 0.6;
   double lm_head_scale = 1.0;
@@ -59,6 +64,19 @@ void apply_preset_defaults(MakeModelOptions& options, const CLI::App& command) {
   unless_given("--lm-head-scale", options.lm_head_scale, 8.0);
 }
 
+std::filesystem::path gguf_path(const MakeModelOptions& options) {
+  return std::filesystem::path(options.out) / "model.gguf";
+}
+
+// model.gguf from the checkpoint just written, its matrices in the checkpoint's dtype.
+void write_gguf_copy(const MakeModelOptions& options, const SyntheticModelSpec& spec) {
+  const Checkpoint checkpoint = Checkpoint::open(options.out);
+  const GgmlType type = spec.dtype == DType::kF32   ? GgmlType::kF32
+                        : spec.dtype == DType::kF16 ? GgmlType::kF16
+                                                    : GgmlType::kBF16;
+  export_gguf(CheckpointSource(checkpoint), spec.config, gguf_path(options), type);
+}
+
 std::string skip_config_path(const MakeModelOptions& options) {
   return (std::filesystem::path(options.out) / "skips.json").string();
 }
@@ -69,6 +87,7 @@ nlohmann::json make_model_record(const MakeModelOptions& options, const Syntheti
   nlohmann::json out = {{"out", options.out}, {"parameters", spec.config.parameter_count()},
                         {"bytes", bytes},     {"dtype", dtype_name(spec.dtype)},
                         {"seconds", seconds}, {"preset", options.preset}};
+  if (options.gguf) out["gguf"] = gguf_path(options).string();
   if (planted) {
     out["redundant_attention"] = planted->redundant_attention;
     out["redundant_mlp"] = planted->redundant_mlp;
@@ -83,6 +102,7 @@ void print_summary(const MakeModelOptions& options, const SyntheticModelSpec& sp
   fmt::print("wrote {}: {} parameters, {:.1f} MB of {} weights in {:.1f} s\n", options.out,
              spec.config.parameter_count(), static_cast<double>(bytes) / 1e6,
              dtype_name(spec.dtype), seconds);
+  if (options.gguf) fmt::print("wrote {} (the same model as GGUF)\n", gguf_path(options).string());
   if (planted) {
     fmt::print(
         "planted redundancy (synthetic): {} weak attention and {} weak MLP sublayers; "
@@ -130,6 +150,7 @@ int run_make_model(const MakeModelOptions& options) {
   const std::uint64_t bytes = write_synthetic_model(spec, options.out);
   if (planted)
     write_planted_redundancy_files(*planted, static_cast<int>(options.layers), options.out);
+  if (options.gguf) write_gguf_copy(options, spec);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.json) {
@@ -190,6 +211,8 @@ void add_make_model_command(CLI::App& app, CommandBody& run) {
       ->add_option("--shard-mb", options->shard_mb,
                    "split into shards of at most this many MB (+ index.json); 0 = one file")
       ->check(CLI::NonNegativeNumber);
+  command->add_flag("--gguf", options->gguf,
+                    "also write the model as model.gguf (llama.cpp's layout) in --out");
   command
       ->add_option("--preset", options->preset,
                    "random, or planted-redundancy: a synthetic demo where layer skipping makes "

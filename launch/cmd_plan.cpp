@@ -29,7 +29,7 @@ constexpr int kExitCannotShard = 2;
 constexpr int kExitOverBudget = 3;
 
 struct PlanOptions {
-  std::string model_dir;
+  std::string model_path;
   std::string architecture;
   std::int64_t layers = 0;
   int tp = 1;
@@ -46,7 +46,7 @@ struct PlanOptions {
 // The configuration the options name (no weights read).
 ModelSource plan_source(const PlanOptions& options) {
   ModelSourceOptions source_options;
-  source_options.model_dir = options.model_dir;
+  source_options.model_path = options.model_path;
   source_options.architecture_file = options.architecture;
   source_options.layers = options.layers;
   // --layers applies to synthetic models; planning reads no weights either way.
@@ -122,7 +122,7 @@ void print_plan(const PlanOptions& options, const ModelSource& source, const Pla
   const ModelConfig& config = source.config;
   const nlohmann::json& out = plan.json;
   fmt::print("model       {} ({})\n", source.name,
-             options.architecture.empty() ? options.model_dir : options.architecture);
+             options.architecture.empty() ? options.model_path : options.architecture);
   fmt::print(
       "            {} layers, hidden {}, {} query / {} KV heads (head_dim {}), "
       "intermediate {}, vocab {}\n",
@@ -175,8 +175,10 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
   CLI::App* command = app.add_subcommand(
       "plan", "validate a tensor-parallel split and size per-rank memory (no weights read)");
   add_config_option(*command);
-  command->add_option("--model", options->model_dir, "model directory (its config.json)")
-      ->check(CLI::ExistingDirectory);
+  command
+      ->add_option("--model", options->model_path,
+                   "model directory (its config.json) or GGUF file (its metadata)")
+      ->check(CLI::ExistingPath);
   command
       ->add_option("--architecture", options->architecture,
                    "architecture file (configs/models/*.yaml or a config.json)")

@@ -124,8 +124,10 @@ void print_json_line(const nlohmann::json& record) {
 void EngineCliOptions::add_to(CLI::App& command) {
   add_config_option(command);
   command
-      .add_option("--model", model_dir, "HuggingFace model directory (config.json + safetensors)")
-      ->check(CLI::ExistingDirectory);
+      .add_option("--model", model_path,
+                  "HuggingFace model directory (config.json + safetensors), or a GGUF file (or a "
+                  "directory holding one)")
+      ->check(CLI::ExistingPath);
   command
       .add_option("--architecture", architecture,
                   "architecture file (configs/models/*.yaml or a config.json): run its geometry "
@@ -143,10 +145,12 @@ void EngineCliOptions::add_to(CLI::App& command) {
                 "the run expects; must equal the number of ranks (mpirun -np / srun -n)");
   command
       .add_option("--tokenizer", tokenizer,
-                  "tokenizer.json or tokenizer.model (default: the one in --model)")
+                  "tokenizer.json, tokenizer.model or a .gguf file (default: the one of --model)")
       ->check(CLI::ExistingFile);
-  add_weights_dtype_option(command, weights_dtype,
-                           "keep the weights as stored; the others convert once at load");
+  add_weights_dtype_option(
+      command, weights_dtype,
+      "keep the weights as stored (GGUF: dequantize to bf16); the others convert once "
+      "at load");
   add_ctx_size_option(command, ctx_size, "limit");
   command
       .add_option("--threads", threads, "worker threads per rank (default: cores / local ranks)")
@@ -166,7 +170,7 @@ void EngineCliOptions::add_to(CLI::App& command) {
 
 EngineOptions EngineCliOptions::engine_options() const {
   EngineOptions options;
-  options.source.model_dir = model_dir;
+  options.source.model_path = model_path;
   options.source.architecture_file = architecture;
   options.source.synthetic_weights = synthetic_weights;
   options.source.synthetic_seed = synthetic_seed;

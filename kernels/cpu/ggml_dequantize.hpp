@@ -27,7 +27,8 @@ enum class GgmlType : std::uint32_t {
 // A supported type from its raw id; nullopt for any other id (known to ggml or not).
 std::optional<GgmlType> ggml_type_from_id(std::uint32_t id);
 // "F32", "Q4_K", ...; for an unsupported id its ggml name when it has one ("Q5_K", "IQ2_XXS"),
-// else "type <id>".
+// else "type <id>". The view stays valid for the life of the process (past 1024 distinct ids ggml
+// does not know, such ids are all named "type (unknown id)").
 std::string_view ggml_type_name(std::uint32_t id);
 inline std::string_view ggml_type_name(GgmlType type) {
   return ggml_type_name(static_cast<std::uint32_t>(type));
@@ -35,12 +36,14 @@ inline std::string_view ggml_type_name(GgmlType type) {
 // Elements per block (1 for F32/F16/BF16, 32, or 256) and bytes per block.
 std::int64_t ggml_block_elements(GgmlType type);
 std::int64_t ggml_block_bytes(GgmlType type);
-// Bytes of `n` elements; n must be a multiple of the block size.
+// Bytes of `n` elements; throws selfspec::Error unless n is a non-negative multiple of the block
+// size whose byte count fits 64 bits.
 std::uint64_t ggml_row_bytes(GgmlType type, std::int64_t n);
 
 // Dequantizes dst.size() elements (a multiple of the block size) from src, which must hold
 // exactly ggml_row_bytes(type, dst.size()) bytes. Throws selfspec::Error on a size mismatch.
-// Optimised, and equal bit for bit to dequantize_ggml_reference.
+// Optimised (single-threaded: callers parallelise over rows or blocks), and equal bit for bit to
+// dequantize_ggml_reference. Values are bit-identical to ggml's dequantize_row_* and gguf-py's.
 void dequantize_ggml(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
 // The plain reference: one element at a time, straight from the block layout.
 void dequantize_ggml_reference(GgmlType type, std::span<const std::byte> src, std::span<float> dst);

@@ -7,6 +7,8 @@
 #include "comm/nccl_comm.hpp"
 #endif
 #include "comm/collective_watchdog.hpp"
+#include "model_io/gguf_file.hpp"
+#include "model_io/gguf_tensor_source.hpp"
 #include "model_io/safetensors.hpp"
 
 #include <fmt/format.h>
@@ -70,8 +72,8 @@ Engine::Engine(EngineOptions options, Communicator& comm)
   log::info("model: {}", source_.description);
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);
-  } else if (!source_.model_dir.empty()) {
-    tokenizer_ = find_tokenizer(source_.model_dir);
+  } else if (!source_.model_path.empty()) {
+    tokenizer_ = find_tokenizer(source_.model_path);
   }
   announce_rank();
 }
@@ -144,8 +146,15 @@ void Engine::load() {
     const DType dtype = synthetic_weights_dtype(config, options_.weights_dtype);
     const std::unique_ptr<TensorSource> synthetic = make_synthetic_tensor_source(source_, dtype);
     weights = LlamaWeights::load(*synthetic, config, shard_, dtype, *backend_);
+  } else if (source_.gguf) {
+    // Quantized blocks dequantize into the requested dtype, bf16 unless told (f32 keeps the
+    // file's values exactly).
+    const GgufFile file(source_.model_path);
+    const GgufTensorSource gguf(file, config);
+    weights = LlamaWeights::load(gguf, config, shard_,
+                                 options_.weights_dtype.value_or(DType::kBF16), *backend_);
   } else {
-    const Checkpoint checkpoint = Checkpoint::open(source_.model_dir);
+    const Checkpoint checkpoint = Checkpoint::open(source_.model_path);
     weights = LlamaWeights::load(checkpoint, config, shard_, options_.weights_dtype, *backend_);
   }
   Communicator& activations = device_comm_ != nullptr ? *device_comm_ : comm_;

@@ -27,8 +27,8 @@ namespace selfspec {
 struct EngineOptions {
   ModelSourceOptions source;             // --model / --architecture / synthetic weights
   int expected_tp = 0;                   // --tp: must equal the job's world size (0: any)
-  std::filesystem::path tokenizer_path;  // empty: tokenizer.json / tokenizer.model in model_dir
-  std::optional<DType> weights_dtype;    // nullopt: as stored in the checkpoint
+  std::filesystem::path tokenizer_path;  // empty: the tokenizer of the model (its dir or GGUF)
+  std::optional<DType> weights_dtype;    // nullopt: as stored (safetensors), bf16 (GGUF)
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
   std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
   bool cuda_graphs = true;               // record and replay decode/verification forwards

@@ -1,5 +1,7 @@
 // Where a run's model comes from, resolved from the engine options before anything heavy happens:
 //   --model DIR                       config.json + the checkpoint's weights
+//   --model FILE.gguf                 a GGUF file (also: a directory holding exactly one .gguf and
+//                                     no config.json)
 //   --model DIR --synthetic-weights   config.json (and tokenizer) of DIR, seeded random weights
 //   --architecture FILE               an architecture file (configs/models/), seeded random weights
 // with --layers N overriding the layer count of synthetic models (70B geometry with two layers on
@@ -19,7 +21,7 @@
 namespace selfspec {
 
 struct ModelSourceOptions {
-  std::filesystem::path model_dir;          // --model
+  std::filesystem::path model_path;         // --model (a directory or a .gguf file)
   std::filesystem::path architecture_file;  // --architecture
   bool synthetic_weights = false;           // --synthetic-weights (implied by --architecture)
   std::uint64_t synthetic_seed = 0;         // --synthetic-seed
@@ -28,7 +30,9 @@ struct ModelSourceOptions {
 
 struct ModelSource {
   ModelConfig config;
-  std::filesystem::path model_dir;  // empty for an architecture file
+  // The checkpoint directory or the .gguf file; empty for an architecture file.
+  std::filesystem::path model_path;
+  bool gguf = false;  // model_path is a GGUF file
   bool synthetic = false;
   std::uint64_t seed = 0;
   std::string name;         // "llama-2-70b", or the model directory

@@ -1,6 +1,7 @@
 # The fuzz build (SELFSPEC_FUZZ=ON; scripts/build-fuzz.sh makes it): clang with libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer, building only what the parsers need (core/,
-# src/model_io, src/tokenizer) and the fuzz targets of tests/fuzz. The top-level CMakeLists.txt
+# kernels/cpu for GGUF's dequantization, src/model_io, src/tokenizer) and the fuzz targets of
+# tests/fuzz. The top-level CMakeLists.txt
 # includes this file and stops after it: no CUDA, MPI, backends, test suite or benchmarks.
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "SELFSPEC_FUZZ=ON needs clang (libFuzzer); configure with "
@@ -32,6 +33,7 @@ target_compile_definitions(selfspec_options INTERFACE
   _GLIBCXX_ASSERTIONS)
 
 add_subdirectory(core)
+add_subdirectory(kernels/cpu)
 add_subdirectory(src/model_io)
 add_subdirectory(src/tokenizer)
 add_subdirectory(tests/fuzz)

@@ -1,0 +1,47 @@
+// A GGUF file as a TensorSource: the HuggingFace tensor names the loader asks for map to the
+// GGUF ones (model.layers.N.self_attn.q_proj.weight -> blk.N.attn_q.weight, ...), and each rank's
+// slice is dequantized from the file's blocks into the requested dtype, reading only its rows.
+//
+// llama.cpp's converter permutes the rows of Q and K of `llama` models within each head (it
+// interleaves the two rotary halves for ggml's RoPE): reading HF row h*d + i*d/2 + k returns GGUF
+// row h*d + 2k + i (convert_hf_to_gguf.py, LlamaModel.permute). `qwen2` files are not permuted.
+// A column slice (the row-parallel o_proj/down_proj of a rank) must start and end on a whole block
+// of the tensor's type; otherwise the read is refused with the reason.
+#pragma once
+
+#include "model_io/gguf_file.hpp"
+#include "model_io/tensor_source.hpp"
+
+#include <string>
+
+namespace selfspec {
+
+// The GGUF name of a HuggingFace LLaMA-family tensor name; throws naming it when it has none.
+std::string gguf_tensor_name(const std::string& hf_name);
+
+class GgufTensorSource final : public TensorSource {
+ public:
+  // `file` must outlive the source; `config` gives the head counts the Q/K permutation needs.
+  GgufTensorSource(const GgufFile& file, const ModelConfig& config);
+  // Every expected tensor present with its shape; no tensor the model does not use.
+  void validate(const ModelConfig& config) const override;
+  // F32/F16/BF16 as stored; quantized types dequantize exactly into f32.
+  DType dtype(const std::string& name) const override;
+  void read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
+            void* dst) const override;
+  std::string describe() const override;
+
+ private:
+  // The GGUF row holding HF row `row` of tensor `hf_name`.
+  std::int64_t source_row(const std::string& hf_name, std::int64_t row) const;
+  void read_rows(const GgufTensorInfo& info, const std::string& hf_name, const TensorSlice& slice,
+                 DType dst_dtype, void* dst) const;
+  void read_vector(const GgufTensorInfo& info, const std::string& hf_name, const TensorSlice& slice,
+                   DType dst_dtype, void* dst) const;
+
+  const GgufFile& file_;
+  ModelConfig config_;
+  bool permuted_qk_;
+};
+
+}  // namespace selfspec
