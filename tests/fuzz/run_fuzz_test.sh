@@ -3,7 +3,7 @@
 #   run_fuzz_test.sh FUZZ_BUILD_DIR NAME SECONDS WORK_DIR
 # Runs the fuzz target NAME, built by scripts/build-fuzz.sh, first on every seed
 # (tests/fuzz/corpus/NAME) and past finding (tests/fuzz/regressions/NAME), then fuzzes for
-# SECONDS into a fresh corpus under WORK_DIR. A crash, leak, sanitizer report or broken
+# SECONDS into a fresh corpus under WORK_DIR (with tests/fuzz/NAME.dict when there is one). A crash, leak, sanitizer report or broken
 # invariant fails the test and leaves the input in WORK_DIR/artifacts. Exits 77 (ctest: skipped)
 # with the reason when the fuzz build found no libFuzzer runtime.
 set -euo pipefail
@@ -34,8 +34,11 @@ if ! find "${inputs[@]}" -type f -print0 |
   exit 1
 fi
 echo "$count seeds and past findings of $name pass"
-# Then fuzz from them; only the fresh corpus in WORK_DIR is written to. libFuzzer's own exit
-# code for a finding is 77, ctest's "skipped": ask for 1.
+# Then fuzz from them (with the target's dictionary, NAME.dict, when it has one); only the fresh
+# corpus in WORK_DIR is written to. libFuzzer's own exit code for a finding is 77, ctest's
+# "skipped": ask for 1.
+dict=()
+[ -f "$here/$name.dict" ] && dict=(-dict="$here/$name.dict")
 exec "$binary" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
-  -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$work/artifacts/" \
+  -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" \
   "$work/corpus" "${inputs[@]}"
