@@ -1,6 +1,6 @@
 # The fuzz build (SELFSPEC_FUZZ=ON; scripts/build-fuzz.sh makes it): clang with libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer, building only what the parsers need (core/,
-# kernels/cpu for GGUF's dequantization, src/model_io, src/tokenizer) and the fuzz targets of
+# GGUF's dequantization from kernels/cpu, src/model_io, src/tokenizer) and the fuzz targets of
 # tests/fuzz. The top-level CMakeLists.txt
 # includes this file and stops after it: no CUDA, MPI, backends, test suite or benchmarks.
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
@@ -33,7 +33,12 @@ target_compile_definitions(selfspec_options INTERFACE
   _GLIBCXX_ASSERTIONS)
 
 add_subdirectory(core)
-add_subdirectory(kernels/cpu)
+# Of kernels/cpu, model_io needs only GGUF's dequantization (its compile options as in
+# kernels/cpu/CMakeLists.txt); the rest (runtime AVX2 dispatch) is not built here.
+add_library(selfspec_kernels_cpu STATIC kernels/cpu/ggml_dequantize.cpp)
+target_link_libraries(selfspec_kernels_cpu PUBLIC selfspec_core)
+set_source_files_properties(kernels/cpu/ggml_dequantize.cpp PROPERTIES COMPILE_OPTIONS
+                                                                      -ffp-contract=off)
 add_subdirectory(src/model_io)
 add_subdirectory(src/tokenizer)
 add_subdirectory(tests/fuzz)

@@ -1,6 +1,9 @@
 // What the parser fuzz targets share: libFuzzer's input viewed as bytes or text, splitting it
-// into two parts, and `require`, the invariant check whose failure is a finding like a crash.
+// into two parts, `require`, the invariant check whose failure is a finding like a crash, and
+// `allowing_errors` for steps that may fail with a clear error.
 #pragma once
+
+#include "core/error.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +35,15 @@ inline void require(bool ok, const char* what) {
   if (ok) return;
   std::fprintf(stderr, "fuzz invariant violated: %s\n", what);
   std::abort();
+}
+
+// Runs `step`; a selfspec::Error is a clear answer, anything else reaches libFuzzer.
+template <typename Step>
+void allowing_errors(const Step& step) {
+  try {
+    step();
+  } catch (const Error&) {
+  }
 }
 
 }  // namespace selfspec::fuzz

@@ -4,13 +4,14 @@
 Small valid files that reach every supported feature of each parser, and a few invalid ones
 that stop at its different checks. Standard library only, except the SentencePiece models,
 which Debian's spm_train trains on a text this script writes (package "sentencepiece").
-Re-running rewrites the corpus (the SentencePiece models may differ between spm_train
-versions; the other seeds are byte-identical).
+Re-running rewrites the corpus of the targets named (all by default); the SentencePiece models
+differ from run to run, the other seeds are byte-identical.
 
-    python3 tests/fuzz/make_seeds.py
+    python3 tests/fuzz/make_seeds.py [TARGET...]
 """
 
 import json
+import random
 import shutil
 import struct
 import subprocess
@@ -81,6 +82,150 @@ def safetensors_seeds():
     write("safetensors", "bad_duplicate.safetensors",
           struct.pack("<Q", 96) + b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
           b'"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' + bytes(4))
+
+
+# ---------------------------------------------------------------------------------------------
+# GGUF (v3 layout; gguf.md): header, metadata, tensor infos, padding to the alignment, data.
+# ---------------------------------------------------------------------------------------------
+GGUF_VALUE_TYPES = {"u8": (0, "<B"), "i8": (1, "<b"), "u16": (2, "<H"), "i16": (3, "<h"),
+                    "u32": (4, "<I"), "i32": (5, "<i"), "f32": (6, "<f"), "bool": (7, "<?"),
+                    "str": (8, None), "arr": (9, None), "u64": (10, "<Q"), "i64": (11, "<q"),
+                    "f64": (12, "<d")}
+# ggml type id, elements per block, bytes per block.
+GGML_TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20),
+              "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q6_K": (14, 256, 210),
+              "BF16": (30, 1, 2)}
+
+
+def gguf_string(text):
+    data = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(data)) + data
+
+
+def gguf_value(kind, value):
+    """(type id, encoding) of a metadata value: kind is a scalar type, "str" or ("arr", kind)."""
+    if isinstance(kind, tuple):
+        element = kind[1]
+        items = b"".join(gguf_value(element, v)[1] for v in value)
+        return 9, struct.pack("<IQ", GGUF_VALUE_TYPES[element][0], len(value)) + items
+    type_id, fmt = GGUF_VALUE_TYPES[kind]
+    return type_id, gguf_string(value) if kind == "str" else struct.pack(fmt, value)
+
+
+def gguf(metadata, tensors, alignment=32, version=3):
+    """metadata: [(key, kind, value)]; tensors: [(name, ggml type name or raw id, dims, data
+    bytes[, data offset instead of the next free one])]."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata))
+    for key, kind, value in metadata:
+        type_id, encoded = gguf_value(kind, value)
+        out += gguf_string(key) + struct.pack("<I", type_id) + encoded
+    offset = 0
+    data = b""
+    for name, ggml_type, dims, payload, *at in tensors:
+        type_id = GGML_TYPES[ggml_type][0] if isinstance(ggml_type, str) else ggml_type
+        out += gguf_string(name) + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", type_id, at[0] if at else offset)
+        padded = payload + bytes(-len(payload) % alignment)
+        data += padded
+        offset += len(padded)
+    return out + bytes(-len(out) % alignment) + data
+
+
+def ggml_bytes(rng, ggml_type, dims):
+    _, block, block_bytes = GGML_TYPES[ggml_type]
+    rows = 1
+    for d in dims[1:]:
+        rows *= d
+    count = rows * dims[0] // block * block_bytes
+    if ggml_type == "F32":  # finite values
+        return b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(count // 4))
+    data = bytearray(rng.getrandbits(8) for _ in range(count))
+    if ggml_type == "F16":  # keep the exponents finite
+        for i in range(1, count, 2):
+            data[i] &= 0x3B
+    return bytes(data)
+
+
+def tiny_model(arch, types, tied=False, bias=False, alignment=32):
+    """A one-layer model of `arch` (hidden 32, 2 heads of 16, 1 KV head, FFN 256, vocab 32) with
+    random weights; types maps a tensor name to its ggml type (default F32). GGUF dims are HF
+    shapes reversed; the tokenizer metadata is llama.cpp's (gpt2 BPE)."""
+    rng = random.Random(arch + str(sorted(types.items())))
+    hidden, ffn, vocab, head_dim, kv = 32, 256, 32, 16, 1
+    shapes = {"token_embd.weight": [vocab, hidden], "output_norm.weight": [hidden],
+              "blk.0.attn_norm.weight": [hidden], "blk.0.ffn_norm.weight": [hidden],
+              "blk.0.attn_q.weight": [hidden, hidden],
+              "blk.0.attn_k.weight": [kv * head_dim, hidden],
+              "blk.0.attn_v.weight": [kv * head_dim, hidden],
+              "blk.0.attn_output.weight": [hidden, hidden],
+              "blk.0.ffn_gate.weight": [ffn, hidden], "blk.0.ffn_up.weight": [ffn, hidden],
+              "blk.0.ffn_down.weight": [hidden, ffn]}
+    if not tied:
+        shapes["output.weight"] = [vocab, hidden]
+    if bias:
+        shapes.update({"blk.0.attn_q.bias": [hidden], "blk.0.attn_k.bias": [kv * head_dim],
+                       "blk.0.attn_v.bias": [kv * head_dim]})
+    tensors = []
+    for name, shape in shapes.items():
+        ggml_type = types.get(name, "F32")
+        dims = shape[::-1]
+        tensors.append((name, ggml_type, dims, ggml_bytes(rng, ggml_type, dims)))
+    tokens = ["<s>", "</s>"] + [chr(ord("a") + i) for i in range(26)] + ["\u0120", "ab", "cd",
+                                                                          "abcd"]
+    metadata = [
+        ("general.architecture", "str", arch), ("general.name", "str", f"tiny {arch}"),
+        ("general.alignment", "u32", alignment),
+        (f"{arch}.block_count", "u32", 1), (f"{arch}.context_length", "u32", 64),
+        (f"{arch}.embedding_length", "u32", hidden), (f"{arch}.feed_forward_length", "u32", ffn),
+        (f"{arch}.attention.head_count", "u32", 2), (f"{arch}.attention.head_count_kv", "u32", kv),
+        (f"{arch}.attention.layer_norm_rms_epsilon", "f32", 1e-5),
+        (f"{arch}.rope.freq_base", "f32", 10000.0),
+        (f"{arch}.rope.dimension_count", "u32", head_dim),
+        ("tokenizer.ggml.model", "str", "gpt2"), ("tokenizer.ggml.pre", "str", "smollm"),
+        ("tokenizer.ggml.tokens", ("arr", "str"), tokens),
+        ("tokenizer.ggml.token_type", ("arr", "i32"), [3, 3] + [1] * (len(tokens) - 2)),
+        ("tokenizer.ggml.merges", ("arr", "str"), ["a b", "c d", "ab cd"]),
+        ("tokenizer.ggml.bos_token_id", "u32", 0), ("tokenizer.ggml.eos_token_id", "u32", 1),
+        ("tokenizer.ggml.add_bos_token", "bool", True),
+        ("tokenizer.chat_template", "str", "{% for m in messages %}{{ m['content'] }}{% endfor %}"),
+    ]
+    return gguf(metadata, tensors, alignment)
+
+
+def gguf_seeds():
+    llama = tiny_model("llama", {"token_embd.weight": "F16", "blk.0.attn_q.weight": "Q8_0",
+                                 "blk.0.attn_k.weight": "Q4_0", "blk.0.attn_v.weight": "Q4_1",
+                                 "blk.0.attn_output.weight": "BF16",
+                                 "blk.0.ffn_gate.weight": "Q4_0", "blk.0.ffn_up.weight": "Q4_1",
+                                 "blk.0.ffn_down.weight": "Q4_K", "output.weight": "Q8_0"})
+    write("gguf", "llama_quantized.gguf", llama)
+    write("gguf", "qwen2_tied_bias.gguf",
+          tiny_model("qwen2", {"token_embd.weight": "Q8_0", "blk.0.attn_q.weight": "BF16",
+                               "blk.0.attn_output.weight": "F16",
+                               "blk.0.ffn_gate.weight": "Q4_1", "blk.0.ffn_up.weight": "Q8_0",
+                               "blk.0.ffn_down.weight": "Q6_K"},
+                     tied=True, bias=True, alignment=64))
+    every_type = [(f"test.{kind}", kind, value) for kind, value in
+                  [("u8", 200), ("i8", -100), ("u16", 60000), ("i16", -30000), ("u32", 1 << 31),
+                   ("i32", -(1 << 30)), ("u64", 1 << 40), ("i64", -(1 << 40)), ("f32", 0.5),
+                   ("f64", -2.25), ("bool", False), ("str", "text")]]
+    every_type += [(f"test.array_{kind}", ("arr", kind), values) for kind, values in
+                   [("u8", [1, 2]), ("i16", [-1, 7]), ("u64", [5]), ("f32", [1.5, -0.5]),
+                    ("f64", []), ("bool", [True, False]), ("str", ["x", "", "yz"])]]
+    write("gguf", "metadata_every_type_v2.gguf", gguf(every_type, [], version=2))
+    # Invalid: each stops at a different check.
+    write("gguf", "bad_magic.gguf", b"GGUX" + llama[4:200])
+    write("gguf", "bad_version.gguf", llama[:4] + struct.pack("<I", 1) + llama[8:200])
+    write("gguf", "bad_tensor_count.gguf", llama[:8] + struct.pack("<Q", 1 << 40) + llama[16:200])
+    write("gguf", "bad_truncated.gguf", llama[:-100])
+    one = [("general.architecture", "str", "llama")]
+    write("gguf", "bad_unknown_type.gguf", gguf(one, [("w", 6, [32], bytes(22))]))  # Q5_0
+    write("gguf", "bad_block_dims.gguf", gguf(one, [("w", "Q8_0", [30], bytes(34))]))
+    write("gguf", "bad_overlap.gguf",
+          gguf(one, [("a", "F32", [8], bytes(32)), ("b", "F32", [8], bytes(32), 0)]))
+    write("gguf", "bad_alignment.gguf",
+          gguf(one + [("general.alignment", "u32", 24)], [("w", "F32", [4], bytes(16))]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,9 +468,11 @@ def sentencepiece_seeds():
 
 
 def main():
-    seeds = {"safetensors": safetensors_seeds, "model_config": model_config_seeds,
+    seeds = {"safetensors": safetensors_seeds, "gguf": gguf_seeds,
+             "model_config": model_config_seeds,
              "bpe_tokenizer": bpe_tokenizer_seeds, "sentencepiece": sentencepiece_seeds}
-    for target, make in seeds.items():
+    for target in sys.argv[1:] or seeds:
+        make = seeds[target]
         directory = CORPUS / target
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
