@@ -19,8 +19,9 @@
 //
 // With --prompts-file (and --spec): real-text prompts from JSON Lines files (prompt_suite.hpp;
 // bench/prompts/, scripts/get-prompts.sh humaneval) instead of random ids, filtered by --split,
-// --tasks and --max-prompts-per-task, generating up to --gen tokens each (stopping at an
-// end-of-sequence id unless --ignore-eos). The same runs, then per configuration the medians over
+// --tasks and --max-prompts-per-task, each prompt as it is or, with --chat, as a one-turn chat in
+// the model's template, generating up to --gen tokens each (stopping at an end-of-sequence id
+// unless --ignore-eos). The same runs, then per configuration the medians over
 // prompts per task and overall (suite_report.hpp) and one record per prompt; the bandwidth
 // figures are left out.
 //
@@ -80,6 +81,7 @@ struct BenchOptions {
   std::vector<std::string> prompts_files;  // --prompts-file: a prompt suite instead of random ids
   PromptSelection selection;
   bool ignore_eos = false;  // with --prompts-file; random prompts always ignore EOS
+  ChatCli chat;             // with --prompts-file: each prompt as a one-turn chat
 
   bool suite() const { return !prompts_files.empty(); }
 };
@@ -170,10 +172,14 @@ Prompts random_prompts(const Bench& bench) {
 }
 
 // The one place where a suite prompt's text becomes token ids: rank 0 tokenizes (adding the
-// tokenizer's special tokens, BOS), every rank receives the ids. `--chat` (the model's chat
-// template around the text) belongs here.
-std::vector<std::int32_t> suite_prompt_ids(Engine& engine, const SuitePrompt& prompt) {
-  return engine.prepare_prompt(prompt.text, {}, /*add_special_tokens=*/true);
+// tokenizer's special tokens, BOS), every rank receives the ids. With --chat every rank renders the
+// model's chat template around the text (the same text, or the same error, everywhere) and rank 0
+// encodes it without adding special tokens, as HF's apply_chat_template(tokenize=True).
+std::vector<std::int32_t> suite_prompt_ids(Engine& engine, const ChatCli& chat,
+                                           const SuitePrompt& prompt) {
+  if (!chat.chat) return engine.prepare_prompt(prompt.text, {}, /*add_special_tokens=*/true);
+  const std::string text = render_chat(*engine.tokenizer(), chat.messages(prompt.text), true);
+  return engine.prepare_prompt(text, {}, /*add_special_tokens=*/false);
 }
 
 // The selected suite prompts as ids, each checked against the context before any weight is read.
@@ -185,7 +191,7 @@ Prompts tokenize_suite(const Bench& bench) {
                  engine.source().name);
   Prompts prompts;
   for (const SuitePrompt& prompt : bench.suite) {
-    prompts.push_back(suite_prompt_ids(engine, prompt));
+    prompts.push_back(suite_prompt_ids(engine, bench.options.chat, prompt));
     const auto n = static_cast<std::int64_t>(prompts.back().size());
     SELFSPEC_CHECK(n + bench.options.gen <= engine.context_limit(),
                    "{}: prompt '{}' is {} tokens; with --gen {} that is {} tokens, longer than "
@@ -480,6 +486,7 @@ nlohmann::json suite_bench_json(const Bench& bench, const RunMatrix& m) {
   out["max_prompts_per_task"] = options.selection.max_per_task;
   out["prompts"] = bench.suite.size();
   out["ignore_eos"] = options.ignore_eos;
+  out["chat"] = options.chat.chat;
   out["controller_options"] = to_json(options.spec.controller);
   out["autoregressive"] = to_json(m.ar);
   out.update(suite_json(suite_results(bench, m)));
@@ -691,6 +698,7 @@ CLI::Option* add_prompt_suite_options(CLI::App& command, BenchOptions& options) 
                 "suite prompts: always generate --gen tokens instead of stopping at the end of "
                 "sequence")
       ->needs(file);
+  options.chat.add_to(command, "each suite prompt")->needs(file);
   return file;
 }
 

@@ -36,6 +36,7 @@ struct GenerateOptions {
   SamplingCli sampling;
   bool ignore_eos = false;
   bool no_bos = false;
+  ChatCli chat;
   std::int64_t prefill_chunk = 512;
   OutputCli output;
   SpecCliOptions spec;
@@ -108,6 +109,17 @@ class TokenPrinter {
 
 std::vector<std::int32_t> prepare_prompt(Engine& engine, const GenerateOptions& options,
                                          const CLI::App& command) {
+  if (options.chat.chat) {
+    // Every rank holds the tokenizer and renders the same text (or fails the same way); rank 0
+    // encodes it without special tokens, as HF's apply_chat_template(tokenize=True).
+    SELFSPEC_CHECK(engine.tokenizer() != nullptr,
+                   "--chat needs the model's tokenizer and chat template, but {} has no tokenizer",
+                   options.engine.model_name());
+    const std::string text =
+        render_chat(*engine.tokenizer(), options.chat.messages(options.prompt), true);
+    log::info("{}", engine.tokenizer()->chat_template()->describe());
+    return engine.prepare_prompt(text, {}, false);
+  }
   const bool has_text = command.count("--prompt") > 0;
   return engine.prepare_prompt(has_text ? std::optional<std::string>(options.prompt) : std::nullopt,
                                options.prompt_ids, !options.no_bos);
@@ -238,8 +250,10 @@ void add_generate_command(CLI::App& app, CommandBody& run) {
       ->capture_default_str();
   options->sampling.add_to(*command);
   command->add_flag("--ignore-eos", options->ignore_eos, "do not stop at end-of-sequence tokens");
-  command->add_flag("--no-bos", options->no_bos,
-                    "do not add the tokenizer's special tokens (BOS) to --prompt");
+  auto* no_bos = command->add_flag("--no-bos", options->no_bos,
+                                   "do not add the tokenizer's special tokens (BOS) to --prompt");
+  auto* chat = options->chat.add_to(*command, "--prompt");
+  chat->excludes(prompt_ids)->excludes(no_bos);
   add_prefill_chunk_option(*command, options->prefill_chunk);
   options->output.add_to(*command, "the streamed text", "the JSON record");
   options->spec.add_to(*command);

@@ -116,6 +116,27 @@ std::unique_ptr<JsonlWriter> OutputCli::open_jsonl(bool is_root) const {
   return std::make_unique<JsonlWriter>(out_jsonl);
 }
 
+CLI::Option* ChatCli::add_to(CLI::App& command, std::string_view prompt_what) {
+  CLI::Option* chat_flag = command.add_flag(
+      "--chat", chat,
+      fmt::format("apply the model's chat template (ChatML, LLaMA-2 or LLaMA-3) to {}, as the "
+                  "user message; BOS and the like come from the template",
+                  prompt_what));
+  system_option_ =
+      command.add_option("--system", system, "with --chat: a system message before the prompt")
+          ->needs(chat_flag);
+  return chat_flag;
+}
+
+std::vector<ChatMessage> ChatCli::messages(std::string_view user) const {
+  const bool has_system = system_option_ != nullptr && system_option_->count() > 0;
+  return single_turn_chat(user, has_system ? std::optional<std::string>(system) : std::nullopt);
+}
+
+std::vector<std::int32_t> ChatCli::encode(const Tokenizer& tokenizer, std::string_view user) const {
+  return encode_chat(tokenizer, messages(user), true);
+}
+
 void print_json_line(const nlohmann::json& record) {
   fmt::print("{}\n", record.dump());
   std::fflush(stdout);

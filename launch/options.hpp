@@ -8,6 +8,7 @@
 #include "decode/sampler.hpp"
 #include "engine/engine.hpp"
 #include "launch/jsonl_writer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json_fwd.hpp>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace selfspec::launch {
 
@@ -75,6 +77,25 @@ struct OutputCli {
   void add_to(CLI::App& command, std::string_view json_instead_of, std::string_view jsonl_records);
   // With --out-jsonl, on rank 0: the file, open for appending; otherwise null.
   std::unique_ptr<JsonlWriter> open_jsonl(bool is_root) const;
+};
+
+// --chat [--system TEXT]: the prompt text is the user message of a one-turn chat, rendered with
+// the model's chat template and encoded as HF's apply_chat_template(tokenize=True) does (no
+// special tokens added beyond what the template writes).
+struct ChatCli {
+  bool chat = false;
+  std::string system;
+
+  // `prompt_what` names the text that becomes the user message ("--prompt"). Returns the --chat
+  // flag (for the command's excludes).
+  CLI::Option* add_to(CLI::App& command, std::string_view prompt_what);
+  // The chat of `user`: a system message when --system was given, then the user message.
+  std::vector<ChatMessage> messages(std::string_view user) const;
+  // The ids of `user` as a chat (throws when the tokenizer has no supported template).
+  std::vector<std::int32_t> encode(const Tokenizer& tokenizer, std::string_view user) const;
+
+ private:
+  const CLI::Option* system_option_ = nullptr;
 };
 
 // Prints a JSON record as one line on stdout and flushes.

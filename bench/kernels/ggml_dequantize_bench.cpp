@@ -43,10 +43,13 @@ class Random {
 std::vector<std::size_t> scale_offsets(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
     case GgmlType::kQ8_0:
       return {0};
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
       return {0, 2};
     case GgmlType::kQ6_K:
       return {208};
@@ -96,8 +99,6 @@ void bm_dequantize(benchmark::State& state, GgmlType type, std::int64_t n, bool 
 }
 
 void register_all() {
-  const GgmlType types[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0,
-                            GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
   struct Size {
     const char* name;
     std::int64_t elements;
@@ -106,7 +107,7 @@ void register_all() {
   for (const Size& size : sizes) {
     for (const bool reference : {false, true}) {
       if (reference && size.elements != kCacheElements) continue;  // slow; the cache size says it
-      for (const GgmlType type : types) {
+      for (const GgmlType type : kSupportedGgmlTypes) {
         const std::string name = std::string("ggml_dequantize/") +
                                  (reference ? "reference/" : "fast/") + size.name + "/" +
                                  std::string(ggml_type_name(type));

@@ -3,8 +3,9 @@
 // The block layouts are those of llama.cpp's ggml-common.h, and every value is computed with the
 // float operations of ggml-quants.c's dequantize_row_* in their order (a super-block scale times a
 // sub-block scale rounded to f32 first), so results equal ggml's and gguf-py's bit for bit. Most
-// products are exact in f32 (an f16 scale's 11 significant bits times small integers), so only
-// the final add of Q4_1 / Q4_K and Q6_K's (d * sc) * q round; this file is compiled with
+// products are exact in f32 (an f16 scale's 11 significant bits times small integers; Q4_K's and
+// Q5_K's (d * sc) * q has at most 11 + 6 + 5 bits), so only the final add of Q4_1 / Q5_1 / Q4_K /
+// Q5_K and Q6_K's (d * sc) * q (up to 11 + 8 + 6 bits) round; this file is compiled with
 // -ffp-contract=off (kernels/cpu/CMakeLists.txt) so that no build flag fuses operations either.
 //
 // The reference decodes one element at a time straight from the layout; the fast path works a
@@ -84,10 +85,16 @@ BlockGeometry block_geometry(GgmlType type) {
       return {32, 2 + 16};
     case GgmlType::kQ4_1:
       return {32, 2 + 2 + 16};
+    case GgmlType::kQ5_0:
+      return {32, 2 + 4 + 16};
+    case GgmlType::kQ5_1:
+      return {32, 2 + 2 + 4 + 16};
     case GgmlType::kQ8_0:
       return {32, 2 + 32};
     case GgmlType::kQ4_K:
       return {256, 2 + 2 + 12 + 128};
+    case GgmlType::kQ5_K:
+      return {256, 2 + 2 + 12 + 32 + 128};
     case GgmlType::kQ6_K:
       return {256, 128 + 64 + 16 + 2};
   }
@@ -117,10 +124,22 @@ std::uint8_t load_u8(const std::byte* p) {
   return std::to_integer<std::uint8_t>(*p);
 }
 
-// Q4_K's 6-bit scale and min of sub-block j (0..7), packed in 12 bytes (ggml's get_scale_min_k4):
-// bytes 0-3 hold scales 0-3 in their low 6 bits, bytes 4-7 mins 0-3; sub-blocks 4-7 take their
-// low 4 bits from bytes 8-11 (scale: low nibble, min: high nibble) and their top 2 bits from the
-// top 2 bits of bytes 0-3 (scale) and 4-7 (min).
+// Bit j (0..31) of Q5_0/Q5_1's 32-bit qh field, the fifth bit of element j.
+int q5_high_bit(const std::byte* qh, int j) {
+  return (load_u8(qh + j / 8) >> (j % 8)) & 1;
+}
+
+// The 5-bit value of element j of a Q5_0/Q5_1 block: the low 4 bits as in Q4_0 (byte k's low
+// nibble is element k, its high nibble element k + 16), the top bit from qh.
+int q5_value(const std::byte* qh, const std::byte* qs, int j) {
+  const std::uint8_t byte = load_u8(qs + j % 16);
+  return (j < 16 ? byte & 0xF : byte >> 4) | (q5_high_bit(qh, j) << 4);
+}
+
+// Q4_K's (and Q5_K's) 6-bit scale and min of sub-block j (0..7), packed in 12 bytes (ggml's
+// get_scale_min_k4): bytes 0-3 hold scales 0-3 in their low 6 bits, bytes 4-7 mins 0-3; sub-blocks
+// 4-7 take their low 4 bits from bytes 8-11 (scale: low nibble, min: high nibble) and their top 2
+// bits from the top 2 bits of bytes 0-3 (scale) and 4-7 (min).
 struct ScaleMin {
   std::uint8_t scale;
   std::uint8_t min;
@@ -161,6 +180,12 @@ float reference_element(GgmlType type, const std::byte* block, int j) {
       const int q = j < 16 ? byte & 0xF : byte >> 4;
       return static_cast<float>(q) * f16_to_f32(load_u16(block)) + f16_to_f32(load_u16(block + 2));
     }
+    case GgmlType::kQ5_0:  // {d f16, qh u32, qs[16]}: x = (q - 16) * d
+      return static_cast<float>(q5_value(block + 2, block + 6, j) - 16) *
+             f16_to_f32(load_u16(block));
+    case GgmlType::kQ5_1:  // {d f16, m f16, qh u32, qs[16]}: x = q * d + m
+      return static_cast<float>(q5_value(block + 4, block + 8, j)) * f16_to_f32(load_u16(block)) +
+             f16_to_f32(load_u16(block + 2));
     case GgmlType::kQ8_0:  // {d f16, qs[32] int8}
       return static_cast<float>(static_cast<std::int8_t>(load_u8(block + 2 + j))) *
              f16_to_f32(load_u16(block));
@@ -169,6 +194,19 @@ float reference_element(GgmlType type, const std::byte* block, int j) {
       const int sub = j / 32;
       const std::uint8_t byte = load_u8(block + 16 + 32 * (j / 64) + j % 32);
       const int q = sub % 2 == 0 ? byte & 0xF : byte >> 4;
+      std::uint8_t packed[12];
+      std::memcpy(packed, block + 4, sizeof packed);
+      const ScaleMin sm = q4_k_scale_min(packed, sub);
+      const float scale = f16_to_f32(load_u16(block)) * static_cast<float>(sm.scale);
+      const float min = f16_to_f32(load_u16(block + 2)) * static_cast<float>(sm.min);
+      return scale * static_cast<float>(q) - min;
+    }
+    case GgmlType::kQ5_K: {  // {d f16, dmin f16, scales[12], qh[32], qs[128]}; 8 sub-blocks of 32
+      // The low 4 bits as in Q4_K; the fifth bit of element l of sub-block s is bit s of qh[l].
+      const int sub = j / 32;
+      const std::uint8_t byte = load_u8(block + 48 + 32 * (j / 64) + j % 32);
+      const int high = (load_u8(block + 16 + j % 32) >> sub) & 1;
+      const int q = (sub % 2 == 0 ? byte & 0xF : byte >> 4) | (high << 4);
       std::uint8_t packed[12];
       std::memcpy(packed, block + 4, sizeof packed);
       const ScaleMin sm = q4_k_scale_min(packed, sub);
@@ -258,6 +296,39 @@ void q4_1_block(const std::byte* block, float* y) {
   for (int k = 0; k < 32; ++k) y[k] = static_cast<float>(q[k]) * d + m;
 }
 
+// Q5_0/Q5_1: the fifth bit of element k is bit k of the little-endian 32-bit qh. It is tested
+// against a table of masks inside the float loop, in the same 32-bit lanes as the conversion:
+// shifting by the element index does not vectorise without AVX2's per-lane shifts, and assembling
+// the 5-bit bytes first costs repacking (measured with ggml_dequantize_bench, this way is about 3x
+// faster than either).
+constexpr std::array<std::uint32_t, 32> kQ5HighBit = [] {
+  std::array<std::uint32_t, 32> masks{};
+  for (int k = 0; k < 32; ++k) masks[k] = 1u << k;
+  return masks;
+}();
+
+// The 5-bit value of element k: its nibble, plus 16 when its bit of qh is set.
+inline int q5_value_fast(std::uint8_t nibble, std::uint32_t qh, int k) {
+  return nibble + ((qh & kQ5HighBit[k]) != 0 ? 16 : 0);
+}
+
+void q5_0_block(const std::byte* block, float* y) {
+  const float d = f16_bits_to_f32(load_u16(block));
+  std::uint32_t qh;
+  std::memcpy(&qh, block + 2, sizeof qh);
+  const std::array<std::uint8_t, 32> q = unpack_nibbles(block + 6);
+  for (int k = 0; k < 32; ++k) y[k] = static_cast<float>(q5_value_fast(q[k], qh, k) - 16) * d;
+}
+
+void q5_1_block(const std::byte* block, float* y) {
+  const float d = f16_bits_to_f32(load_u16(block));
+  const float m = f16_bits_to_f32(load_u16(block + 2));
+  std::uint32_t qh;
+  std::memcpy(&qh, block + 4, sizeof qh);
+  const std::array<std::uint8_t, 32> q = unpack_nibbles(block + 8);
+  for (int k = 0; k < 32; ++k) y[k] = static_cast<float>(q5_value_fast(q[k], qh, k)) * d + m;
+}
+
 void q8_0_block(const std::byte* block, float* y) {
   const float d = f16_bits_to_f32(load_u16(block));
   std::array<std::int8_t, 32> qs;
@@ -283,6 +354,37 @@ void q4_k_block(const std::byte* block, float* y) {
     float* out = y + 64 * pair;
     for (int l = 0; l < 32; ++l) out[l] = scale_lo * static_cast<float>(q[l] & 0xF) - min_lo;
     for (int l = 0; l < 32; ++l) out[l + 32] = scale_hi * static_cast<float>(q[l] >> 4) - min_hi;
+  }
+}
+
+void q5_k_block(const std::byte* block, float* y) {
+  const float d = f16_bits_to_f32(load_u16(block));
+  const float dmin = f16_bits_to_f32(load_u16(block + 2));
+  std::array<std::uint8_t, 12> packed;
+  std::memcpy(packed.data(), block + 4, packed.size());
+  std::array<std::uint8_t, 32> qh;
+  std::memcpy(qh.data(), block + 16, qh.size());
+  std::array<std::uint8_t, 128> qs;
+  std::memcpy(qs.data(), block + 48, qs.size());
+  for (int pair = 0; pair < 4; ++pair) {  // 64 elements: low nibbles, then high nibbles
+    const ScaleMin lo = q4_k_scale_min(packed.data(), 2 * pair);
+    const ScaleMin hi = q4_k_scale_min(packed.data(), 2 * pair + 1);
+    const float scale_lo = d * static_cast<float>(lo.scale);
+    const float min_lo = dmin * static_cast<float>(lo.min);
+    const float scale_hi = d * static_cast<float>(hi.scale);
+    const float min_hi = dmin * static_cast<float>(hi.min);
+    const std::uint8_t* q = qs.data() + 32 * pair;
+    const int shift_lo = 2 * pair;  // qh bit of sub-block 2 * pair, then of 2 * pair + 1
+    const int shift_hi = 2 * pair + 1;
+    float* out = y + 64 * pair;
+    for (int l = 0; l < 32; ++l) {
+      const int v = (q[l] & 0xF) | (((qh[l] >> shift_lo) & 1) << 4);
+      out[l] = scale_lo * static_cast<float>(v) - min_lo;
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int v = (q[l] >> 4) | (((qh[l] >> shift_hi) & 1) << 4);
+      out[l + 32] = scale_hi * static_cast<float>(v) - min_hi;
+    }
   }
 }
 
@@ -333,16 +435,8 @@ void dequantize_blocks(std::span<const std::byte> src, std::span<float> dst, Blo
 }  // namespace
 
 std::optional<GgmlType> ggml_type_from_id(std::uint32_t id) {
-  switch (static_cast<GgmlType>(id)) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kBF16:
-      return static_cast<GgmlType>(id);
+  for (const GgmlType type : kSupportedGgmlTypes) {
+    if (static_cast<std::uint32_t>(type) == id) return type;
   }
   return std::nullopt;
 }
@@ -402,10 +496,16 @@ void dequantize_ggml(GgmlType type, std::span<const std::byte> src, std::span<fl
       return dequantize_blocks<q4_0_block>(src, dst, g);
     case GgmlType::kQ4_1:
       return dequantize_blocks<q4_1_block>(src, dst, g);
+    case GgmlType::kQ5_0:
+      return dequantize_blocks<q5_0_block>(src, dst, g);
+    case GgmlType::kQ5_1:
+      return dequantize_blocks<q5_1_block>(src, dst, g);
     case GgmlType::kQ8_0:
       return dequantize_blocks<q8_0_block>(src, dst, g);
     case GgmlType::kQ4_K:
       return dequantize_blocks<q4_k_block>(src, dst, g);
+    case GgmlType::kQ5_K:
+      return dequantize_blocks<q5_k_block>(src, dst, g);
     case GgmlType::kQ6_K:
       return dequantize_blocks<q6_k_block>(src, dst, g);
   }

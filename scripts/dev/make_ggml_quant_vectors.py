@@ -3,17 +3,18 @@
 
 gguf-py (pip package `gguf`, llama.cpp's own Python library) is the independent implementation:
 its `gguf.quants.quantize` / `dequantize` define the expected values. For every type the engine
-reads (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) the file holds a few cases:
+reads (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, then Q5_0, Q5_1, Q5_K, which came later and
+are generated last so that the earlier types' vectors stay as they were) the file holds a few cases:
 
   * "quantized": random floats quantized by gguf-py (the types it can quantize: F32, F16, BF16,
-    Q4_0, Q4_1, Q8_0), then dequantized by it;
+    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), then dequantized by it;
   * "random_bytes_edge_scales": random block bytes whose f16 scale fields are overwritten with
     edge values (+0, -0, subnormals of either sign, the largest finite of either sign, +-1) and
-    then random normal ones, dequantized by gguf-py; the Q4_K case has a block whose 6-bit
-    scales and mins are all 63, the Q6_K case one whose int8 scales are -128 and 127;
-  * "random_bytes": the same with random normal scales only. These are how Q4_K and Q6_K are
-    covered (gguf-py cannot quantize them) and how the other types get scales a quantizer would
-    not produce;
+    then random normal ones, dequantized by gguf-py; the Q4_K and Q5_K cases have a block whose
+    6-bit scales and mins are all 63, the Q6_K case one whose int8 scales are -128 and 127;
+  * "random_bytes": the same with random normal scales only. These are how Q4_K, Q5_K and Q6_K
+    are covered (gguf-py cannot quantize them) and how the other types get scales a quantizer
+    would not produce;
   * F16 / BF16 "special_values" (zeros, subnormals, infinities, extremes) and
     "random_finite_bits". No NaNs: NaN payloads are not part of the contract and numpy's
     conversion may quiet them.
@@ -42,17 +43,21 @@ from gguf import quants
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 T = GGMLQuantizationType
-SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K]
-QUANTIZABLE = {T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q8_0}
+SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.Q5_0, T.Q5_1, T.Q5_K]
+QUANTIZABLE = {T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0}
 
 # Byte offsets of the f16 scale fields inside one block of each block-quantized type
-# (ggml-common.h: block_q4_0 {d, qs}, block_q4_1 {d, m, qs}, block_q8_0 {d, qs},
-# block_q4_K {d, dmin, scales, qs}, block_q6_K {ql, qh, scales, d}).
+# (ggml-common.h: block_q4_0 {d, qs}, block_q4_1 {d, m, qs}, block_q5_0 {d, qh, qs},
+# block_q5_1 {d, m, qh, qs}, block_q8_0 {d, qs}, block_q4_K {d, dmin, scales, qs},
+# block_q5_K {d, dmin, scales, qh, qs}, block_q6_K {ql, qh, scales, d}).
 SCALE_OFFSETS = {
     T.Q4_0: [0],
     T.Q4_1: [0, 2],
+    T.Q5_0: [0],
+    T.Q5_1: [0, 2],
     T.Q8_0: [0],
     T.Q4_K: [0, 2],
+    T.Q5_K: [0, 2],
     T.Q6_K: [208],
 }
 
@@ -93,7 +98,7 @@ def random_blocks(rng: np.random.Generator, qtype: T, n_blocks: int, edges: bool
             bits = patterns[b * len(offsets) + k]
             at = b * type_size + off
             data[at : at + 2] = int(bits).to_bytes(2, "little")
-    if qtype == T.Q4_K and n_blocks > 1:  # the largest 6-bit scales and mins (all bits set)
+    if qtype in (T.Q4_K, T.Q5_K) and n_blocks > 1:  # the largest 6-bit scales and mins
         data[type_size + 4 : type_size + 16] = b"\xff" * 12
     if qtype == T.Q6_K and n_blocks > 1:  # the extreme int8 sub-block scales
         scales = type_size + 192

@@ -211,6 +211,13 @@ std::string format_dims(const std::vector<std::int64_t>& dims) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
+// "F32, F16, Q4_0, ...": the types ggml_type_from_id accepts.
+std::string supported_type_names() {
+  std::vector<std::string_view> names;
+  for (const GgmlType type : kSupportedGgmlTypes) names.push_back(ggml_type_name(type));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 }  // namespace
 
 std::string_view gguf_value_type_name(GgufValueType type) {
@@ -302,10 +309,9 @@ void GgufFile::parse() {
     }
     const auto raw_type = in.scalar<std::uint32_t>(what);
     const std::optional<GgmlType> type = ggml_type_from_id(raw_type);
-    SELFSPEC_CHECK(type.has_value(),
-                   "{}: {} {} has type {}, which selfspec cannot dequantize (supported: F32, F16, "
-                   "BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
-                   source_, what, format_dims(info.dims), ggml_type_name(raw_type));
+    SELFSPEC_CHECK(
+        type.has_value(), "{}: {} {} has type {}, which selfspec cannot dequantize (supported: {})",
+        source_, what, format_dims(info.dims), ggml_type_name(raw_type), supported_type_names());
     info.type = *type;
     const std::int64_t block = ggml_block_elements(info.type);
     SELFSPEC_CHECK(info.dims[0] % block == 0,

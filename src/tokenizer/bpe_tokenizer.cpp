@@ -1,6 +1,6 @@
 // BpeTokenizer (see bpe_tokenizer.hpp): HF tokenizers' tokenizer.json byte-level BPE pipeline.
 // Each stage follows the HF tokenizers (Rust, 0.2x) implementation it is named after:
-//   AddedVocabulary::extract_and_normalize / find_matches   -> split_added_tokens()
+//   AddedVocabulary::extract_and_normalize / find_matches   -> AddedTokenSplitter (added_tokens)
 //   pre_tokenizers::{split::Split, byte_level::ByteLevel, digits::Digits, sequence::Sequence}
 //                                                            -> PreTokenizer
 //   models::bpe::BPE::tokenize (ignore_merges, cache, merge_word, Word::merge_all)
@@ -12,6 +12,7 @@
 #include "tokenizer/bpe_tokenizer.hpp"
 
 #include "core/error.hpp"
+#include "tokenizer/added_tokens.hpp"
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/pcre2_regex.hpp"
 #include "tokenizer/utf8.hpp"
@@ -129,114 +130,6 @@ class JsonReader {
 
  private:
   std::string source_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Added tokens (HF AddedVocabulary).
-// ---------------------------------------------------------------------------------------------
-struct AddedToken {
-  std::int32_t id = 0;
-  std::string content;
-  bool special = false;
-  bool single_word = false;
-  bool lstrip = false;
-  bool rstrip = false;
-  bool normalized = true;
-};
-
-// A piece of the input on its way through the pipeline: text still to tokenize, or an added
-// token already recognised.
-struct Segment {
-  std::string text;
-  std::optional<std::int32_t> added_id;
-};
-
-// Rust regex \w (Unicode): Alphabetic, marks, decimal numbers, connector punctuation,
-// Join_Control. Alphabetic is approximated by L and Nl (Other_Alphabetic chars are in M).
-const Pcre2Regex& word_start_regex() {
-  static const Pcre2Regex kRegex(R"(^[\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])",
-                                 Pcre2Regex::Syntax::kOniguruma, "added-token word check");
-  return kRegex;
-}
-const Pcre2Regex& word_end_regex() {
-  static const Pcre2Regex kRegex(R"([\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]\z)",
-                                 Pcre2Regex::Syntax::kOniguruma, "added-token word check");
-  return kRegex;
-}
-
-// Leftmost-longest exact matching of a set of added tokens (HF's Aho-Corasick with
-// MatchKind::LeftmostLongest), with the single_word / lstrip / rstrip rules of find_matches.
-class AddedTokenSplitter {
- public:
-  AddedTokenSplitter() = default;
-  explicit AddedTokenSplitter(std::vector<const AddedToken*> tokens) : tokens_(std::move(tokens)) {
-    for (std::size_t i = 0; i < tokens_.size(); ++i) {
-      const std::string& content = tokens_[i]->content;
-      by_first_byte_[static_cast<unsigned char>(content[0])].push_back(i);
-    }
-    for (auto& list : by_first_byte_) {
-      std::stable_sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
-        return tokens_[a]->content.size() > tokens_[b]->content.size();
-      });
-    }
-  }
-
-  bool empty() const { return tokens_.empty(); }
-
-  // Appends the pieces of `text` (HF find_matches + split_with_indices) to `out`.
-  void split(const std::string& text, std::vector<Segment>& out) const {
-    if (tokens_.empty() || text.empty()) {
-      if (!text.empty()) out.push_back({text, std::nullopt});
-      return;
-    }
-    std::size_t start_offset = 0;
-    std::size_t search = 0;
-    while (true) {
-      const auto match = find(text, search);
-      if (!match) break;
-      const AddedToken& token = *tokens_[match->second];
-      std::size_t start = match->first;
-      std::size_t stop = start + token.content.size();
-      search = stop;
-      const std::string_view view(text);
-      if (token.single_word) {
-        // Only the last character before the match matters.
-        std::size_t last = start;
-        while (last > 0 && (static_cast<unsigned char>(text[last - 1]) & 0xC0) == 0x80) --last;
-        if (last > 0) --last;
-        const bool start_space =
-            start == 0 || !word_end_regex().search(view.substr(last, start - last));
-        const bool stop_space =
-            stop == text.size() || !word_start_regex().search(view.substr(stop));
-        if (!start_space || !stop_space) continue;
-      }
-      if (token.lstrip) {
-        start = std::max(utf8::trailing_white_space_start(view.substr(0, start)), start_offset);
-      }
-      if (token.rstrip) stop += utf8::leading_white_space_bytes(view.substr(stop));
-      start = std::max(start, start_offset);
-      if (start_offset < start)
-        out.push_back({text.substr(start_offset, start - start_offset), {}});
-      out.push_back({text.substr(start, stop - start), token.id});
-      start_offset = stop;
-    }
-    if (start_offset < text.size()) out.push_back({text.substr(start_offset), std::nullopt});
-  }
-
- private:
-  // (position, token index) of the leftmost-longest match at or after `from`.
-  std::optional<std::pair<std::size_t, std::size_t>> find(std::string_view text,
-                                                          std::size_t from) const {
-    for (std::size_t pos = from; pos < text.size(); ++pos) {
-      for (const std::size_t i : by_first_byte_[static_cast<unsigned char>(text[pos])]) {
-        if (text.substr(pos).starts_with(tokens_[i]->content)) return std::make_pair(pos, i);
-      }
-    }
-    return std::nullopt;
-  }
-
-  std::vector<const AddedToken*> tokens_;
-  std::array<std::vector<std::size_t>, 256> by_first_byte_;
 };
 
 // ---------------------------------------------------------------------------------------------

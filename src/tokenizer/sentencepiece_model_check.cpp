@@ -76,7 +76,7 @@ class ProtoReader {
  private:
   [[noreturn]] void malformed(const std::string& reason) const {
     fail(
-        "{}: not a valid SentencePiece model (tokenizer.model): malformed protobuf in {} at byte "
+        "{}: not a valid SentencePiece model: malformed protobuf in {} at byte "
         "{}: {}",
         source_, what_, pos_, reason);
   }
@@ -210,7 +210,7 @@ class CharsMap {
 
   [[noreturn]] void invalid(const std::string& reason) const {
     fail(
-        "{}: not a valid SentencePiece model (tokenizer.model): {}.precompiled_charsmap is "
+        "{}: not a valid SentencePiece model: {}.precompiled_charsmap is "
         "corrupt: {}",
         source_, name_, reason);
   }

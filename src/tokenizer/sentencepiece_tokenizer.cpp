@@ -40,10 +40,10 @@ void load_model(sentencepiece::SentencePieceProcessor& processor, std::string_vi
   try {
     status = processor.LoadFromSerializedProto(bytes);
   } catch (const std::exception& e) {
-    fail("{}: not a valid SentencePiece model (tokenizer.model): {}", source, e.what());
+    fail("{}: not a valid SentencePiece model: {}", source, e.what());
   }
   if (!status.ok()) {
-    fail("{}: not a valid SentencePiece model (tokenizer.model): {}", source, status.ToString());
+    fail("{}: not a valid SentencePiece model: {}", source, status.ToString());
   }
   SELFSPEC_CHECK(processor.GetPieceSize() > 0, "{}: SentencePiece model has no pieces", source);
 }

@@ -1,7 +1,11 @@
 // The tokenizer interface: text <-> token ids, exactly as the reference libraries do it.
 // Implementations: SentencePieceTokenizer (tokenizer.model, LLaMA-2 family; uses libsentencepiece
-// itself) and BpeTokenizer (HF tokenizer.json byte-level BPE, LLaMA-3 family).
+// itself), BpeTokenizer (HF tokenizer.json byte-level BPE, LLaMA-3 family) and GgufTokenizer
+// (either of them built from a GGUF file's metadata). A tokenizer may carry the model's chat
+// template.
 #pragma once
+
+#include "tokenizer/chat_template.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -30,15 +34,39 @@ class Tokenizer {
   virtual std::vector<std::int32_t> eos_ids() const = 0;
   // "sentencepiece" or "bpe".
   virtual std::string_view kind() const = 0;
+
+  // The model's chat template, when its files carry one (GGUF tokenizer.chat_template, or
+  // tokenizer_config.json's chat_template next to tokenizer.json / tokenizer.model); null
+  // otherwise. It may be an unsupported one: ChatTemplate::apply() then says why.
+  const ChatTemplate* chat_template() const { return chat_template_ ? &*chat_template_ : nullptr; }
+  void set_chat_template(ChatTemplate chat_template) { chat_template_ = std::move(chat_template); }
+
+ private:
+  std::optional<ChatTemplate> chat_template_;
 };
 
-// Loads tokenizer.model (SentencePiece) or tokenizer.json (HF) from a file path.
-// Throws selfspec::Error naming the file when it cannot be parsed or is of an unsupported kind.
+// Loads tokenizer.model (SentencePiece), tokenizer.json (HF; both with the chat template of the
+// tokenizer_config.json / chat_template.jinja beside them) or a GGUF file's tokenizer from a file
+// path. Throws selfspec::Error naming the file when it cannot be parsed or is of an unsupported
+// kind.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file);
 
-// Looks in a model directory for tokenizer.json, then tokenizer.model. nullptr when neither
-// exists (the model can still run with --prompt-ids).
-std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_dir);
+// The tokenizer of a model path: a GGUF file's own; in a directory tokenizer.json, then
+// tokenizer.model (with the chat template of tokenizer_config.json / chat_template.jinja), else
+// the directory's one .gguf file. nullptr when there is none, or the GGUF file has no tokenizer
+// metadata (the model can still run with --prompt-ids).
+std::unique_ptr<Tokenizer> find_tokenizer(const std::filesystem::path& model_path);
+
+// The text of a chat as HF's apply_chat_template(messages, tokenize=False,
+// add_generation_prompt) gives it, and its ids as apply_chat_template(tokenize=True) does: the
+// text encoded without the tokenizer's own special tokens (the template writes BOS itself where
+// the model wants one). Both throw selfspec::Error when the tokenizer has no chat template or an
+// unsupported one.
+std::string render_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages,
+                        bool add_generation_prompt);
+std::vector<std::int32_t> encode_chat(const Tokenizer& tokenizer,
+                                      std::span<const ChatMessage> messages,
+                                      bool add_generation_prompt);
 
 // Turns a stream of generated ids into text as it becomes complete: never emits half a UTF-8
 // character, and keeps the leading space of a word-initial piece that follows earlier context

@@ -30,9 +30,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Written out (not kSupportedGgmlTypes) so the test states the contract on its own.
 constexpr GgmlType kSupported[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
-                                   GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
-                                   GgmlType::kQ4_K, GgmlType::kQ6_K};
+                                   GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                   GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                   GgmlType::kQ5_K, GgmlType::kQ6_K};
+constexpr GgmlType kBlockTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                    GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                    GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 const std::filesystem::path kVectors =
     std::filesystem::path(SELFSPEC_SOURCE_DIR) / "tests/data/ggml/quant_vectors.json";
@@ -103,10 +108,13 @@ TEST(GgmlDequantize, MatchesGgufPyVectorsBitForBit) {
 std::vector<std::size_t> scale_offsets(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
     case GgmlType::kQ8_0:
       return {0};
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
       return {0, 2};
     case GgmlType::kQ6_K:
       return {208};
@@ -199,8 +207,7 @@ TEST(GgmlDequantize, RejectsWrongByteCount) {
 }
 
 TEST(GgmlDequantize, RejectsPartialBlocks) {
-  for (const GgmlType type :
-       {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (const GgmlType type : kBlockTypes) {
     const std::int64_t block = ggml_block_elements(type);
     const std::vector<std::byte> src(static_cast<std::size_t>(ggml_block_bytes(type)));
     std::vector<float> dst(static_cast<std::size_t>(block + 1));
@@ -217,8 +224,11 @@ TEST(GgmlTypes, RowBytes) {
   EXPECT_EQ(ggml_row_bytes(GgmlType::kBF16, 7), 14u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ4_0, 64), 36u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ4_1, 576), 18u * 20u);
+  EXPECT_EQ(ggml_row_bytes(GgmlType::kQ5_0, 96), 3u * 22u);
+  EXPECT_EQ(ggml_row_bytes(GgmlType::kQ5_1, 896), 28u * 24u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ8_0, 32), 34u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ4_K, 1536), 6u * 144u);
+  EXPECT_EQ(ggml_row_bytes(GgmlType::kQ5_K, 4864), 19u * 176u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ6_K, 256), 210u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ4_K, 0), 0u);
   try {
@@ -231,7 +241,7 @@ TEST(GgmlTypes, RowBytes) {
   }
   EXPECT_THROW(ggml_row_bytes(GgmlType::kF32, -1), Error);
   EXPECT_THROW(ggml_row_bytes(GgmlType::kF32, std::numeric_limits<std::int64_t>::max()), Error);
-  EXPECT_THROW(ggml_block_bytes(static_cast<GgmlType>(6)), Error);
+  EXPECT_THROW(ggml_block_bytes(static_cast<GgmlType>(10)), Error);  // Q2_K
 }
 
 TEST(GgmlTypes, FromIdAcceptsExactlyTheSupportedTypes) {
@@ -245,6 +255,8 @@ TEST(GgmlTypes, FromIdAcceptsExactlyTheSupportedTypes) {
     }
   }
   EXPECT_FALSE(ggml_type_from_id(std::numeric_limits<std::uint32_t>::max()).has_value());
+  // The list the header publishes (error messages print it) is the same set.
+  EXPECT_THAT(kSupportedGgmlTypes, ::testing::UnorderedElementsAreArray(kSupported));
 }
 
 TEST(GgmlTypes, NamesMatchGgufPy) {
