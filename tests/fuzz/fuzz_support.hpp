@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -28,6 +29,12 @@ inline std::pair<std::string_view, std::string_view> split_at_nul(std::string_vi
   const std::size_t nul = input.find('\0');
   if (nul == std::string_view::npos) return {input, {}};
   return {input.substr(0, nul), input.substr(nul + 1)};
+}
+
+// The last `bytes` bytes of the input (all of it when shorter): a fuzzer-made text for formats
+// that cannot carry a suffix of their own.
+inline std::string_view trailing_text(std::string_view input, std::size_t bytes) {
+  return input.substr(input.size() - std::min(input.size(), bytes));
 }
 
 // A broken invariant aborts, so libFuzzer reports it and saves the input.

@@ -424,6 +424,87 @@ def bpe_tokenizer_seeds():
 
 
 # ---------------------------------------------------------------------------------------------
+# GGUF tokenizers: tokenizer-only files (no tensors) with llama.cpp's tokenizer.ggml.* keys.
+# ---------------------------------------------------------------------------------------------
+TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "tokenizer" / "chat_templates"
+
+
+def gguf_tokenizer_file(model, tokens, types, extra):
+    metadata = [("general.architecture", "str", "llama"), ("tokenizer.ggml.model", "str", model),
+                ("tokenizer.ggml.tokens", ("arr", "str"), tokens),
+                ("tokenizer.ggml.token_type", ("arr", "i32"), types)]
+    return gguf(metadata + extra, [])
+
+
+def gpt2_vocab(pre, template):
+    """The byte-level seed tokenizer's vocabulary as GGUF metadata (gpt2 model)."""
+    tokenizer = byte_level_tokenizer(None)
+    vocab = tokenizer["model"]["vocab"]
+    tokens = sorted(vocab, key=vocab.get) + [t["content"] for t in tokenizer["added_tokens"]]
+    types = [1] * len(vocab) + [3] * len(tokenizer["added_tokens"])
+    extra = [("tokenizer.ggml.pre", "str", pre),
+             ("tokenizer.ggml.merges", ("arr", "str"), tokenizer["model"]["merges"]),
+             ("tokenizer.ggml.bos_token_id", "u32", len(vocab)),
+             ("tokenizer.ggml.eos_token_id", "u32", len(vocab) + 1),
+             ("tokenizer.ggml.eot_token_id", "u32", len(vocab) + 2),
+             ("tokenizer.chat_template", "str", (TEMPLATES / template).read_text())]
+    return gguf_tokenizer_file("gpt2", tokens, types, extra)
+
+
+def llama_vocab(byte_tokens=True, template="llama2.jinja"):
+    """A SentencePiece-style vocabulary (scores, byte tokens) as GGUF metadata (llama model)."""
+    words = ["\u2581" + w for w in TEXT.split()]
+    pieces = []
+    for a, b in learn_merges(words, 60):
+        if a + b not in pieces:
+            pieces.append(a + b)
+    chars = sorted({c for w in words for c in w})
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [2, 3, 3]
+    if byte_tokens:
+        tokens += [f"<0x{b:02X}>" for b in range(256)]
+        types += [6] * 256
+    tokens += chars + pieces + ["<tool>"]
+    types += [1] * (len(chars) + len(pieces)) + [4]
+    scores = [0.0] * (len(tokens) - len(chars) - len(pieces) - 1)
+    scores += [-1000.0 - i for i in range(len(chars))] + [-float(i) for i in range(len(pieces))]
+    scores += [0.0]
+    extra = [("tokenizer.ggml.scores", ("arr", "f32"), scores),
+             ("tokenizer.ggml.unknown_token_id", "u32", 0),
+             ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
+             ("tokenizer.ggml.add_bos_token", "bool", True),
+             ("tokenizer.ggml.add_space_prefix", "bool", True),
+             ("tokenizer.chat_template", "str", (TEMPLATES / template).read_text())]
+    return gguf_tokenizer_file("llama", tokens, types, extra)
+
+
+def gguf_tokenizer_seeds():
+    for pre, template in [("default", "chatml.jinja"), ("gpt2", "unsupported_gemma_turns.jinja"),
+                          ("llama-bpe", "llama3.jinja"), ("qwen2", "qwen2.5.jinja"),
+                          ("smollm", "smollm2.jinja")]:
+        write("gguf_tokenizer", f"gpt2_{pre}.gguf", gpt2_vocab(pre, template))
+    write("gguf_tokenizer", "llama_sentencepiece.gguf", llama_vocab())
+    write("gguf_tokenizer", "llama_no_byte_tokens.gguf",
+          llama_vocab(byte_tokens=False, template="unsupported_mistral_inst.jinja"))
+    # Invalid: each stops at a different check.
+    tokens = ["a", "b", "ab"]
+    write("gguf_tokenizer", "bad_model.gguf", gguf_tokenizer_file("bert", tokens, [1, 1, 1], []))
+    write("gguf_tokenizer", "bad_pre.gguf", gguf_tokenizer_file(
+        "gpt2", tokens, [1, 1, 1], [("tokenizer.ggml.pre", "str", "falcon"),
+                                    ("tokenizer.ggml.merges", ("arr", "str"), ["a b"])]))
+    write("gguf_tokenizer", "bad_type_count.gguf", gguf_tokenizer_file("gpt2", tokens, [1, 1], []))
+    write("gguf_tokenizer", "bad_bos.gguf", gguf_tokenizer_file(
+        "gpt2", tokens, [1, 1, 1], [("tokenizer.ggml.bos_token_id", "u32", 3)]))
+    write("gguf_tokenizer", "bad_merge.gguf", gguf_tokenizer_file(
+        "gpt2", tokens, [1, 1, 1], [("tokenizer.ggml.merges", ("arr", "str"), ["a c"])]))
+
+
+def chat_template_seeds():
+    for template in sorted(TEMPLATES.glob("*.jinja")):
+        write("chat_template", template.name, template.read_bytes())
+
+
+# ---------------------------------------------------------------------------------------------
 # tokenizer.model (SentencePiece), trained with spm_train.
 # ---------------------------------------------------------------------------------------------
 def spm_train(work, name, options, vocab_size=150):
@@ -470,7 +551,8 @@ def sentencepiece_seeds():
 def main():
     seeds = {"safetensors": safetensors_seeds, "gguf": gguf_seeds,
              "model_config": model_config_seeds,
-             "bpe_tokenizer": bpe_tokenizer_seeds, "sentencepiece": sentencepiece_seeds}
+             "bpe_tokenizer": bpe_tokenizer_seeds, "sentencepiece": sentencepiece_seeds,
+             "gguf_tokenizer": gguf_tokenizer_seeds, "chat_template": chat_template_seeds}
     for target in sys.argv[1:] or seeds:
         make = seeds[target]
         directory = CORPUS / target

@@ -11,7 +11,6 @@
 #include "tests/fuzz/tokenizer_exercise.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,7 +29,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const selfspec::Error&) {
     return 0;  // a clear error is the right answer to a bad file
   }
-  const std::string_view text = model.substr(model.size() - std::min(model.size(), kTextBytes));
-  selfspec::fuzz::exercise_tokenizer(*tokenizer, text);
+  selfspec::fuzz::exercise_tokenizer(*tokenizer, selfspec::fuzz::trailing_text(model, kTextBytes));
   return 0;
 }

@@ -1,9 +1,11 @@
 // What every tokenizer fuzz target does with a tokenizer that loaded: encode a fixed text and a
 // fuzzer-derived one (with and without special tokens), decode the ids (with and without
 // skipping special tokens) and stream them through StreamingDecoder, and decode arbitrary ids
-// read from the fuzzer's bytes. Loading, encoding and decoding may fail with selfspec::Error (a
-// model can load and still be unable to encode some text: libsentencepiece checks its own
-// result); nothing else may escape, and ids and BOS/EOS must lie in [0, vocab_size()).
+// read from the fuzzer's bytes; a chat template the tokenizer carries renders a conversation
+// (an unsupported template may refuse with selfspec::Error) whose text is encoded too. Loading,
+// encoding and decoding may fail with selfspec::Error (a model can load and still be unable to
+// encode some text: libsentencepiece checks its own result); nothing else may escape, and ids and
+// BOS/EOS must lie in [0, vocab_size()).
 //
 // The streamed text is not compared with decode()'s: StreamingDecoder, like HF's DecodeStream,
 // decodes a window that starts at the ids shown last, and SentencePiece strips the leading space
@@ -12,11 +14,13 @@
 #pragma once
 
 #include "tests/fuzz/fuzz_support.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -72,11 +76,22 @@ inline void check_decode_any(const Tokenizer& tokenizer, std::string_view bytes)
   allowing_errors([&] { check_decode(tokenizer, ids); });
 }
 
+inline void check_chat_template(const Tokenizer& tokenizer) {
+  const ChatTemplate* chat = tokenizer.chat_template();
+  if (chat == nullptr) return;
+  allowing_errors([&] {
+    const std::string prompt =
+        chat->apply(single_turn_chat("What is 2 + 2?", "Answer briefly."), true);
+    check_encode(tokenizer, prompt);
+  });
+}
+
 inline void exercise_tokenizer(const Tokenizer& tokenizer, std::string_view fuzz_text) {
   check_special_ids(tokenizer);
   check_encode(tokenizer, kFixedText);
   check_encode(tokenizer, fuzz_text);
   check_decode_any(tokenizer, fuzz_text);
+  check_chat_template(tokenizer);
 }
 
 }  // namespace selfspec::fuzz
