@@ -9,6 +9,9 @@ packages=(
   libboost-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libsentencepiece-dev sentencepiece libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The parser fuzz targets (scripts/build-fuzz.sh): clang, its libFuzzer/sanitizer runtimes,
+  # and the OpenMP runtime clang links.
+  clang libclang-rt-dev libomp-dev
   # scripts/get-prompts.sh fetches HumanEval with pip; scripts/plot_bench.py draws with matplotlib.
   python3-pip python3-matplotlib
   # Slurm for scripts/slurm/ and the slurm_cpu_smoke test (a one-node cluster on localhost);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets everything up (Debian packages), builds, and runs the whole test suite with ctest.
-# Multi-rank tests run under mpirun with hard timeouts. JUnit XML goes to build/test-results.xml.
+# Sets everything up (Debian packages), builds (and the clang fuzz targets, scripts/build-fuzz.sh),
+# and runs the whole test suite with ctest. Multi-rank tests run under mpirun with hard timeouts.
+# JUnit XML goes to build/test-results.xml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh
+./scripts/build-fuzz.sh
 build_dir=${SELFSPEC_BUILD_DIR:-build}
 # Open MPI refuses to run as root without these; oversubscription lets 4 ranks share 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -214,6 +214,51 @@ bool known_model_type(std::string_view model_type) {
   return std::find(kModelTypes.begin(), kModelTypes.end(), model_type) != kModelTypes.end();
 }
 
+// int64 arithmetic that remembers an overflow instead of committing one (undefined behaviour).
+class CheckedInt {
+ public:
+  // Implicit, so that plain int64 operands mix in.
+  CheckedInt(std::int64_t value) : value_(value) {}
+  friend CheckedInt operator+(CheckedInt a, CheckedInt b) {
+    CheckedInt sum(0);
+    sum.overflow_ =
+        a.overflow_ || b.overflow_ || __builtin_add_overflow(a.value_, b.value_, &sum.value_);
+    return sum;
+  }
+  friend CheckedInt operator*(CheckedInt a, CheckedInt b) {
+    CheckedInt product(0);
+    product.overflow_ =
+        a.overflow_ || b.overflow_ || __builtin_mul_overflow(a.value_, b.value_, &product.value_);
+    return product;
+  }
+  std::optional<std::int64_t> value() const {
+    return overflow_ ? std::nullopt : std::optional(value_);
+  }
+
+ private:
+  std::int64_t value_;
+  bool overflow_ = false;
+};
+
+// The parameter count (embedding, layers, final norm, and lm_head unless tied); nullopt when the
+// sizes make it overflow int64.
+std::optional<std::int64_t> checked_parameter_count(const ModelConfig& config) {
+  const CheckedInt hidden = config.hidden_size;
+  const CheckedInt q_dim = CheckedInt(config.num_heads) * config.head_dim;
+  const CheckedInt kv_dim = CheckedInt(config.num_kv_heads) * config.head_dim;
+  const CheckedInt embedding = CheckedInt(config.vocab_size) * hidden;
+  CheckedInt attention = hidden * q_dim + CheckedInt(2) * hidden * kv_dim + q_dim * hidden;
+  if (config.attention_bias) {
+    attention = attention + q_dim + CheckedInt(2) * kv_dim;
+    if (config.o_proj_bias()) attention = attention + hidden;
+  }
+  const CheckedInt mlp = CheckedInt(3) * hidden * config.intermediate_size;
+  const CheckedInt norms = CheckedInt(2) * hidden;
+  const CheckedInt layers = CheckedInt(config.num_layers) * (attention + mlp + norms);
+  const CheckedInt lm_head = config.tie_word_embeddings ? CheckedInt(0) : embedding;
+  return (embedding + layers + hidden + lm_head).value();
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
@@ -402,6 +447,12 @@ void ModelConfig::validate(const std::string& source_name) const {
            vocab_size);
     }
   }
+  if (!checked_parameter_count(*this)) {
+    fail(
+        "{}: the sizes give more than 2^63 parameters (hidden_size {}, intermediate_size {}, "
+        "num_hidden_layers {}, num_attention_heads {} x head_dim {}, vocab_size {})",
+        source_name, hidden_size, intermediate_size, num_layers, num_heads, head_dim, vocab_size);
+  }
 }
 
 nlohmann::json ModelConfig::to_json() const {
@@ -453,18 +504,11 @@ nlohmann::json ModelConfig::to_json() const {
 }
 
 std::int64_t ModelConfig::parameter_count() const {
-  const std::int64_t embedding = vocab_size * hidden_size;
-  std::int64_t attention =
-      hidden_size * q_dim() + 2 * hidden_size * kv_dim() + q_dim() * hidden_size;
-  if (attention_bias) {
-    attention += q_dim() + 2 * kv_dim();
-    if (o_proj_bias()) attention += hidden_size;
-  }
-  const std::int64_t mlp = 3 * hidden_size * intermediate_size;
-  const std::int64_t norms = 2 * hidden_size;
-  const std::int64_t layers = num_layers * (attention + mlp + norms);
-  const std::int64_t lm_head = tie_word_embeddings ? 0 : vocab_size * hidden_size;
-  return embedding + layers + hidden_size + lm_head;
+  const std::optional<std::int64_t> count = checked_parameter_count(*this);
+  SELFSPEC_CHECK(count.has_value(),
+                 "{} config: the parameter count overflows int64 (hidden_size {}, vocab_size {})",
+                 model_type, hidden_size, vocab_size);
+  return *count;
 }
 
 }  // namespace selfspec

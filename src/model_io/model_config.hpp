@@ -58,7 +58,8 @@ struct ModelConfig {
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
   // Whether o_proj carries a bias: LLaMA's attention_bias covers q/k/v/o, Qwen2's only q/k/v.
   bool o_proj_bias() const { return attention_bias && model_type != "qwen2"; }
-  // Number of parameters (embedding, layers, final norm, and lm_head unless tied).
+  // Number of parameters (embedding, layers, final norm, and lm_head unless tied). validate()
+  // refuses sizes whose count overflows int64; this throws on them.
   std::int64_t parameter_count() const;
 };
 

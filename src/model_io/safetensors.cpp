@@ -320,9 +320,18 @@ std::int64_t TensorInfo::numel() const {
 // ---------------------------------------------------------------------------------------------
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::size_t file_index)
-    : file_(path) {
-  const std::string name = path.string();
-  const std::span<const std::byte> bytes = file_.bytes();
+    : file_(path), bytes_(file_.bytes()) {
+  parse(path.string(), file_index);
+}
+
+SafetensorsFile::SafetensorsFile(std::span<const std::byte> bytes, std::string source,
+                                 std::size_t file_index)
+    : bytes_(bytes) {
+  parse(source, file_index);
+}
+
+void SafetensorsFile::parse(const std::string& name, std::size_t file_index) {
+  const std::span<const std::byte> bytes = bytes_;
   const std::uint64_t header_len = read_header_length(bytes, name);
   const DataArea data{kHeaderLengthBytes + header_len,
                       bytes.size() - kHeaderLengthBytes - header_len};
@@ -574,7 +583,7 @@ void Checkpoint::read(const TensorInfo& info, const TensorSlice& slice, DType ds
 
   const std::size_t src_elem = dtype_size(own.dtype);
   const std::size_t dst_elem = dtype_size(dst_dtype);
-  const std::byte* base = files_[own.file_index]->mapping().bytes().data() + own.data_offset;
+  const std::byte* base = files_[own.file_index]->bytes().data() + own.data_offset;
   auto* out = static_cast<std::byte*>(dst);
   if (slice_cols == cols) {  // whole rows: one contiguous run
     const auto first = static_cast<std::size_t>(slice.row_begin * cols);
@@ -596,7 +605,7 @@ void Checkpoint::read_all(const TensorInfo& info, DType dst_dtype, void* dst) co
   if (numel == 0) return;
   SELFSPEC_CHECK(dst != nullptr, "{}: tensor '{}': read_all() into a null destination",
                  file_of(own).string(), own.name);
-  const std::byte* base = files_[own.file_index]->mapping().bytes().data() + own.data_offset;
+  const std::byte* base = files_[own.file_index]->bytes().data() + own.data_offset;
   convert_dtype(own.dtype, base, dst_dtype, dst, numel);
 }
 

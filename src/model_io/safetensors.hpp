@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,13 +41,20 @@ inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path, std::size_t file_index = 0);
+  // Parses bytes already in memory (tests, fuzzing); `source` names them in errors. The bytes
+  // must outlive the object; path() is then empty and mapping() maps nothing.
+  SafetensorsFile(std::span<const std::byte> bytes, std::string source, std::size_t file_index = 0);
   const std::filesystem::path& path() const { return file_.path(); }
+  // The whole file: the mapping's bytes, or those given to the in-memory constructor.
+  std::span<const std::byte> bytes() const { return bytes_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const MappedFile& mapping() const { return file_; }
 
  private:
+  void parse(const std::string& name, std::size_t file_index);
   MappedFile file_;
+  std::span<const std::byte> bytes_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };

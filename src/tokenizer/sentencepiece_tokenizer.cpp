@@ -5,36 +5,60 @@
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 
 #include "core/error.hpp"
+#include "tokenizer/sentencepiece_model_check.hpp"
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
+#include <fstream>
+#include <sstream>
 #include <system_error>
+#include <utility>
 
 namespace selfspec {
+namespace {
 
-SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& file)
-    : source_(file.string()),
-      processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+std::string read_model_file(const std::filesystem::path& file) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) {
     fail("{}: no such SentencePiece model file", file.string());
   }
-  const auto status = processor_->Load(file.string());
-  if (!status.ok()) {
-    fail("{}: not a valid SentencePiece model (tokenizer.model): {}", file.string(),
-         status.ToString());
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in || in.bad()) fail("{}: cannot read the SentencePiece model file", file.string());
+  return std::move(bytes).str();
+}
+
+// Loads a serialized model into `processor` after the checks libsentencepiece does not make
+// (sentencepiece_model_check.hpp). libsentencepiece reports most bad models in its status but
+// throws for some (darts-clone refuses an empty piece): both become selfspec::Error.
+void load_model(sentencepiece::SentencePieceProcessor& processor, std::string_view bytes,
+                const std::string& source) {
+  check_sentencepiece_model(bytes, source);
+  sentencepiece::util::Status status;
+  try {
+    status = processor.LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    fail("{}: not a valid SentencePiece model: {}", source, e.what());
   }
-  SELFSPEC_CHECK(processor_->GetPieceSize() > 0, "{}: SentencePiece model has no pieces",
-                 file.string());
+  if (!status.ok()) {
+    fail("{}: not a valid SentencePiece model: {}", source, status.ToString());
+  }
+  SELFSPEC_CHECK(processor.GetPieceSize() > 0, "{}: SentencePiece model has no pieces", source);
+}
+
+}  // namespace
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& file)
+    : source_(file.string()),
+      processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  load_model(*processor_, read_model_file(file), source_);
 }
 
 SentencePieceTokenizer::SentencePieceTokenizer(SerializedModel model)
     : source_(model.source), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  const auto status = processor_->LoadFromSerializedProto(model.bytes);
-  if (!status.ok()) {
-    fail("{}: SentencePiece rejects the vocabulary: {}", source_, status.ToString());
-  }
-  SELFSPEC_CHECK(processor_->GetPieceSize() > 0, "{}: SentencePiece model has no pieces", source_);
+  load_model(*processor_, model.bytes, source_);
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

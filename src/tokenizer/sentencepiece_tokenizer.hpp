@@ -18,7 +18,8 @@ namespace selfspec {
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  // A serialized ModelProto (e.g. built from GGUF metadata) and the name of its source for errors.
+  // A serialized ModelProto (a tokenizer.model's bytes, or one built from GGUF metadata) and the
+  // name of its source for errors.
   struct SerializedModel {
     std::string_view bytes;
     std::string_view source;
@@ -26,6 +27,7 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   // Loads `file`; throws selfspec::Error naming it when it cannot be read or parsed.
   explicit SentencePieceTokenizer(const std::filesystem::path& file);
+  // Loads a serialized model; errors name `model.source`.
   explicit SentencePieceTokenizer(SerializedModel model);
   ~SentencePieceTokenizer() override;
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;

@@ -520,6 +520,24 @@ const ConfigErrorCase kConfigErrors[] = {
     {"sliding_window_string",
      [] { return mutated_from(kMistral_7b_v03, [](json& j) { j["sliding_window"] = "4k"; }); },
      {"'sliding_window'", "must be an integer"}},
+    // Found by fuzzing: the parameter count (what `selfspec info` prints) overflowed int64.
+    {"parameter_count_overflow",
+     [] {
+       return mutated([](json& j) {
+         j["hidden_size"] = std::int64_t{1} << 40;
+         j["vocab_size"] = std::int64_t{1} << 30;
+       });
+     },
+     {"more than 2^63 parameters", "hidden_size 1099511627776", "vocab_size 1073741824"}},
+    {"head_count_times_head_dim_overflow",
+     [] {
+       return mutated([](json& j) {
+         j["num_attention_heads"] = std::int64_t{1} << 40;
+         j["num_key_value_heads"] = 1;
+         j["head_dim"] = std::int64_t{1} << 40;
+       });
+     },
+     {"more than 2^63 parameters"}},
 };
 
 class ModelConfigErrors : public ::testing::TestWithParam<ConfigErrorCase> {};

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,21 @@ TEST_P(SafetensorsFileErrors, NamesFileAndCause) {
   }
 }
 
+// The in-memory constructor (what the fuzz target parses) gives the same errors, naming the source.
+TEST_P(SafetensorsFileErrors, InMemoryNamesSourceAndCause) {
+  const FileCase& c = GetParam();
+  const std::string bytes = c.bytes();
+  const std::string source = std::string(c.name) + " (in memory)";
+  try {
+    const SafetensorsFile file(std::as_bytes(std::span(bytes)), source);
+    FAIL() << "expected an error for " << c.name;
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_THAT(message, HasSubstr(source));
+    for (const std::string& part : c.expected) EXPECT_THAT(message, HasSubstr(part));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Malformed, SafetensorsFileErrors, ::testing::ValuesIn(kFileCases),
                          [](const ::testing::TestParamInfo<FileCase>& case_info) {
                            return std::string(case_info.param.name);
@@ -234,6 +250,21 @@ TEST(SafetensorsFileValid, PaddedUnpaddedAndZeroSizeTensorsAreAccepted) {
   EXPECT_EQ(file.tensors()[3].dtype, DType::kF16);
   EXPECT_EQ(file.tensors()[3].nbytes, 8u);
   EXPECT_TRUE(file.metadata().empty());
+
+  // The same bytes in memory give the same tensors.
+  const std::string bytes = raw_safetensors(text, 16, /*pad=*/false);
+  const SafetensorsFile in_memory(std::as_bytes(std::span(bytes)), "unpadded (in memory)", 3);
+  ASSERT_EQ(in_memory.tensors().size(), file.tensors().size());
+  for (std::size_t i = 0; i < file.tensors().size(); ++i) {
+    const TensorInfo& a = file.tensors()[i];
+    const TensorInfo& b = in_memory.tensors()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.shape, b.shape);
+    EXPECT_EQ(a.data_offset, b.data_offset);
+    EXPECT_EQ(a.nbytes, b.nbytes);
+    EXPECT_EQ(a.file_index, b.file_index);
+  }
+  EXPECT_EQ(in_memory.bytes().data(), std::as_bytes(std::span(bytes)).data());
 
   // An empty header and no data.
   testing::write_file(dir / "empty.safetensors", raw_safetensors("{}", 0));

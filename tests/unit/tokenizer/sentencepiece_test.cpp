@@ -13,9 +13,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 namespace selfspec {
 namespace {
@@ -396,6 +399,109 @@ TEST_F(SentencePieceTest, LoadErrorsNameTheFile) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr(truncated.string()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models from memory, and bad models found by fuzzing (tests/fuzz/regressions/sentencepiece):
+// fields appended to a trained model override or extend it, as protobuf merges a repeated
+// occurrence of a field.
+// ---------------------------------------------------------------------------------------------
+void append_varint(std::string& out, std::uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+// A length-delimited protobuf field (a string, bytes or a nested message).
+std::string proto_field(std::uint32_t number, std::string_view payload) {
+  std::string out;
+  append_varint(out, (static_cast<std::uint64_t>(number) << 3) | 2);
+  append_varint(out, payload.size());
+  out.append(payload);
+  return out;
+}
+
+constexpr std::uint32_t kPiecesField = 1;          // ModelProto.pieces (SentencePiece.piece = 1)
+constexpr std::uint32_t kNormalizerSpecField = 3;  // NormalizerSpec.precompiled_charsmap = 2
+
+// A precompiled character map in libsentencepiece's layout (<u32 trie bytes><trie units>
+// <NUL-terminated strings>) over one 256-unit darts-clone block that maps the byte 'A' to the
+// string at `string_offset`: the root (unit 0, offset `root_offset`) has base 1; the child
+// 'A' sits at 1 ^ 'A' = 0x40 with a leaf at base 0x80, whose value is the string's offset.
+std::string one_rule_charsmap(std::uint32_t root_offset, std::uint32_t string_offset,
+                              std::string_view strings) {
+  std::vector<std::uint32_t> units(256, 0);
+  units[0] = root_offset << 10;
+  units[0x40] = (0x40u ^ 0x80u) << 10 | 1u << 8 | 'A';
+  units[0x80] = 1u << 31 | string_offset;
+  std::string trie;
+  for (const std::uint32_t unit : units) {
+    for (int i = 0; i < 4; ++i) trie.push_back(static_cast<char>((unit >> (8 * i)) & 0xFF));
+  }
+  std::string blob;
+  for (int i = 0; i < 4; ++i) blob.push_back(static_cast<char>((trie.size() >> (8 * i)) & 0xFF));
+  return blob + trie + std::string(strings);
+}
+
+std::string with_charsmap(const std::string& model, const std::string& charsmap) {
+  return model + proto_field(kNormalizerSpecField, proto_field(2, charsmap));
+}
+
+TEST_F(SentencePieceTest, InMemoryModelEncodesAsTheFile) {
+  const std::string bytes = testing::read_file(model_path("bpe_llama2"));
+  const SentencePieceTokenizer from_file(model_path("bpe_llama2"));
+  const SentencePieceTokenizer from_memory(
+      SentencePieceTokenizer::SerializedModel{bytes, "bpe_llama2 (in memory)"});
+  for (const std::string& text : line_texts()) {
+    EXPECT_EQ(from_memory.encode(text, true), from_file.encode(text, true)) << printable(text);
+  }
+}
+
+TEST_F(SentencePieceTest, WellFormedCharsMapIsApplied) {
+  const std::string model = testing::read_file(model_path("bpe_llama2"));
+  const SentencePieceTokenizer plain(model_path("bpe_llama2"));
+  const SentencePieceTokenizer mapped(SentencePieceTokenizer::SerializedModel{
+      with_charsmap(model, one_rule_charsmap(1, 0, std::string("a\0", 2))), "A-to-a.model"});
+  EXPECT_EQ(mapped.encode("Apple And", false), plain.encode("apple and", false));
+}
+
+TEST_F(SentencePieceTest, CorruptCharsMapIsRefused) {
+  const std::string model = testing::read_file(model_path("bpe_llama2"));
+  const std::string strings("a\0", 2);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // The root's children would lie in units [1024, 1279] of a 256-unit trie.
+      {one_rule_charsmap(1024, 0, strings), "trie unit 0 points to units [1024, 1279]"},
+      // The leaf names a string past the end of the strings.
+      {one_rule_charsmap(1, 5, strings), "replacement string at offset 5"},
+      {one_rule_charsmap(1, 0, "a"), "does not end (NUL)"},
+  };
+  for (const auto& [charsmap, expected] : cases) {
+    try {
+      const SentencePieceTokenizer tokenizer(
+          SentencePieceTokenizer::SerializedModel{with_charsmap(model, charsmap), "corrupt.model"});
+      ADD_FAILURE() << "no error for: " << expected;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), ::testing::AllOf(::testing::HasSubstr("corrupt.model"),
+                                             ::testing::HasSubstr("normalizer_spec"),
+                                             ::testing::HasSubstr(expected)));
+    }
+  }
+}
+
+// libsentencepiece's trie builder throws its own exception for an empty piece of a unigram model.
+TEST_F(SentencePieceTest, EmptyPieceIsRefused) {
+  const std::string model = testing::read_file(model_path("unigram_llama2"));
+  const std::string empty_piece = proto_field(kPiecesField, proto_field(1, ""));
+  try {
+    const SentencePieceTokenizer tokenizer(
+        SentencePieceTokenizer::SerializedModel{model + empty_piece, "empty-piece.model"});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::AllOf(::testing::HasSubstr("empty-piece.model"),
+                                           ::testing::HasSubstr("not a valid SentencePiece")));
   }
 }
 
