@@ -36,9 +36,10 @@ fi
 echo "$count seeds and past findings of $name pass"
 # Then fuzz from them (with the target's dictionary, NAME.dict, when it has one); only the fresh
 # corpus in WORK_DIR is written to. libFuzzer's own exit code for a finding is 77, ctest's
-# "skipped": ask for 1.
+# "skipped": ask for 1. The seed is fixed (SELFSPEC_FUZZ_SEED, default 1) so that a failure in
+# the test command can be replayed; scripts/fuzz.sh explores with random seeds.
 dict=()
 [ -f "$here/$name.dict" ] && dict=(-dict="$here/$name.dict")
-exec "$binary" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
+exec "$binary" -seed="${SELFSPEC_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
   -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" \
   "$work/corpus" "${inputs[@]}"

@@ -195,6 +195,23 @@ TEST(BpeHandwritten, RobertaAndBertProcessing) {
   j["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"b", 1}}, {"cls", {"a", 0}}};
   EXPECT_EQ(from(j).encode("-", true), (Ids{0, 2, 1}));
   EXPECT_EQ(from(j).encode("-", false), (Ids{2}));
+  // A post-processor id beyond the vocabulary would be emitted as a token the model does not have
+  // (found by fuzzing: tests/fuzz/regressions/bpe_tokenizer/post-processor-id-beyond-vocab.json).
+  j["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"b", 514}}, {"cls", {"a", 0}}};
+  EXPECT_THROW(
+      try { from(j); } catch (const Error& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("post_processor.sep[1]"));
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("token id 514 is outside the vocabulary"));
+        throw;
+      },
+      Error);
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single",
+       {{{"SpecialToken", {{"id", "x"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"x", {{"id", "x"}, {"ids", {99}}, {"tokens", {"x"}}}}}}};
+  EXPECT_THROW(from(j), Error);
 }
 
 TEST(BpeHandwritten, UnkTokenAndByteFallback) {
