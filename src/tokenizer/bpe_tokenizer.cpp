@@ -484,6 +484,8 @@ struct BpeTokenizer::Impl {
   void load_post_processor(const JsonReader& r, const json& node, const std::string& path);
   void load_decoder(const JsonReader& r, const json& node, const std::string& path);
   Template load_template(const JsonReader& r, const json& node, const std::string& path);
+  // A post-processor's token id, which must be a token of model.vocab or added_tokens.
+  std::int32_t known_id(const JsonReader& r, const json& node, const std::string& path) const;
 };
 
 void BpeTokenizer::Impl::load(std::string_view text) {
@@ -730,7 +732,8 @@ Template BpeTokenizer::Impl::load_template(const JsonReader& r, const json& node
                                 JsonReader::join(entry_path, "ids"));
       TemplateItem t;
       for (std::size_t k = 0; k < ids.size(); ++k) {
-        t.ids.push_back(r.id(ids[k], JsonReader::index(JsonReader::join(entry_path, "ids"), k)));
+        t.ids.push_back(
+            known_id(r, ids[k], JsonReader::index(JsonReader::join(entry_path, "ids"), k)));
       }
       result.push_back(std::move(t));
     } else {
@@ -738,6 +741,17 @@ Template BpeTokenizer::Impl::load_template(const JsonReader& r, const json& node
     }
   }
   return result;
+}
+
+std::int32_t BpeTokenizer::Impl::known_id(const JsonReader& r, const json& node,
+                                          const std::string& path) const {
+  const std::int32_t id = r.id(node, path);
+  const bool in_model = static_cast<std::size_t>(id) < model_id_used.size() &&
+                        model_id_used[static_cast<std::size_t>(id)];
+  if (!in_model && !added_by_id.contains(id)) {
+    r.error(path, "token id {} is in neither model.vocab nor added_tokens", id);
+  }
+  return id;
 }
 
 void BpeTokenizer::Impl::load_post_processor(const JsonReader& r, const json& node,
@@ -759,7 +773,7 @@ void BpeTokenizer::Impl::load_post_processor(const JsonReader& r, const json& no
       const std::string key_path = JsonReader::join(path, key);
       const json& pair = r.array(r.member(node, path, key), key_path);
       if (pair.size() != 2) r.error(key_path, "expected [token, id]");
-      return r.id(pair[1], JsonReader::index(key_path, 1));
+      return known_id(r, pair[1], JsonReader::index(key_path, 1));
     };
     post_processors.push_back(
         Template{{{token_id("cls")}, false}, {{}, true}, {{token_id("sep")}, false}});

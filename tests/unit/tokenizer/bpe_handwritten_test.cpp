@@ -322,6 +322,20 @@ TEST_F(BpeLoadErrors, OtherUnsupportedComponents) {
   EXPECT_THAT(error_for(j), HasSubstr("model.dropout"));
 }
 
+// Found by fuzzing: a post-processor could name an id no token has, which encode() then emitted
+// (and bos_id() reported) beyond vocab_size().
+TEST_F(BpeLoadErrors, PostProcessorIdsMustBeTokens) {
+  json j = json::parse(kHelloWorldJson);
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {897};
+  EXPECT_THAT(
+      error_for(j),
+      AllOf(HasSubstr(path().string()), HasSubstr("post_processor.special_tokens.\"<s>\".ids[0]"),
+            HasSubstr("token id 897 is in neither model.vocab nor added_tokens")));
+  j = json::parse(kHelloWorldJson);
+  j["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"b", 1}}, {"cls", {"a", 40}}};
+  EXPECT_THAT(error_for(j), AllOf(HasSubstr("post_processor.cls[1]"), HasSubstr("token id 40")));
+}
+
 TEST_F(BpeLoadErrors, OtherFileKinds) {
   // Meta's original LLaMA-3 tokenizer.model is tiktoken text.
   const auto tiktoken = dir_ / "tokenizer.model";
