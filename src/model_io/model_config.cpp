@@ -404,6 +404,10 @@ void ModelConfig::validate(const std::string& source_name) const {
   for (const auto& [key, value] : sizes) {
     if (value <= 0) fail("{}: key '{}' must be positive, found {}", source_name, key, value);
   }
+  if (num_layers > kMaxLayers) {
+    fail("{}: key 'num_hidden_layers' = {} is more than selfspec runs ({} layers)", source_name,
+         num_layers, kMaxLayers);
+  }
   if (num_heads % num_kv_heads != 0) {
     fail("{}: key 'num_attention_heads' ({}) must be a multiple of 'num_key_value_heads' ({})",
          source_name, num_heads, num_kv_heads);

@@ -27,6 +27,11 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
+  // The most layers selfspec runs: a LayerPlan's skip masks hold that many
+  // (src/model/layer_plan.hpp). validate() refuses more, before anything sized by the layer count
+  // (the expected tensor names, the weights) is built.
+  static constexpr std::int64_t kMaxLayers = 256;
+
   std::string model_type = "llama";
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;

@@ -479,14 +479,13 @@ struct BpeTokenizer::Impl {
   void load(std::string_view text);
   void load_model(const JsonReader& r, const json& node);
   void load_added_tokens(const JsonReader& r, const json& node);
-  // A post-processor's token id, which must name a token the model and added tokens define
-  // (loaded before the post-processor).
-  std::int32_t vocabulary_id(const JsonReader& r, const json& node, const std::string& path) const;
   void load_normalizer(const JsonReader& r, const json& node, const std::string& path);
   void load_pre_tokenizer(const JsonReader& r, const json& node, const std::string& path);
   void load_post_processor(const JsonReader& r, const json& node, const std::string& path);
   void load_decoder(const JsonReader& r, const json& node, const std::string& path);
   Template load_template(const JsonReader& r, const json& node, const std::string& path);
+  // A post-processor's token id, which must be a token of model.vocab or added_tokens.
+  std::int32_t known_id(const JsonReader& r, const json& node, const std::string& path) const;
 };
 
 void BpeTokenizer::Impl::load(std::string_view text) {
@@ -704,15 +703,6 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const JsonReader& r, const json& nod
   }
 }
 
-std::int32_t BpeTokenizer::Impl::vocabulary_id(const JsonReader& r, const json& node,
-                                               const std::string& path) const {
-  const std::int32_t id = r.id(node, path);
-  if (id >= vocab_size) {
-    r.error(path, "token id {} is outside the vocabulary and added tokens [0, {})", id, vocab_size);
-  }
-  return id;
-}
-
 Template BpeTokenizer::Impl::load_template(const JsonReader& r, const json& node,
                                            const std::string& path) {
   const std::string single_path = JsonReader::join(path, "single");
@@ -743,7 +733,7 @@ Template BpeTokenizer::Impl::load_template(const JsonReader& r, const json& node
       TemplateItem t;
       for (std::size_t k = 0; k < ids.size(); ++k) {
         t.ids.push_back(
-            vocabulary_id(r, ids[k], JsonReader::index(JsonReader::join(entry_path, "ids"), k)));
+            known_id(r, ids[k], JsonReader::index(JsonReader::join(entry_path, "ids"), k)));
       }
       result.push_back(std::move(t));
     } else {
@@ -751,6 +741,17 @@ Template BpeTokenizer::Impl::load_template(const JsonReader& r, const json& node
     }
   }
   return result;
+}
+
+std::int32_t BpeTokenizer::Impl::known_id(const JsonReader& r, const json& node,
+                                          const std::string& path) const {
+  const std::int32_t id = r.id(node, path);
+  const bool in_model = static_cast<std::size_t>(id) < model_id_used.size() &&
+                        model_id_used[static_cast<std::size_t>(id)];
+  if (!in_model && !added_by_id.contains(id)) {
+    r.error(path, "token id {} is in neither model.vocab nor added_tokens", id);
+  }
+  return id;
 }
 
 void BpeTokenizer::Impl::load_post_processor(const JsonReader& r, const json& node,
@@ -772,7 +773,7 @@ void BpeTokenizer::Impl::load_post_processor(const JsonReader& r, const json& no
       const std::string key_path = JsonReader::join(path, key);
       const json& pair = r.array(r.member(node, path, key), key_path);
       if (pair.size() != 2) r.error(key_path, "expected [token, id]");
-      return vocabulary_id(r, pair[1], JsonReader::index(key_path, 1));
+      return known_id(r, pair[1], JsonReader::index(key_path, 1));
     };
     post_processors.push_back(
         Template{{{token_id("cls")}, false}, {{}, true}, {{token_id("sep")}, false}});

@@ -2,7 +2,7 @@
 # SELFSPEC_FUZZ_SECONDS (tests/fuzz/run_fuzz_test.sh). The targets are built with clang by
 # scripts/build-fuzz.sh into <build dir>/fuzz (scripts/test.sh runs it before ctest), not by this
 # gcc build; without clang's libFuzzer runtime the tests report themselves skipped.
-set(SELFSPEC_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz target fuzzes in the test suite")
+set(SELFSPEC_FUZZ_SECONDS 15 CACHE STRING "Seconds each fuzz target fuzzes in the test suite")
 include(${CMAKE_CURRENT_LIST_DIR}/targets.cmake)
 foreach(name IN LISTS SELFSPEC_FUZZ_TARGETS)
   add_test(NAME fuzz_${name}

@@ -240,6 +240,9 @@ TEST(GgufModel, ConfigErrorsNameTheKey) {
               HasSubstr("'llama.block_count' is a string, not an integer"));
   EXPECT_THAT(config_error([](GgufWriter& w) { w.set_u32("tokenizer.ggml.eos_token_id", 9999); }),
               HasSubstr("'tokenizer.ggml.eos_token_id' = 9999 is outside the vocabulary"));
+  // Found by fuzzing: 851,969 layers made validation build 11 million tensor names (1.5 GB).
+  EXPECT_THAT(config_error([](GgufWriter& w) { w.set_u32("llama.block_count", 851969); }),
+              HasSubstr("'num_hidden_layers' = 851969 is more than selfspec runs (256 layers)"));
 }
 
 TEST(GgufModel, MapsHuggingFaceNames) {

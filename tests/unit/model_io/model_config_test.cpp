@@ -529,6 +529,9 @@ const ConfigErrorCase kConfigErrors[] = {
        });
      },
      {"more than 2^63 parameters", "hidden_size 1099511627776", "vocab_size 1073741824"}},
+    {"too_many_layers",
+     [] { return mutated([](json& j) { j["num_hidden_layers"] = 257; }); },
+     {"'num_hidden_layers' = 257", "more than selfspec runs (256 layers)"}},
     {"head_count_times_head_dim_overflow",
      [] {
        return mutated([](json& j) {
@@ -558,6 +561,12 @@ INSTANTIATE_TEST_SUITE_P(Invalid, ModelConfigErrors, ::testing::ValuesIn(kConfig
                          [](const ::testing::TestParamInfo<ConfigErrorCase>& case_info) {
                            return std::string(case_info.param.name);
                          });
+
+TEST(ModelConfig, LayerCountUpToTheEnginesLimit) {
+  json j = small_config();
+  j["num_hidden_layers"] = ModelConfig::kMaxLayers;
+  EXPECT_EQ(ModelConfig::from_json(j, "deep.json").num_layers, 256);
+}
 
 TEST(ModelConfig, ValidateChecksAHandBuiltConfig) {
   ModelConfig c = ModelConfig::from_json(small_config(), "ok.json");

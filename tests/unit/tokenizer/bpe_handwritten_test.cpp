@@ -201,7 +201,7 @@ TEST(BpeHandwritten, RobertaAndBertProcessing) {
   EXPECT_THROW(
       try { from(j); } catch (const Error& e) {
         EXPECT_THAT(e.what(), ::testing::HasSubstr("post_processor.sep[1]"));
-        EXPECT_THAT(e.what(), ::testing::HasSubstr("token id 514 is outside the vocabulary"));
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("token id 514 is in neither model.vocab nor added_tokens"));
         throw;
       },
       Error);
@@ -337,6 +337,20 @@ TEST_F(BpeLoadErrors, OtherUnsupportedComponents) {
   j = json::parse(kHelloWorldJson);
   j["model"]["dropout"] = 0.1;
   EXPECT_THAT(error_for(j), HasSubstr("model.dropout"));
+}
+
+// Found by fuzzing: a post-processor could name an id no token has, which encode() then emitted
+// (and bos_id() reported) beyond vocab_size().
+TEST_F(BpeLoadErrors, PostProcessorIdsMustBeTokens) {
+  json j = json::parse(kHelloWorldJson);
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {897};
+  EXPECT_THAT(
+      error_for(j),
+      AllOf(HasSubstr(path().string()), HasSubstr("post_processor.special_tokens.\"<s>\".ids[0]"),
+            HasSubstr("token id 897 is in neither model.vocab nor added_tokens")));
+  j = json::parse(kHelloWorldJson);
+  j["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"b", 1}}, {"cls", {"a", 40}}};
+  EXPECT_THAT(error_for(j), AllOf(HasSubstr("post_processor.cls[1]"), HasSubstr("token id 40")));
 }
 
 TEST_F(BpeLoadErrors, OtherFileKinds) {
