@@ -11,5 +11,11 @@ build_dir=${SELFSPEC_BUILD_DIR:-build}
 # Open MPI refuses to run as root without these; oversubscription lets 4 ranks share 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# The large real models (Qwen2.5-Coder 0.5B/1.5B: 1.6 GB of downloads, tens of minutes) run on
+# demand only, when a label is asked for: scripts/test.sh -L realmodel-large.
+labels=(-LE realmodel-large)
+for arg in "$@"; do
+  case $arg in -L* | --label-regex* | --label-exclude*) labels=() ;; esac
+done
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j "$(nproc)" \
-  --output-junit "$PWD/$build_dir/test-results.xml" "$@"
+  --output-junit "$PWD/$build_dir/test-results.xml" "${labels[@]}" "$@"
