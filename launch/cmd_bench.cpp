@@ -50,6 +50,7 @@
 #include "launch/report.hpp"
 #include "launch/spec_options.hpp"
 #include "launch/suite_figures.hpp"
+#include "launch/suite_prompts.hpp"
 #include "launch/suite_report.hpp"
 
 #include <fmt/format.h>
@@ -171,35 +172,10 @@ Prompts random_prompts(const Bench& bench) {
   return prompts;
 }
 
-// The one place where a suite prompt's text becomes token ids: rank 0 tokenizes (adding the
-// tokenizer's special tokens, BOS), every rank receives the ids. With --chat every rank renders the
-// model's chat template around the text (the same text, or the same error, everywhere) and rank 0
-// encodes it without adding special tokens, as HF's apply_chat_template(tokenize=True).
-std::vector<std::int32_t> suite_prompt_ids(Engine& engine, const ChatCli& chat,
-                                           const SuitePrompt& prompt) {
-  if (!chat.chat) return engine.prepare_prompt(prompt.text, {}, /*add_special_tokens=*/true);
-  const std::string text = render_chat(*engine.tokenizer(), chat.messages(prompt.text), true);
-  return engine.prepare_prompt(text, {}, /*add_special_tokens=*/false);
-}
-
 // The selected suite prompts as ids, each checked against the context before any weight is read.
 Prompts tokenize_suite(const Bench& bench) {
-  Engine& engine = bench.engine;
-  SELFSPEC_CHECK(engine.tokenizer() != nullptr,
-                 "--prompts-file needs a tokenizer, but {} has none (no tokenizer.json or "
-                 "tokenizer.model; use --tokenizer FILE)",
-                 engine.source().name);
-  Prompts prompts;
-  for (const SuitePrompt& prompt : bench.suite) {
-    prompts.push_back(suite_prompt_ids(engine, bench.options.chat, prompt));
-    const auto n = static_cast<std::int64_t>(prompts.back().size());
-    SELFSPEC_CHECK(n + bench.options.gen <= engine.context_limit(),
-                   "{}: prompt '{}' is {} tokens; with --gen {} that is {} tokens, longer than "
-                   "the context of {} tokens",
-                   prompt.source, prompt.id, n, bench.options.gen, n + bench.options.gen,
-                   engine.context_limit());
-  }
-  return prompts;
+  return launch::tokenize_suite(bench.engine, bench.options.chat, bench.suite, bench.options.gen,
+                                "--gen");
 }
 
 // ---- Run the matrix ----
