@@ -1,0 +1,234 @@
+// `selfspec search-skips` as a user runs it, on tiny random checkpoints with the GPT-2-style
+// tokenizer fixture:
+//  * a search writes a skip-set file that generate loads, a JSONL log with one line per
+//    evaluation, a state file, and a summary whose winner is the best logged evaluation, measured
+//    token-identical against plain decoding;
+//  * a search killed with SIGKILL and resumed ends with exactly the evaluations and the skip set of
+//    an uninterrupted search (both on the same cost table);
+//  * under mpirun -np 2 the search evaluates the same masks to the same acceptance as on one rank;
+//  * errors: the evaluation split, an existing state without --resume, --resume with other
+//    settings, a malformed cost table.
+#include "tests/integration/cli_fixture.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+
+namespace selfspec::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::filesystem::path kSource(SELFSPEC_SOURCE_DIR);
+
+class SearchSkips : public Cli {
+ protected:
+  void SetUp() override {
+    tokenizer_ = kSource / "tests/data/tokenizer/gpt2_style.tokenizer.json";
+    suite_ = dir_ / "suite.jsonl";
+    std::ofstream suite(suite_);
+    const auto add = [&](const std::string& id, const std::string& split, const std::string& p) {
+      suite << nlohmann::json{{"id", id}, {"task", "chat"}, {"split", split}, {"prompt", p}}.dump()
+            << "\n";
+    };
+    add("a", "calibration", "Hello! How are you today?");
+    add("b", "calibration", "Tell me about the weather in spring.");
+    add("c", "evaluation", "Can you suggest a name for my cat?");
+  }
+
+  // make_model's geometry with vocab 1210 (the tokenizer fixture's 1205 ids), `layers` layers.
+  std::filesystem::path model(int layers, int hidden = 64) {
+    const auto path = dir_ / fmt::format("m{}x{}", layers, hidden);
+    if (std::filesystem::exists(path)) return path;
+    const CommandResult made = run(fmt::format(
+        "make-model --out {} --layers {} --hidden {} --heads 8 --kv-heads 2 --intermediate {} "
+        "--vocab 1210 --seed 11",
+        path.string(), layers, hidden, hidden * 3 / 2));
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    return path;
+  }
+
+  std::string search(const std::filesystem::path& m, const std::filesystem::path& out,
+                     const std::string& extra) {
+    return fmt::format(
+        "search-skips --model {} --tokenizer {} --prompts-file {} --out {} --threads 1 "
+        "--cost-rounds 1 {}",
+        m.string(), tokenizer_.string(), suite_.string(), out.string(), extra);
+  }
+
+  static nlohmann::json read_json(const std::filesystem::path& path) {
+    return nlohmann::json::parse(read_file(path));
+  }
+
+  // The evaluations of a state file without their wall times.
+  static nlohmann::json evaluations(const std::filesystem::path& state) {
+    nlohmann::json e = read_json(state)["evaluations"];
+    for (auto& record : e) record.erase("seconds");
+    return e;
+  }
+
+  std::filesystem::path tokenizer_;
+  std::filesystem::path suite_;
+};
+
+TEST_F(SearchSkips, WritesALoadableSkipSetALogAndAMeasuredSummary) {
+  const auto out = dir_ / "skips.json";
+  const CommandResult r = run(search(model(6), out, "--budget 14 --tokens 12 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("search 14/14"));
+  EXPECT_THAT(r.err, HasSubstr("cost table: full forward"));
+  const nlohmann::json summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["evaluations"], 14);
+  EXPECT_TRUE(summary["measured"]["lossless"].get<bool>());
+  EXPECT_GT(summary["measured"]["ar_tokens_per_s"].get<double>(), 0.0);
+
+  // The log: one record per evaluation, and the winner is the best of them.
+  std::ifstream log(dir_ / "skips.jsonl");
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(log, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 14u);
+  double best = -1;
+  for (const auto& record : records) best = std::max(best, record["objective"].get<double>());
+  EXPECT_DOUBLE_EQ(summary["best"]["objective"].get<double>(), best);
+  EXPECT_EQ(records[0]["phase"], "initial");
+  EXPECT_EQ(records.back()["phase"], "bo");
+
+  // The skip-set file names the winner's layers and drives generate losslessly.
+  const nlohmann::json skips = read_json(out);
+  EXPECT_EQ(skips["attention"], summary["best"]["attention"]);
+  EXPECT_EQ(skips["mlp"], summary["best"]["mlp"]);
+  EXPECT_EQ(skips["num_layers"], 6);
+  const std::string generate = fmt::format(
+      "generate --model {} --tokenizer {} --prompt 'Hello there' --max-new-tokens 16 "
+      "--ignore-eos --json",
+      model(6).string(), tokenizer_.string());
+  const CommandResult plain = run(generate);
+  const CommandResult spec = run(generate + " --spec layer-skip --skip-config " + out.string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(nlohmann::json::parse(spec.out)["tokens"], nlohmann::json::parse(plain.out)["tokens"]);
+}
+
+TEST_F(SearchSkips, AKilledSearchResumesToTheUninterruptedResult) {
+  // A model big enough that 40 evaluations take a few seconds, so the kill lands mid-search.
+  const auto m = model(8, 256);
+  const auto whole = dir_ / "whole.json";
+  const CommandResult first = run(search(m, whole, "--budget 40 --tokens 48 --no-measure"), 0, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // Both runs use the first run's cost table: timings differ between runs, the search must not.
+  const auto table = dir_ / "cost.json";
+  std::ofstream(table) << read_json(dir_ / "whole.state.json")["cost_table"].dump();
+
+  const auto killed = dir_ / "killed.json";
+  const std::string args =
+      search(m, killed, "--budget 40 --tokens 48 --no-measure --cost-table " + table.string());
+  {
+    BackgroundCommand job(fmt::format("{} {}", SELFSPEC_BINARY, args), dir_.path());
+    const auto state = dir_ / "killed.state.json";
+    const bool midway = job.wait_until(
+        [&] {
+          if (!std::filesystem::exists(state)) return false;
+          try {
+            return read_json(state)["evaluations"].size() >= 5;
+          } catch (const std::exception&) {
+            return false;
+          }
+        },
+        120);
+    ASSERT_TRUE(midway) << job.err();
+    job.signal(SIGKILL);
+    EXPECT_EQ(job.wait_exit(30), 128 + SIGKILL) << "the search ended before it was killed";
+  }
+  const std::size_t done = read_json(dir_ / "killed.state.json")["evaluations"].size();
+  EXPECT_LT(done, 40u);
+  const CommandResult resumed = run(args + " --resume --json", 0, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(resumed.out)["resumed_from"], done);
+  const nlohmann::json a = evaluations(dir_ / "whole.state.json");
+  const nlohmann::json b = evaluations(dir_ / "killed.state.json");
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    // α, the mask and the phase are the search's own; c, the objective and γ come from the table,
+    // which is the same.
+    EXPECT_EQ(a[i], b[i]) << "evaluation " << i;
+  }
+  const nlohmann::json wa = read_json(whole), wb = read_json(killed);
+  EXPECT_EQ(wa["attention"], wb["attention"]);
+  EXPECT_EQ(wa["mlp"], wb["mlp"]);
+}
+
+TEST_F(SearchSkips, FindsThePlantedRedundantSublayers) {
+  // make-model's planted-redundancy preset scales round(0.6 × 2L) sublayers (never of the first or
+  // last layer) down to near-identities. With the skip count pinned to theirs, the search must
+  // find a set that drafts about as well as the planted one; random sets of that size do not.
+  const auto m = dir_ / "planted";
+  const CommandResult made = run(fmt::format(
+      "make-model --out {} --preset planted-redundancy --layers 8 --hidden 64 --heads 4 "
+      "--kv-heads 2 --intermediate 128 --vocab 1210 --json",
+      m.string()));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const nlohmann::json planted = made.json();
+  const std::size_t n = planted["redundant_attention"].size() + planted["redundant_mlp"].size();
+  const double ratio = static_cast<double>(n) / 12.0;  // of the 2 × 6 interior sublayers
+  const auto out = dir_ / "found.json";
+  const CommandResult r =
+      run(search(m, out,
+                 fmt::format("--budget 40 --tokens 16 --min-skip-ratio {0} --max-skip-ratio "
+                             "{0} --no-measure --json",
+                             ratio)),
+          0, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json best = nlohmann::json::parse(r.out)["best"];
+  EXPECT_EQ(best["skipped"], n);
+  EXPECT_GE(best["alpha"].get<double>(), 0.8) << best.dump();
+  std::size_t found = 0;
+  for (const auto& l : best["attention"]) {
+    for (const auto& p : planted["redundant_attention"]) found += l == p ? 1 : 0;
+  }
+  for (const auto& l : best["mlp"]) {
+    for (const auto& p : planted["redundant_mlp"]) found += l == p ? 1 : 0;
+  }
+  EXPECT_GE(found + 1, n) << "found " << found << " of the " << n
+                          << " planted sublayers: " << best.dump() << " vs " << planted.dump();
+}
+
+TEST_F(SearchSkips, TwoRanksEvaluateLikeOne) {
+  const auto m = model(6);
+  const auto one = dir_ / "one.json";
+  ASSERT_EQ(run(search(m, one, "--budget 10 --tokens 12 --no-measure")).exit_code, 0);
+  const auto table = dir_ / "cost.json";
+  std::ofstream(table) << read_json(dir_ / "one.state.json")["cost_table"].dump();
+  const auto one_b = dir_ / "one_b.json";
+  ASSERT_EQ(
+      run(search(m, one_b, "--budget 10 --tokens 12 --cost-table " + table.string())).exit_code, 0);
+  const auto two = dir_ / "two.json";
+  const CommandResult r =
+      run(search(m, two, "--budget 10 --tokens 12 --cost-table " + table.string()), 2, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json a = evaluations(dir_ / "one_b.state.json");
+  nlohmann::json b = evaluations(dir_ / "two.state.json");
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["mask"], b[i]["mask"]) << i;
+    EXPECT_EQ(a[i]["matches"], b[i]["matches"]) << i;
+  }
+}
+
+TEST_F(SearchSkips, RefusesTheEvaluationSplitAndMismatchedStates) {
+  const auto m = model(6);
+  const auto out = dir_ / "s.json";
+  expect_error(run(search(m, out, "--split evaluation --budget 3")),
+               "search-skips tunes a skip set, so it reads calibration prompts only");
+  ASSERT_EQ(run(search(m, out, "--budget 3 --tokens 8 --no-measure")).exit_code, 0);
+  expect_error(run(search(m, out, "--budget 3 --tokens 8")), "pass --resume");
+  expect_error(run(search(m, out, "--budget 5 --tokens 9 --resume")), "settings differ");
+  const auto bad = dir_ / "bad_cost.json";
+  std::ofstream(bad) << R"({"num_layers": 6, "fixed_s": 1.0})";
+  expect_error(run(search(m, dir_ / "t.json", "--budget 3 --cost-table " + bad.string())),
+               "bad_cost.json: cost table key 'attention_s'");
+}
+
+}  // namespace
+}  // namespace selfspec::testing
