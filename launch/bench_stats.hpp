@@ -48,6 +48,7 @@ struct SpecTotals {
   int lossless_prompts = 0;
   int prompts = 0;
   nlohmann::json last_controller_state;
+  nlohmann::json last_drafter_state;
 
   void add(const GenerationResult& result);
   // Adds the totals of other runs of this configuration (e.g. one prompt's); their controller

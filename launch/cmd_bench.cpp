@@ -39,7 +39,6 @@
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/bench_stats.hpp"
 #include "launch/commands.hpp"
@@ -118,6 +117,7 @@ using Prompts = std::vector<std::vector<std::int32_t>>;
 struct SpeculativeRun {
   GenerationResult result;
   nlohmann::json controller_state;  // at the end of the run
+  nlohmann::json drafter_state;     // likewise (drafters that learn: swift)
 };
 
 // Plain and self-speculative decoding of one prompt.
@@ -127,10 +127,15 @@ GenerationResult decode_autoregressive(const Bench& bench, std::span<const std::
   return decoder.generate(prompt, generation, kv);
 }
 
-SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config,
+// A configuration's drafter. It lives as long as the configuration's runs, so a drafter that
+// learns (swift) carries what it learned from prompt to prompt, as SWIFT does between instances.
+std::unique_ptr<Drafter> make_drafter(const Bench& bench) {
+  return bench.options.spec.make_drafter(*bench.skips, bench.num_layers(), bench.sampling.seed);
+}
+
+SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config, Drafter& drafter,
                                   std::span<const std::int32_t> prompt,
                                   const GenerationOptions& generation, KvCache& kv) {
-  LayerSkipDrafter drafter(bench.skips->plan(bench.num_layers()), bench.skips->name);
   const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
       bench.options.spec.controller_options(config.controller, bench.sampling.seed));
   GenerationOptions spec = generation;
@@ -138,7 +143,7 @@ SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config,
   spec.debug_sync = bench.options.spec.debug_sync;
   Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
   GenerationResult result = decoder.generate(prompt, spec, kv);
-  return {std::move(result), controller->state()};
+  return {std::move(result), controller->state(), SpecCliOptions::drafter_state(drafter)};
 }
 
 // ---- Measure the bandwidth, make the prompts ----
@@ -217,7 +222,9 @@ int warm_up(const Bench& bench, std::span<const std::int32_t> prompt,
   for (const SpecTotals& config : specs) {
     if (signal != 0) break;
     kv.clear();
-    signal = decode_speculative(bench, config, prompt, warmup, kv).result.interrupt_signal;
+    const std::unique_ptr<Drafter> drafter = make_drafter(bench);  // not the measured runs'
+    signal =
+        decode_speculative(bench, config, *drafter, prompt, warmup, kv).result.interrupt_signal;
   }
   return signal;
 }
@@ -261,6 +268,7 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
   prompt.prompts = 1;
   prompt.lossless_prompts = greedy && same_tokens ? 1 : 0;
   prompt.last_controller_state = spec.controller_state;
+  prompt.last_drafter_state = spec.drafter_state;
   totals.add(prompt);
   if (greedy && !same_tokens) {
     log::warn(
@@ -297,6 +305,8 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
   KvCache kv = bench.engine.model().make_kv_cache(static_cast<std::int64_t>(longest) +
                                                   std::max<std::int64_t>(options.gen, 1));
   matrix.interrupted = warm_up(bench, prompts[0], matrix.specs, kv);
+  std::vector<std::unique_ptr<Drafter>> drafters;
+  for (std::size_t i = 0; i < matrix.specs.size(); ++i) drafters.push_back(make_drafter(bench));
   for (int run = 0; run < matrix.ar_runs && matrix.interrupted == 0; ++run) {
     const std::vector<std::int32_t>& prompt =
         prompts[static_cast<std::size_t>(bench.skips ? run : 0)];
@@ -308,9 +318,11 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
     }
     add_autoregressive_run(bench, run, result, matrix, jsonl);
     PromptRuns prompt_runs = start_prompt_runs(prompt, result);
-    for (SpecTotals& totals : matrix.specs) {
+    for (std::size_t c = 0; c < matrix.specs.size(); ++c) {
+      SpecTotals& totals = matrix.specs[c];
       kv.clear();
-      const SpeculativeRun spec = decode_speculative(bench, totals, prompt, bench.generation, kv);
+      const SpeculativeRun spec =
+          decode_speculative(bench, totals, *drafters[c], prompt, bench.generation, kv);
       if (spec.result.interrupt_signal != 0) {
         matrix.interrupted = spec.result.interrupt_signal;
         break;

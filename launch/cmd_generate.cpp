@@ -8,7 +8,6 @@
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
@@ -48,6 +47,7 @@ struct Generated {
   GenerationResult result;
   bool speculative = false;
   nlohmann::json controller_state;
+  nlohmann::json drafter_state;
 };
 
 // Plain and self-speculative decoding of one prompt.
@@ -55,21 +55,23 @@ Generated decode_autoregressive(Engine& engine, std::span<const std::int32_t> pr
                                 const GenerationOptions& generation, KvCache& kv,
                                 const TokenCallback& on_token) {
   Decoder decoder(engine.model(), engine.comm());
-  return {decoder.generate(prompt, generation, kv, on_token), false, nullptr};
+  return {decoder.generate(prompt, generation, kv, on_token), false, nullptr, nullptr};
 }
 
 Generated decode_speculative(Engine& engine, const SkipSet& skips, const GenerateOptions& options,
                              const GenerationOptions& generation,
                              std::span<const std::int32_t> prompt, KvCache& kv,
                              const TokenCallback& on_token) {
-  LayerSkipDrafter drafter(skips.plan(static_cast<int>(engine.config().num_layers)), skips.name);
+  const std::unique_ptr<Drafter> drafter = options.spec.make_drafter(
+      skips, static_cast<int>(engine.config().num_layers), options.sampling.seed);
   const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
       options.spec.controller_options(options.spec.controller.kind, options.sampling.seed));
   GenerationOptions spec = generation;
   spec.debug_sync = options.spec.debug_sync;
   spec.trace = options.spec.trace;
-  Decoder decoder(engine.model(), engine.comm(), drafter, *controller);
-  return {decoder.generate(prompt, spec, kv, on_token), true, controller->state()};
+  Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
+  return {decoder.generate(prompt, spec, kv, on_token), true, controller->state(),
+          SpecCliOptions::drafter_state(*drafter)};
 }
 
 // Streams the generated tokens to stdout as they come (text with a tokenizer, ids without).
@@ -184,6 +186,7 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
   if (generated.speculative) {
     out["spec"] = options.spec.describe(*skips, static_cast<int>(engine.config().num_layers));
     out["spec"]["controller_state"] = generated.controller_state;
+    out["spec"]["drafter_state"] = generated.drafter_state;
     out.update(to_json(result.stats, PhaseKeys::kSuffixed));
   }
   return out;

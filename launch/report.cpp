@@ -43,6 +43,8 @@ nlohmann::json to_json(const DecodingStats& stats, PhaseKeys keys) {
           {"accepted", stats.accepted},
           {"draft_forwards", stats.draft_forwards},
           {"verify_forwards", stats.verify_forwards},
+          {"score_forwards", stats.score_forwards},
+          {"score_forward_s", stats.score_forward_s},
           {keys == PhaseKeys::kSuffixed ? "phases" : "phases_s", to_json(stats.phases, keys)}};
 }
 
@@ -86,7 +88,8 @@ nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, boo
                 {"verify_cost_ratio", figures.verify_cost_ratio},
                 {"expected_speedup_eq6", figures.expected_speedup},
                 {"efficiency", figures.efficiency},
-                {"controller_state_last_prompt", totals.last_controller_state}});
+                {"controller_state_last_prompt", totals.last_controller_state},
+                {"drafter_state_last_prompt", totals.last_drafter_state}});
   if (greedy) {
     entry["lossless_prompts"] = totals.lossless_prompts;
     entry["lossless"] = totals.lossless_prompts == totals.prompts;

@@ -1,6 +1,7 @@
 #include "launch/spec_options.hpp"
 
 #include "core/error.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "launch/options.hpp"
 
 #include <nlohmann/json.hpp>
@@ -56,8 +57,11 @@ std::vector<LogitsMode> SpecCliOptions::logits_modes() const {
 
 void SpecCliOptions::add_to(CLI::App& command, bool lists) {
   auto* group = command.add_option_group("self-speculative decoding");
-  group->add_option("--spec", spec, "drafting method: none (autoregressive) or layer-skip")
-      ->check(CLI::IsMember({"none", "layer-skip"}))
+  group
+      ->add_option("--spec", spec,
+                   "drafting method: none (autoregressive), layer-skip (a fixed skip set) or "
+                   "swift (SWIFT's on-the-fly skip-set search)")
+      ->check(CLI::IsMember({"none", "layer-skip", "swift"}))
       ->capture_default_str();
   group
       ->add_option("--skip-config", skip_config,
@@ -110,6 +114,28 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
                    "cross ranks) or gather (whole rows)")
       ->check(member_or_list({"gather", "local"}, lists))
       ->capture_default_str();
+  group->add_option("--swift-ratio", swift.skip_ratio, "swift: share r of the 2L sublayers skipped")
+      ->capture_default_str();
+  group->add_option("--swift-window", swift.window, "swift: tokens γ matchness is scored over")
+      ->capture_default_str();
+  group
+      ->add_option("--swift-bayes-every", swift.bayes_every,
+                   "swift: a Bayesian step every β optimisation steps (random ones between)")
+      ->capture_default_str();
+  group->add_option("--swift-max-steps", swift.max_steps, "swift: most optimisation steps S")
+      ->capture_default_str();
+  group
+      ->add_option("--swift-patience", swift.patience,
+                   "swift: steps without improvement before the search stops")
+      ->capture_default_str();
+  group
+      ->add_option("--swift-stop", swift.stop_matchness,
+                   "swift: the search stops once the best set's matchness reaches this")
+      ->capture_default_str();
+  group
+      ->add_option("--swift-min-window", swift.min_window,
+                   "swift: tokens the target must have produced before the first step")
+      ->capture_default_str();
   group->add_flag("--debug-sync", debug_sync,
                   "check after every control message that all ranks agree (fails loudly)");
   group->add_option("--trace", trace, "write one JSON line per speculative round to this file");
@@ -119,14 +145,30 @@ void SpecCliOptions::validate(const CLI::App& command) const {
   const bool file = command.count("--skip-config") > 0;
   const bool lists = command.count("--skip-attn") > 0 || command.count("--skip-mlp") > 0;
   const bool uniform = command.count("--skip-uniform") > 0;
+  bool swift_options = false;
+  for (const char* name :
+       {"--swift-ratio", "--swift-window", "--swift-bayes-every", "--swift-max-steps",
+        "--swift-patience", "--swift-stop", "--swift-min-window"}) {
+    swift_options = swift_options || command.count(name) > 0;
+  }
+  SELFSPEC_CHECK(spec == "swift" || !swift_options, "the --swift-... options need --spec swift");
   if (!enabled()) {
     SELFSPEC_CHECK(!file && !lists && !uniform,
                    "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip");
     return;
   }
-  SELFSPEC_CHECK(static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
-                 "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
-                 "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
+  if (spec == "swift") {
+    SELFSPEC_CHECK(!file && !lists && !uniform,
+                   "--spec swift chooses its own skip set on the fly: drop "
+                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform (--swift-ratio sets how "
+                   "much it skips)");
+    swift.validate();
+  } else {
+    SELFSPEC_CHECK(
+        static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
+        "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
+        "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
+  }
   for (const std::string& kind : controller_kinds()) {
     ControllerOptions checked = controller;
     checked.kind = kind;
@@ -136,7 +178,11 @@ void SpecCliOptions::validate(const CLI::App& command) const {
 
 SkipSet SpecCliOptions::skip_set(const CLI::App& command, int num_layers) const {
   SkipSet skips;
-  if (command.count("--skip-config") > 0) {
+  if (spec == "swift") {
+    skips = uniform_skip_set(num_layers, swift.skip_ratio);
+    skips.name = "swift";
+    skips.source = "SWIFT §4.1: on-the-fly search from uniform skipping at --swift-ratio";
+  } else if (command.count("--skip-config") > 0) {
     skips = load_skip_set(skip_config);
   } else if (command.count("--skip-uniform") > 0) {
     skips = uniform_skip_set(num_layers, skip_uniform);
@@ -158,6 +204,21 @@ ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
   return options;
 }
 
+std::unique_ptr<Drafter> SpecCliOptions::make_drafter(const SkipSet& skips, int num_layers,
+                                                      std::uint64_t sampling_seed) const {
+  if (spec == "swift") {
+    SwiftOptions options = swift;
+    options.seed = sampling_seed ^ kSwiftSeedSalt;
+    return std::make_unique<SwiftDrafter>(num_layers, options);
+  }
+  return std::make_unique<LayerSkipDrafter>(skips.plan(num_layers), skips.name);
+}
+
+nlohmann::json SpecCliOptions::drafter_state(const Drafter& drafter) {
+  if (const auto* swift = dynamic_cast<const SwiftDrafter*>(&drafter)) return swift->state();
+  return nullptr;
+}
+
 LogitsMode SpecCliOptions::logits_mode() const {
   return logits == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
 }
@@ -170,7 +231,15 @@ nlohmann::json SpecCliOptions::describe(const SkipSet& skips, int num_layers) co
           {"skip_fraction", static_cast<double>(plan.skipped_count()) / (2.0 * num_layers)},
           {"controller", controller.kind},
           {"max_draft", controller.max_draft},
-          {"logits", logits}};
+          {"logits", logits},
+          {"swift", spec == "swift" ? nlohmann::json{{"skip_ratio", swift.skip_ratio},
+                                                     {"window", swift.window},
+                                                     {"bayes_every", swift.bayes_every},
+                                                     {"max_steps", swift.max_steps},
+                                                     {"patience", swift.patience},
+                                                     {"stop_matchness", swift.stop_matchness},
+                                                     {"min_window", swift.min_window}}
+                                    : nlohmann::json(nullptr)}};
 }
 
 }  // namespace selfspec::launch

@@ -7,6 +7,7 @@
 #include "decode/sharded_logits.hpp"
 #include "draft/drafter.hpp"
 #include "draft/skip_set.hpp"
+#include "draft/swift_drafter.hpp"
 #include "model_io/model_config.hpp"
 
 #include <CLI/CLI.hpp>
@@ -22,9 +23,11 @@ namespace selfspec::launch {
 
 // The draft-length controller draws from its own random stream: the sampling seed XOR this salt.
 inline constexpr std::uint64_t kControllerSeedSalt = 0x7468656d70736f6eull;
+// SWIFT's optimiser draws from its own stream too: the sampling seed XOR this salt.
+inline constexpr std::uint64_t kSwiftSeedSalt = 0x7377696674736b70ull;
 
 struct SpecCliOptions {
-  std::string spec = "none";  // none | layer-skip
+  std::string spec = "none";  // none | layer-skip | swift
   std::string skip_config;
   std::string skip_attn;
   std::string skip_mlp;
@@ -33,6 +36,7 @@ struct SpecCliOptions {
   std::string logits = "local";
   bool debug_sync = false;
   std::string trace;
+  SwiftOptions swift;  // --spec swift
 
   // lists: --controller and --logits accept comma-separated lists (bench compares them).
   void add_to(CLI::App& command, bool lists = false);
@@ -41,8 +45,15 @@ struct SpecCliOptions {
   bool enabled() const { return spec != "none"; }
   // Validates the combination of options (names the option at fault) before any weight is read.
   void validate(const CLI::App& command) const;
-  // The skip set the options describe, for a model with `num_layers` layers.
+  // The skip set the options describe, for a model with `num_layers` layers (--spec swift: the
+  // uniform set its search starts from).
   SkipSet skip_set(const CLI::App& command, int num_layers) const;
+  // The drafter of --spec (layer-skip: `skips`, fixed; swift: the on-the-fly search), seeded
+  // from the sampling seed.
+  std::unique_ptr<Drafter> make_drafter(const SkipSet& skips, int num_layers,
+                                        std::uint64_t sampling_seed) const;
+  // What a drafter learned, for reports (null for drafters that learn nothing).
+  static nlohmann::json drafter_state(const Drafter& drafter);
   // The options of the `kind` controller (--controller, or one of a bench's list), seeded from
   // the sampling seed (kControllerSeedSalt).
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;

@@ -34,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -57,6 +58,12 @@ class DecodingRun final : public DraftContext {
   // DraftContext
   const LayerPlan& plan() const override { return plan_; }
   DraftStep step(const Draft& draft, int parent) override;
+  bool is_root() const override { return comm_.is_root(); }
+  std::int64_t generated() const override {
+    return static_cast<std::int64_t>(result_.tokens.size());
+  }
+  void share(std::span<std::byte> data) override;
+  DraftMatch score_plan(const LayerPlan& candidate, int window) override;
 
  private:
   void prefill(std::span<const std::int32_t> prompt);
@@ -92,6 +99,8 @@ class DecodingRun final : public DraftContext {
   std::array<std::uint64_t, LayerPlan::kMaskWords> plan_mask_{};
   Draft draft_;
   std::vector<float> logits_;
+  std::vector<std::int32_t> prompt_;             // for score_plan's windows
+  std::unique_ptr<ShardedLogits> score_reader_;  // score_plan's argmax (local reduction)
   std::vector<std::int32_t> forward_tokens_, forward_positions_, forward_rows_;
   std::ofstream trace_;
 };

@@ -27,6 +27,8 @@ struct DecodingStats {
   std::int64_t round_tokens = 0;  // tokens the rounds emitted (all but the first)
   double draft_forward_s = 0.0;   // total wall time of draft forwards (incl. their all-reduces)
   double verify_forward_s = 0.0;  // total wall time of verification forwards (likewise)
+  std::int64_t score_forwards = 0;  // forwards scoring candidate draft plans (SWIFT's search)
+  double score_forward_s = 0.0;     // their wall time, KV save/restore included
   PhaseTimes phases;
 
   // Totals over several runs.
@@ -69,6 +71,8 @@ inline DecodingStats& DecodingStats::operator+=(const DecodingStats& other) {
   round_tokens += other.round_tokens;
   draft_forward_s += other.draft_forward_s;
   verify_forward_s += other.verify_forward_s;
+  score_forwards += other.score_forwards;
+  score_forward_s += other.score_forward_s;
   phases += other.phases;
   return *this;
 }

@@ -11,14 +11,17 @@
 //                 rank both. A drafter never branches on its own rank's floating-point data.
 //   observe()     rank 0, after verification: the draft and the Verdict on it (state a drafter
 //                 carries between rounds — e.g. an on-the-fly skip-set search — lives here).
-// One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1).
+// One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1),
+// SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1).
 #pragma once
 
 #include "draft/draft.hpp"
 #include "draft/verdict.hpp"
 #include "model/layer_plan.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace selfspec {
@@ -28,6 +31,16 @@ struct DraftStep {
   std::int32_t token = -1;  // the drafted token (rank 0's pick)
   double confidence = 0.0;  // the draft distribution's top probability (rank 0; 0 elsewhere)
   bool more = false;        // rank 0's decision: draft another token
+};
+
+// How many of a candidate draft plan's greedy tokens equal the target's (SWIFT §4.1 eq. 3,
+// "matchness"), known on rank 0.
+struct DraftMatch {
+  std::int64_t matches = 0;
+  std::int64_t positions = 0;
+  double rate() const {
+    return positions > 0 ? static_cast<double>(matches) / static_cast<double>(positions) : 0.0;
+  }
 };
 
 // The decoding loop's side of a drafting round (implemented in decode/).
@@ -42,6 +55,22 @@ class DraftContext {
   // rank learns both. Call only while the previous step said `more` (a round's first step is
   // always allowed).
   virtual DraftStep step(const Draft& draft, int parent) = 0;
+
+  // Every rank: whether this is rank 0, where drafters decide.
+  virtual bool is_root() const = 0;
+  // Every rank, the same value: tokens the target has produced in this run so far, the last
+  // committed one included.
+  virtual std::int64_t generated() const = 0;
+  // Collective: every rank's `data` becomes rank 0's (a drafter's own decisions, e.g. the next
+  // candidate plan to score).
+  virtual void share(std::span<std::byte> data) = 0;
+  // Collective (same candidate on every rank): SWIFT's matchness of `candidate` over the last
+  // w = min(window, generated()) tokens the target produced — one parallel forward of the tokens
+  // before them under the candidate plan, which sees the target's cached K/V for everything
+  // earlier (§4.1: "the cached key-value pairs in the target LLM are reused"), its argmax per row
+  // compared with the target's token. The KV cache is restored afterwards. Counts on rank 0;
+  // nothing runs (and no collective) when w < 1.
+  virtual DraftMatch score_plan(const LayerPlan& candidate, int window) = 0;
 };
 
 class Drafter {

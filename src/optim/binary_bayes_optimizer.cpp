@@ -79,9 +79,12 @@ BinaryBayesOptimizer::BinaryBayesOptimizer(BinaryBayesOptions options)
   SELFSPEC_CHECK(o.min_ones >= 0 && o.min_ones <= o.max_ones && o.max_ones <= o.dims,
                  "BinaryBayesOptions: ones range [{}, {}] must lie within [0, dims = {}]",
                  o.min_ones, o.max_ones, o.dims);
-  SELFSPEC_CHECK(o.initial_random >= 1, "BinaryBayesOptions.initial_random = {} must be >= 1",
+  SELFSPEC_CHECK(o.initial_random >= 0, "BinaryBayesOptions.initial_random = {} must be >= 0",
                  o.initial_random);
   SELFSPEC_CHECK(o.pool_random + o.pool_local >= 1, "BinaryBayesOptions: empty candidate pool");
+  SELFSPEC_CHECK(o.bayes_every >= 1, "BinaryBayesOptions.bayes_every = {} must be >= 1",
+                 o.bayes_every);
+  SELFSPEC_CHECK(o.noise > 0.0, "BinaryBayesOptions.noise = {} must be positive", o.noise);
   for (std::size_t i = 0; i < o.initial_design.size(); ++i) {
     const BinaryMask& m = o.initial_design[i];
     SELFSPEC_CHECK(static_cast<int>(m.size()) == o.dims,
@@ -97,8 +100,10 @@ BinaryBayesOptimizer::BinaryBayesOptimizer(BinaryBayesOptions options)
 std::string_view BinaryBayesOptimizer::phase(std::size_t history_size) const {
   const std::size_t design = options_.initial_design.size();
   if (history_size < design) return "initial";
-  if (history_size < design + static_cast<std::size_t>(options_.initial_random)) return "random";
-  return "bo";
+  const std::size_t start = design + static_cast<std::size_t>(options_.initial_random);
+  if (history_size < start) return "random";
+  const auto every = static_cast<std::size_t>(options_.bayes_every);
+  return (history_size - start) % every == every - 1 ? "bo" : "random";
 }
 
 BinaryMask BinaryBayesOptimizer::random_mask(std::mt19937_64& rng) const {
@@ -135,7 +140,7 @@ BinaryMask BinaryBayesOptimizer::bayesian_step(std::span<const MaskObservation> 
     inputs.row(static_cast<Eigen::Index>(i)) = to_vector(history[i].mask).transpose();
     values.push_back(history[i].value);
   }
-  GaussianProcess gp;
+  GaussianProcess gp(o.noise);
   gp.fit(inputs, values);
   const double best_value = *std::max_element(values.begin(), values.end());
 
@@ -185,13 +190,14 @@ BinaryMask BinaryBayesOptimizer::propose(std::span<const MaskObservation> histor
   const std::string_view now = phase(history.size());
   if (now == "initial") return options_.initial_design[history.size()];
   const std::set<std::string> seen = evaluated(history);
-  if (now == "random") {
+  if (now == "random" || history.empty()) {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       BinaryMask mask = random_mask(rng);
       if (!seen.contains(key(mask))) return mask;
     }
-    fail("Bayesian optimisation: no unevaluated random mask found in 1000 draws");
+    // Nearly every mask in range is taken: the Bayesian step's local moves find the rest.
   }
+  SELFSPEC_CHECK(!history.empty(), "Bayesian optimisation: no random mask in range found");
   return bayesian_step(history, rng);
 }
 

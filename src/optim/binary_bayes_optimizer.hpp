@@ -9,11 +9,13 @@
 //   1. the caller's initial design (e.g. uniform skip sets), in order;
 //   2. random masks until `initial_random` random points have been tried, each with a skip count
 //      drawn uniformly from [min_ones, max_ones];
-//   3. then a Gaussian process (gaussian_process.hpp) on every observation, and the candidate
-//      with the best acquisition — UCB μ + κσ or expected improvement over the best value
-//      (Jones et al. 1998) — among a pool of fresh random masks and local moves (flip one to
-//      three bits, or swap a set and a clear bit) around the best observations. Masks already
-//      evaluated are never proposed again; a mask outside [min_ones, max_ones] never.
+//   3. then (every proposal, or with bayes_every = k every k-th one and random masks between, as
+//      SWIFT §4.1 alternates random search with a Bayesian step every β) a Gaussian process
+//      (gaussian_process.hpp) on every observation, and the candidate with the best acquisition —
+//      UCB μ + κσ or expected improvement over the best value (Jones et al. 1998) — among a pool of
+//      fresh random masks and local moves (flip one to three bits, or swap a set and a clear bit)
+//      around the best observations. Masks already evaluated are never proposed again; a mask
+//      outside [min_ones, max_ones] never.
 // The acquisition is maximised over a sampled pool rather than by gradient steps because the
 // domain is discrete.
 #pragma once
@@ -44,6 +46,9 @@ struct BinaryBayesOptions {
   int max_ones = 0;  // … and at most this many
   std::vector<BinaryMask> initial_design;
   int initial_random = 8;
+  int bayes_every = 1;  // after the random phase, every k-th proposal is Bayesian, others random
+  double noise = 1e-6;  // the GP's noise variance (standardised units): small for a deterministic
+                        // objective, larger for a noisy one (SWIFT scores on a moving window)
   Acquisition acquisition = Acquisition::kUcb;
   double ucb_kappa = 2.0;  // UCB's exploration weight
   double ei_xi = 0.01;     // EI's improvement margin, in the objective's units

@@ -18,50 +18,13 @@ MatchnessEvaluator::MatchnessEvaluator(LlamaModel& model, Communicator& comm,
   SELFSPEC_CHECK(window >= 1, "the matchness window must be at least 1 token, not {}", window);
   for (const CalibrationSequence& s : set_) {
     positions_ += static_cast<std::int64_t>(s.continuation.size());
-    saved_.push_back(snapshot(s));
+    // Rows [n − 1, n − 1 + g): the slots of the windows' input tokens.
+    const auto n = static_cast<std::int64_t>(s.prompt.size());
+    const auto g = static_cast<std::int64_t>(s.continuation.size());
+    SELFSPEC_CHECK(s.kv.length() == n - 1 + g, "calibration KV holds {} tokens, expected {}",
+                   s.kv.length(), n - 1 + g);
+    saved_.push_back(save_kv_rows(model.backend(), s.kv, n - 1, g));
   }
-}
-
-// Rows [n − 1, n − 1 + g) of every layer's K and V: the inputs' slots of the continuation.
-MatchnessEvaluator::KvRows MatchnessEvaluator::snapshot(const CalibrationSequence& s) const {
-  const KvCache& kv = s.kv;
-  KvRows rows;
-  rows.begin = static_cast<std::int64_t>(s.prompt.size()) - 1;
-  rows.count = static_cast<std::int64_t>(s.continuation.size());
-  SELFSPEC_CHECK(kv.length() == rows.begin + rows.count,
-                 "calibration KV holds {} tokens, "
-                 "expected {}",
-                 kv.length(), rows.begin + rows.count);
-  const std::int64_t block = rows.count * kv.head_dim();
-  rows.data.resize(static_cast<std::size_t>(kv.num_layers() * 2 * kv.kv_heads() * block));
-  float* out = rows.data.data();
-  for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
-    for (const float* tensor : {kv.keys(l), kv.values(l)}) {
-      for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
-        const float* src = tensor + (h * kv.capacity() + rows.begin) * kv.head_dim();
-        model_.backend().download(out, src, static_cast<std::size_t>(block) * sizeof(float));
-        out += block;
-      }
-    }
-  }
-  return rows;
-}
-
-void MatchnessEvaluator::restore(CalibrationSequence& s, const KvRows& rows) const {
-  KvCache& kv = s.kv;
-  const std::int64_t block = rows.count * kv.head_dim();
-  const float* in = rows.data.data();
-  for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
-    for (float* tensor : {kv.keys(l), kv.values(l)}) {
-      for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
-        float* dst = tensor + (h * kv.capacity() + rows.begin) * kv.head_dim();
-        model_.backend().upload(dst, in, static_cast<std::size_t>(block) * sizeof(float));
-        in += block;
-      }
-    }
-  }
-  kv.truncate(rows.begin);
-  kv.extend(rows.count);
 }
 
 MatchCount MatchnessEvaluator::score_window(CalibrationSequence& s, const LayerPlan& plan,
@@ -110,7 +73,7 @@ MatchCount MatchnessEvaluator::evaluate(const LayerPlan& plan) {
       total.matches += c.matches;
       total.positions += c.positions;
     }
-    restore(s, saved_[k]);
+    restore_kv_rows(model_.backend(), s.kv, saved_[k]);
   }
   return total;
 }

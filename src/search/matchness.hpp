@@ -19,6 +19,7 @@
 
 #include "comm/communicator.hpp"
 #include "decode/sharded_logits.hpp"
+#include "model/kv_rows.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_model.hpp"
 #include "search/calibration_set.hpp"
@@ -48,14 +49,6 @@ class MatchnessEvaluator {
   std::int64_t positions() const { return positions_; }
 
  private:
-  // The target's K and V rows of one sequence's continuation, per layer and head (host copy).
-  struct KvRows {
-    std::int64_t begin = 0;
-    std::int64_t count = 0;
-    std::vector<float> data;
-  };
-  KvRows snapshot(const CalibrationSequence& s) const;
-  void restore(CalibrationSequence& s, const KvRows& rows) const;
   MatchCount score_window(CalibrationSequence& s, const LayerPlan& plan, std::int64_t j,
                           std::int64_t length);
 
@@ -64,7 +57,7 @@ class MatchnessEvaluator {
   std::span<CalibrationSequence> set_;
   int window_;
   std::int64_t positions_ = 0;
-  std::vector<KvRows> saved_;
+  std::vector<KvRows> saved_;  // the target's K/V rows of each continuation
   std::unique_ptr<ShardedLogits> logits_reader_;
   std::vector<float> logits_;
 };

@@ -3,9 +3,9 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "draft/skip_search_space.hpp"
 #include "draft/skip_set.hpp"
 #include "search/expected_speedup.hpp"
-#include "search/skip_search_space.hpp"
 
 #include <array>
 #include <chrono>

@@ -216,6 +216,51 @@ TEST_F(SearchSkips, TwoRanksEvaluateLikeOne) {
   }
 }
 
+// --spec swift (SWIFT's on-the-fly search) through generate: token-identical to plain decoding at
+// TP 1 and under mpirun -np 2 with --debug-sync, the same search on both, and on the
+// planted-redundancy model it settles on sets that draft well.
+TEST_F(SearchSkips, SwiftSearchesOnTheFlyLosslesslyAtEveryTp) {
+  const auto m = dir_ / "planted";
+  const CommandResult made = run(fmt::format(
+      "make-model --out {} --preset planted-redundancy --layers 8 --hidden 64 --heads 4 "
+      "--kv-heads 2 --intermediate 128 --vocab 1210 --json",
+      m.string()));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string generate = fmt::format(
+      "generate --model {} --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 96 --ignore-eos --json",
+      m.string());
+  const CommandResult plain = run(generate);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string swift =
+      generate + " --spec swift --swift-ratio 0.625 --swift-window 16 --swift-bayes-every 4";
+  const CommandResult one = run(swift);
+  const CommandResult two = run(swift + " --debug-sync", 2, 300);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(one.json()["tokens"], plain.json()["tokens"]);
+  EXPECT_EQ(two.json()["tokens"], plain.json()["tokens"]);
+  const nlohmann::json state = one.json()["spec"]["drafter_state"];
+  // r = 0.625 skips 10 of the 16 sublayers: as many as were planted weak, so the search has to
+  // find (nearly) exactly those.
+  EXPECT_GE(state["best_matchness"].get<double>(), 0.9) << state.dump();
+  const nlohmann::json planted = made.json();
+  std::size_t found = 0;
+  for (const auto& l : state["best_attention"]) {
+    for (const auto& p : planted["redundant_attention"]) found += l == p ? 1 : 0;
+  }
+  for (const auto& l : state["best_mlp"]) {
+    for (const auto& p : planted["redundant_mlp"]) found += l == p ? 1 : 0;
+  }
+  EXPECT_GE(found, 9u) << state.dump() << " vs " << planted.dump();
+  EXPECT_EQ(two.json()["spec"]["drafter_state"]["best_attention"], state["best_attention"]);
+  EXPECT_EQ(two.json()["spec"]["drafter_state"]["best_mlp"], state["best_mlp"]);
+  EXPECT_GT(one.json()["acceptance_rate"].get<double>(), 0.5);
+  expect_error(run(generate + " --spec swift --skip-uniform 0.2"), "--spec swift chooses");
+  expect_error(run(generate + " --spec layer-skip --skip-uniform 0.2 --swift-ratio 0.3"),
+               "the --swift-... options need --spec swift");
+  expect_error(run(generate + " --spec swift --swift-ratio 1.5"), "--swift-ratio");
+}
+
 TEST_F(SearchSkips, RefusesTheEvaluationSplitAndMismatchedStates) {
   const auto m = model(6);
   const auto out = dir_ / "s.json";

@@ -66,6 +66,19 @@ TEST(BinaryBayesOptimizer, PhasesDesignRandomThenBayesian) {
   EXPECT_EQ(bo.propose({}), options(3).initial_design[0]);
 }
 
+TEST(BinaryBayesOptimizer, BayesEveryKthStepAlternatesWithRandomOnes) {
+  BinaryBayesOptions o = options(3);
+  o.bayes_every = 3;
+  const BinaryBayesOptimizer bo(o);
+  EXPECT_EQ(bo.phase(7), "random");
+  EXPECT_EQ(bo.phase(8), "random");
+  EXPECT_EQ(bo.phase(9), "bo");
+  EXPECT_EQ(bo.phase(10), "random");
+  EXPECT_EQ(bo.phase(12), "bo");
+  o.bayes_every = 0;
+  EXPECT_THROW(BinaryBayesOptimizer{o}, Error);
+}
+
 TEST(BinaryBayesOptimizer, NeverRepeatsAndRespectsTheOnesRange) {
   const BinaryBayesOptimizer bo(options(5));
   const std::vector<MaskObservation> h = run(bo, 40);

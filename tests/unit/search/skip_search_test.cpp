@@ -13,7 +13,7 @@
 #include "search/calibration_set.hpp"
 #include "search/matchness.hpp"
 #include "search/search_state.hpp"
-#include "search/skip_search_space.hpp"
+#include "draft/skip_search_space.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"

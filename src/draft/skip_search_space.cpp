@@ -1,5 +1,5 @@
 // The search space of a skip-set search: see skip_search_space.hpp.
-#include "search/skip_search_space.hpp"
+#include "draft/skip_search_space.hpp"
 
 #include "core/error.hpp"
 
