@@ -15,5 +15,6 @@ void add_tokenize_command(CLI::App& app, CommandBody& run);
 void add_make_model_command(CLI::App& app, CommandBody& run);
 void add_bench_command(CLI::App& app, CommandBody& run);
 void add_plan_command(CLI::App& app, CommandBody& run);
+void add_count_vocab_command(CLI::App& app, CommandBody& run);
 
 }  // namespace selfspec::launch
