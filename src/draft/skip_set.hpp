@@ -29,7 +29,7 @@ struct SkipSet {
   std::vector<int> attention;     // 0-based layer indices, sorted, unique
   std::vector<int> mlp;
   // Token ids of a pruned draft vocabulary, most frequent first (in file order); empty: none.
-  std::vector<std::int32_t> draft_vocab;
+  std::vector<std::int32_t> draft_vocab = {};  // (= {}: aggregate initializers may omit it)
 
   // The draft plan for a model with `model_layers` layers. Throws selfspec::Error naming the set
   // and the index when an index is out of range, or when the set was made for a different layer
