@@ -15,6 +15,10 @@ double ratio(double a, double b) {
   return b > 0.0 ? a / b : 0.0;
 }
 
+std::string draft_vocab_name(std::int64_t draft_vocab) {
+  return draft_vocab > 0 ? std::to_string(draft_vocab) : std::string("full");
+}
+
 void ArSamples::add(const GenerationTimings& timings) {
   prefill_tps.push_back(timings.prefill_tokens_per_second());
   decode_tps.push_back(timings.decode_tokens_per_second());

@@ -38,10 +38,12 @@ struct ArTotals {
   double seconds_per_forward() const { return stats.seconds_per_verify_forward(); }
 };
 
-// Totals of one speculative configuration (controller x logits mode) over all prompts.
+// Totals of one speculative configuration (controller x logits mode x draft vocabulary) over all
+// prompts.
 struct SpecTotals {
   std::string controller;
   LogitsMode logits = LogitsMode::kLocal;
+  std::int64_t draft_vocab = 0;  // V' of the draft forwards' LM head; 0: the full head
   std::int64_t tokens = 0;
   double seconds = 0.0;
   DecodingStats stats;
@@ -56,6 +58,9 @@ struct SpecTotals {
   void add(const SpecTotals& other);
   double tokens_per_second() const { return ratio(static_cast<double>(tokens), seconds); }
 };
+
+// "full" for the full LM head (V' = 0), else V'.
+std::string draft_vocab_name(std::int64_t draft_vocab);
 
 // A configuration against the autoregressive runs of the same prompts.
 struct SpecFigures {

@@ -51,6 +51,7 @@
 #include "launch/suite_figures.hpp"
 #include "launch/suite_prompts.hpp"
 #include "launch/suite_report.hpp"
+#include "model/draft_vocabulary.hpp"
 
 #include <fmt/format.h>
 #include <boost/random/mersenne_twister.hpp>
@@ -95,6 +96,18 @@ struct Bench {
   SamplingParams sampling;
   GenerationOptions generation;
   std::vector<SuitePrompt> suite;  // --prompts-file: the selected prompts, in run order
+  // The draft vocabularies compared (--draft-vocab-size), each the kept ids (empty: the full
+  // head), and once the weights are loaded the vocabularies themselves (nullptr: the full head).
+  std::vector<std::vector<std::int32_t>> vocab_ids;
+  std::vector<std::unique_ptr<DraftVocabulary>> vocabularies;
+
+  // The vocabulary of a configuration's V' (nullptr: the full head).
+  const DraftVocabulary* vocabulary(std::int64_t draft_vocab) const {
+    for (const auto& v : vocabularies) {
+      if (v != nullptr && v->size() == draft_vocab) return v.get();
+    }
+    return nullptr;
+  }
 
   Communicator& comm() const { return job.comm(); }
   int num_layers() const { return static_cast<int>(engine.config().num_layers); }
@@ -140,6 +153,7 @@ SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config, 
       bench.options.spec.controller_options(config.controller, bench.sampling.seed));
   GenerationOptions spec = generation;
   spec.logits = config.logits;
+  spec.draft_vocabulary = bench.vocabulary(config.draft_vocab);
   spec.debug_sync = bench.options.spec.debug_sync;
   Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
   GenerationResult result = decoder.generate(prompt, spec, kv);
@@ -202,9 +216,12 @@ std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
   if (!bench.skips) return specs;
   for (const std::string& kind : bench.options.spec.controller_kinds()) {
     for (LogitsMode mode : bench.options.spec.logits_modes()) {
-      specs.push_back({});
-      specs.back().controller = kind;
-      specs.back().logits = mode;
+      for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
+        specs.push_back({});
+        specs.back().controller = kind;
+        specs.back().logits = mode;
+        specs.back().draft_vocab = static_cast<std::int64_t>(ids.size());
+      }
     }
   }
   return specs;
@@ -264,6 +281,7 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
   SpecTotals prompt;
   prompt.controller = totals.controller;
   prompt.logits = totals.logits;
+  prompt.draft_vocab = totals.draft_vocab;
   prompt.add(spec.result);
   prompt.prompts = 1;
   prompt.lossless_prompts = greedy && same_tokens ? 1 : 0;
@@ -272,9 +290,10 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
   totals.add(prompt);
   if (greedy && !same_tokens) {
     log::warn(
-        "prompt {}{}: {} / {} speculative tokens differ from the autoregressive ones; greedy "
-        "self-speculative decoding must be lossless: this is a bug",
-        run + 1, bench.prompt_label(run), totals.controller, logits_mode_name(totals.logits));
+        "prompt {}{}: {} / {} / V' {} speculative tokens differ from the autoregressive ones; "
+        "greedy self-speculative decoding must be lossless: this is a bug",
+        run + 1, bench.prompt_label(run), totals.controller, logits_mode_name(totals.logits),
+        draft_vocab_name(totals.draft_vocab));
   }
   if (jsonl) {
     nlohmann::json record = speculative_run_record(
@@ -284,8 +303,9 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
     jsonl->write(record);
   }
   const double tps = spec.result.timings.decode_tokens_per_second();
-  log::info("    {:>9} / {:<6}: {:.2f} tok/s ({:.2f}x), acceptance {:.3f}, M {:.2f}",
-            totals.controller, logits_mode_name(totals.logits), tps,
+  log::info("    {:>9} / {:<6} / V' {:<5}: {:.2f} tok/s ({:.2f}x), acceptance {:.3f}, M {:.2f}",
+            totals.controller, logits_mode_name(totals.logits),
+            draft_vocab_name(totals.draft_vocab), tps,
             ratio(tps, autoregressive.timings.decode_tokens_per_second()),
             spec.result.stats.acceptance_rate(), spec.result.stats.mean_accepted_length());
   return prompt;
@@ -512,22 +532,22 @@ void print_speculative_table(std::FILE* to, const Bench& bench, const BenchResul
   fmt::print(to,
              "  self-speculative vs autoregressive ({:.2f} tok/s), {} prompts, skip set '{}' "
              "({} of {} sublayers):\n"
-             "  {:>9} {:>6} {:>8} {:>8} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>8}\n",
+             "  {:>9} {:>6} {:>6} {:>8} {:>8} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>8}\n",
              m.ar.tokens_per_second(), m.n_prompts, bench.skips->name,
              bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
-             "controller", "logits", "tok/s", "speedup", "alpha", "M", "c", "verify/c", "expected",
-             "efficiency", "lossless");
+             "controller", "logits", "V'", "tok/s", "speedup", "alpha", "M", "c", "verify/c",
+             "expected", "efficiency", "lossless");
   for (std::size_t i = 0; i < m.specs.size(); ++i) {
     const SpecTotals& t = m.specs[i];
     const SpecFigures& f = r.figures[i];
     const std::string lossless =
         bench.sampling.greedy() ? fmt::format("{}/{}", t.lossless_prompts, t.prompts) : "n/a";
     fmt::print(to,
-               "  {:>9} {:>6} {:>8.2f} {:>7.2f}x {:>6.3f} {:>5.2f} {:>6.3f} {:>7.2f} {:>7.2f}x "
-               "{:>10.2f} {:>8}\n",
-               t.controller, logits_mode_name(t.logits), t.tokens_per_second(), f.speedup,
-               f.acceptance_rate, f.mean_accepted_length, f.cost_ratio, f.verify_cost_ratio,
-               f.expected_speedup, f.efficiency, lossless);
+               "  {:>9} {:>6} {:>6} {:>8.2f} {:>7.2f}x {:>6.3f} {:>5.2f} {:>6.3f} {:>7.2f} "
+               "{:>7.2f}x {:>10.2f} {:>8}\n",
+               t.controller, logits_mode_name(t.logits), draft_vocab_name(t.draft_vocab),
+               t.tokens_per_second(), f.speedup, f.acceptance_rate, f.mean_accepted_length,
+               f.cost_ratio, f.verify_cost_ratio, f.expected_speedup, f.efficiency, lossless);
   }
 }
 
@@ -604,7 +624,12 @@ void prepare(Bench& bench, const CLI::App& command) {
     bench.engine.check_context(options.prompt_len, options.gen);
   }
   options.spec.validate(command);
-  if (options.spec.enabled()) bench.skips = options.spec.skip_set(command, bench.num_layers());
+  if (options.spec.enabled()) {
+    bench.skips = options.spec.skip_set(command, bench.num_layers());
+    const std::vector<std::int32_t> eos = bench.engine.eos_ids();
+    bench.vocab_ids =
+        options.spec.draft_vocab_ids(command, *bench.skips, bench.engine.config().vocab_size, eos);
+  }
   bench.sampling = options.sampling.params();
 }
 
@@ -625,7 +650,7 @@ GenerationOptions generation_options(const Bench& bench) {
 int run_bench(const BenchOptions& options, const CLI::App& command) {
   return run_job(options.engine.threads, [&](Job& job) {
     Engine engine(options.engine.engine_options(), job.comm());
-    Bench bench{options, job, engine, std::nullopt, {}, {}, {}};
+    Bench bench{options, job, engine, std::nullopt, {}, {}, {}, {}, {}};
     prepare(bench, command);
     bench.generation = generation_options(bench);
     BenchResult result;
@@ -636,6 +661,10 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       result.bandwidth = measure_bandwidth(job.comm(), options);
     }
     engine.load();
+    for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
+      bench.vocabularies.push_back(
+          ids.empty() ? nullptr : std::make_unique<DraftVocabulary>(engine.model(), ids));
+    }
     if (!options.suite()) prompts = random_prompts(bench);
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 

@@ -15,6 +15,7 @@
 #include "launch/options.hpp"
 #include "launch/report.hpp"
 #include "launch/spec_options.hpp"
+#include "model/draft_vocabulary.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,7 @@ struct Generated {
   bool speculative = false;
   nlohmann::json controller_state;
   nlohmann::json drafter_state;
+  std::int64_t draft_vocab = 0;  // V' of the draft forwards' LM head; 0: the full head
 };
 
 // Plain and self-speculative decoding of one prompt.
@@ -70,8 +72,10 @@ Generated decode_speculative(Engine& engine, const SkipSet& skips, const Generat
   spec.debug_sync = options.spec.debug_sync;
   spec.trace = options.spec.trace;
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
+  const std::int64_t draft_vocab =
+      generation.draft_vocabulary != nullptr ? generation.draft_vocabulary->size() : 0;
   return {decoder.generate(prompt, spec, kv, on_token), true, controller->state(),
-          SpecCliOptions::drafter_state(*drafter)};
+          SpecCliOptions::drafter_state(*drafter), draft_vocab};
 }
 
 // Streams the generated tokens to stdout as they come (text with a tokenizer, ids without).
@@ -153,10 +157,12 @@ void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
   if (generated.speculative) {
     const DecodingStats& stats = generated.result.stats;
     log::info(
-        "self-speculative ({}, {} controller, {} logits): acceptance {:.3f}, {:.2f} "
-        "tokens per verification, {} draft + {} verification forwards",
-        skips->name, options.spec.controller.kind, options.spec.logits, stats.acceptance_rate(),
-        stats.mean_accepted_length(), stats.draft_forwards, stats.verify_forwards);
+        "self-speculative ({}, {} controller, {} logits, draft vocabulary {}): acceptance "
+        "{:.3f}, {:.2f} tokens per verification, {} draft + {} verification forwards",
+        skips->name, options.spec.controller.kind, options.spec.logits,
+        generated.draft_vocab > 0 ? std::to_string(generated.draft_vocab) : std::string("full"),
+        stats.acceptance_rate(), stats.mean_accepted_length(), stats.draft_forwards,
+        stats.verify_forwards);
   }
   if (result.interrupt_signal != 0) {
     log::warn("stopped by {} after {} generated token(s); exiting with status {}",
@@ -187,6 +193,7 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
     out["spec"] = options.spec.describe(*skips, static_cast<int>(engine.config().num_layers));
     out["spec"]["controller_state"] = generated.controller_state;
     out["spec"]["drafter_state"] = generated.drafter_state;
+    out["spec"]["draft_vocab"] = generated.draft_vocab;
     out.update(to_json(result.stats, PhaseKeys::kSuffixed));
   }
   return out;
@@ -202,10 +209,23 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     if (options.spec.enabled()) {
       skips = options.spec.skip_set(command, static_cast<int>(engine.config().num_layers));
     }
-    const GenerationOptions generation = generation_options(options, engine);
+    GenerationOptions generation = generation_options(options, engine);
+    std::vector<std::int32_t> vocab_ids;
+    if (skips) {
+      std::vector<std::vector<std::int32_t>> choices = options.spec.draft_vocab_ids(
+          command, *skips, engine.config().vocab_size, generation.eos_ids);
+      SELFSPEC_CHECK(choices.size() == 1,
+                     "--draft-vocab-size: generate takes one size, not a list");
+      vocab_ids = std::move(choices.front());
+    }
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
     engine.load();
+    std::optional<DraftVocabulary> vocabulary;
+    if (!vocab_ids.empty()) {
+      vocabulary.emplace(engine.model(), vocab_ids);
+      generation.draft_vocabulary = &*vocabulary;
+    }
     KvCache kv = engine.model().make_kv_cache(static_cast<std::int64_t>(prompt.size()) +
                                               std::max<std::int64_t>(options.max_new_tokens, 1));
     const Tokenizer* tokenizer = engine.tokenizer();

@@ -16,5 +16,6 @@ void add_make_model_command(CLI::App& app, CommandBody& run);
 void add_bench_command(CLI::App& app, CommandBody& run);
 void add_plan_command(CLI::App& app, CommandBody& run);
 void add_search_skips_command(CLI::App& app, CommandBody& run);
+void add_count_vocab_command(CLI::App& app, CommandBody& run);
 
 }  // namespace selfspec::launch

@@ -2,11 +2,13 @@
 
 #include "core/error.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "launch/draft_vocab_file.hpp"
 #include "launch/options.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 
 namespace selfspec::launch {
 
@@ -39,6 +41,21 @@ CLI::Validator member_or_list(std::vector<std::string> allowed, bool lists) {
         return {};
       },
       lists ? "LIST" : "VALUE");
+}
+
+// --draft-vocab-size: one count (or, with lists, comma-separated counts), each an integer >= 0.
+std::vector<std::int64_t> parse_sizes(const std::string& text) {
+  std::vector<std::int64_t> sizes;
+  for (const std::string& item : split_list(text)) {
+    std::int64_t value = -1;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    SELFSPEC_CHECK(error == std::errc{} && end == item.data() + item.size() && value >= 0,
+                   "--draft-vocab-size: '{}' is not a token count (an integer >= 0; 0: the full "
+                   "LM head)",
+                   item);
+    sizes.push_back(value);
+  }
+  return sizes;
 }
 
 }  // namespace
@@ -136,6 +153,16 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
       ->add_option("--swift-min-window", swift.min_window,
                    "swift: tokens the target must have produced before the first step")
       ->capture_default_str();
+  group
+      ->add_option("--draft-vocab", draft_vocab,
+                   "draft forwards compute the LM head over these token ids only (a file of "
+                   "`selfspec count-vocab`; verification keeps the full head)")
+      ->check(CLI::ExistingFile);
+  group->add_option("--draft-vocab-size", draft_vocab_size,
+                    lists ? "keep the N most frequent ids of the draft vocabulary (EOS always "
+                            "kept; 0: the full head); a comma-separated list compares them"
+                          : "keep the N most frequent ids of the draft vocabulary (EOS always "
+                            "kept; 0: the full head)");
   group->add_flag("--debug-sync", debug_sync,
                   "check after every control message that all ranks agree (fails loudly)");
   group->add_option("--trace", trace, "write one JSON line per speculative round to this file");
@@ -155,8 +182,11 @@ void SpecCliOptions::validate(const CLI::App& command) const {
   if (!enabled()) {
     SELFSPEC_CHECK(!file && !lists && !uniform,
                    "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip");
+    SELFSPEC_CHECK(command.count("--draft-vocab") == 0 && command.count("--draft-vocab-size") == 0,
+                   "--draft-vocab/--draft-vocab-size need self-speculative decoding (--spec)");
     return;
   }
+  if (command.count("--draft-vocab-size") > 0) parse_sizes(draft_vocab_size);
   if (spec == "swift") {
     SELFSPEC_CHECK(!file && !lists && !uniform,
                    "--spec swift chooses its own skip set on the fly: drop "
@@ -221,6 +251,39 @@ nlohmann::json SpecCliOptions::drafter_state(const Drafter& drafter) {
 
 LogitsMode SpecCliOptions::logits_mode() const {
   return logits == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
+}
+
+std::vector<std::vector<std::int32_t>> SpecCliOptions::draft_vocab_ids(
+    const CLI::App& command, const SkipSet& skips, std::int64_t vocab_size,
+    std::span<const std::int32_t> eos) const {
+  std::vector<std::int32_t> ranked;
+  std::string origin;
+  if (command.count("--draft-vocab") > 0) {
+    ranked = load_draft_vocab_file(draft_vocab, "--draft-vocab").ids;
+    origin = "--draft-vocab " + draft_vocab;
+  } else if (!skips.draft_vocab.empty()) {
+    ranked = skips.draft_vocab;
+    origin = "the draft_vocab of skip set '" + skips.name + "'";
+  }
+  std::vector<std::optional<std::int64_t>> sizes;
+  if (command.count("--draft-vocab-size") > 0) {
+    for (const std::int64_t size : parse_sizes(draft_vocab_size)) sizes.emplace_back(size);
+  } else {
+    sizes.emplace_back(std::nullopt);  // every ranked id, or the full head without a ranking
+  }
+  std::vector<std::vector<std::int32_t>> vocabularies;
+  for (const std::optional<std::int64_t>& size : sizes) {
+    if (size == 0 || (!size && ranked.empty())) {
+      vocabularies.emplace_back();
+      continue;
+    }
+    SELFSPEC_CHECK(!ranked.empty(),
+                   "--draft-vocab-size needs a ranking of token ids: --draft-vocab FILE or a "
+                   "skip set with draft_vocab");
+    vocabularies.push_back(
+        select_draft_vocab(ranked, size, eos, vocab_size, "--draft-vocab-size", origin));
+  }
+  return vocabularies;
 }
 
 nlohmann::json SpecCliOptions::describe(const SkipSet& skips, int num_layers) const {

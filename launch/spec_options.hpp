@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ struct SpecCliOptions {
   bool debug_sync = false;
   std::string trace;
   SwiftOptions swift;  // --spec swift
+  std::string draft_vocab;       // --draft-vocab: a count-vocab file (launch/draft_vocab_file.hpp)
+  std::string draft_vocab_size;  // --draft-vocab-size: V' (bench: a list); 0: the full head
 
   // lists: --controller and --logits accept comma-separated lists (bench compares them).
   void add_to(CLI::App& command, bool lists = false);
@@ -58,6 +61,13 @@ struct SpecCliOptions {
   // the sampling seed (kControllerSeedSalt).
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   LogitsMode logits_mode() const;
+  // The pruned draft vocabularies asked for, one per --draft-vocab-size item (one when the option
+  // is absent): each the kept ids (launch/draft_vocab_file.hpp select_draft_vocab), or empty for
+  // the full head (size 0, or no --draft-vocab file and no draft_vocab in the skip set).
+  std::vector<std::vector<std::int32_t>> draft_vocab_ids(const CLI::App& command,
+                                                         const SkipSet& skips,
+                                                         std::int64_t vocab_size,
+                                                         std::span<const std::int32_t> eos) const;
   // {"drafter", "skip_set", "controller", "max_draft", "logits"} for reports.
   nlohmann::json describe(const SkipSet& skips, int num_layers) const;
 };

@@ -13,10 +13,11 @@ namespace {
 void print_table(std::FILE* to, const SuiteResults& results, std::size_t config) {
   const SpecTotals& totals = results.configs[config];
   fmt::print(to,
-             "  controller {}, logits {} (medians over prompts):\n"
+             "  controller {}, logits {}, draft vocabulary {} (medians over prompts):\n"
              "  {:<14} {:>7} {:>9} {:>10} {:>8} {:>6} {:>5} {:>6} {:>8} {:>10} {:>8}\n",
-             totals.controller, logits_mode_name(totals.logits), "task", "prompts", "AR tok/s",
-             "spec tok/s", "speedup", "alpha", "M", "c", "expected", "efficiency", "lossless");
+             totals.controller, logits_mode_name(totals.logits),
+             draft_vocab_name(totals.draft_vocab), "task", "prompts", "AR tok/s", "spec tok/s",
+             "speedup", "alpha", "M", "c", "expected", "efficiency", "lossless");
   for (const GroupFigures& g : suite_figures(results.prompts, results.runs, config)) {
     const std::string lossless =
         results.greedy ? fmt::format("{}/{}", g.lossless_prompts, g.prompts) : "n/a";
@@ -56,6 +57,7 @@ nlohmann::json suite_json(const SuiteResults& results) {
   for (std::size_t c = 0; c < results.configs.size(); ++c) {
     nlohmann::json entry = {{"controller", results.configs[c].controller},
                             {"logits", logits_mode_name(results.configs[c].logits)},
+                            {"draft_vocab", results.configs[c].draft_vocab},
                             {"per_task", nlohmann::json::object()}};
     for (const GroupFigures& g : suite_figures(results.prompts, results.runs, c)) {
       if (g.group == "overall") {

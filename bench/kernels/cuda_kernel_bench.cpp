@@ -6,7 +6,7 @@
 // GB/s is HBM bandwidth (weights + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512)
 // reports TFLOP/s. Decode attention (T = 1 over 1k / 4k / 16k cached slots, 32 query heads, 8 KV
 // heads, head_dim 128) rotates over KV-cache copies the same way and reports GB/s of K and V
-// read. RMSNorm and add + RMSNorm report GB/s of data read and written.
+// read. RMSNorm and add + RMSNorm report GB/s of data read and written; so does scatter_columns.
 // Each benchmark iteration times kInner back-to-back launches between two CUDA events on one
 // stream and reports their mean as the iteration time. The theoretical peak bandwidth of the
 // device (2 x memory clock x bus width, from the device attributes) is printed and attached to
@@ -278,6 +278,30 @@ void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, bool fused_add) 
   });
 }
 
+// A pruned draft vocabulary's logits (n_ids per row, every width / n_ids-th column) scattered
+// into vocab rows of `width`, -inf elsewhere: GB/s of the rows written plus values and ids read.
+void bm_scatter(benchmark::State& state, std::int64_t rows, std::int64_t width,
+                std::int64_t n_ids) {
+  guarded(state, [&] {
+    const Stream stream;
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(n_ids));
+    for (std::int64_t j = 0; j < n_ids; ++j) {
+      ids[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(j * (width / n_ids));
+    }
+    const DeviceMemory d_ids(ids.size() * sizeof(std::int32_t));
+    SELFSPEC_CUDA_CHECK(cudaMemcpy(d_ids.get(), ids.data(), ids.size() * sizeof(std::int32_t),
+                                   cudaMemcpyHostToDevice));
+    const DeviceMemory values =
+        random_device(DType::kF32, static_cast<std::size_t>(rows * n_ids), 10);
+    const DeviceMemory out(static_cast<std::size_t>(rows * width) * sizeof(float));
+    const double bytes = 4.0 * static_cast<double>(rows * width + rows * n_ids + n_ids);
+    run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
+      scatter_columns(values.get<float>(), rows, d_ids.get<std::int32_t>(), n_ids, width, -INFINITY,
+                      out.get<float>(), stream.get());
+    });
+  });
+}
+
 void register_benchmarks() {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -302,6 +326,14 @@ void register_benchmarks() {
     const std::string name = "attention/T:1/slots:" + std::to_string(slots);
     configure(benchmark::RegisterBenchmark(
         name.c_str(), [slots](benchmark::State& s) { bm_attention(s, slots); }));
+  }
+  for (const std::int64_t n_ids : {4096, 16384}) {
+    for (const std::int64_t width : {49152, 151936}) {
+      const std::string name =
+          "scatter_columns/T:1/" + std::to_string(width) + "/" + std::to_string(n_ids);
+      configure(benchmark::RegisterBenchmark(
+          name.c_str(), [width, n_ids](benchmark::State& s) { bm_scatter(s, 1, width, n_ids); }));
+    }
   }
   for (const bool fused : {false, true}) {
     for (const std::int64_t t : {1, 64}) {

@@ -7,7 +7,8 @@
 // forward) use the same pool and report GB/s and GFLOP/s; the prefill matmul (T = 64) is compute
 // bound and runs on one cache-resident matrix (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
 // cached slots) rotates over K/V cache copies the same way and reports GB/s of K and V read;
-// RMSNorm reports GB/s of data read and written (cache resident: a per-token cost).
+// RMSNorm reports GB/s of data read and written (cache resident: a per-token cost); so does the
+// scatter of a pruned draft vocabulary's logits into a vocab row (scatter_columns).
 // Thread count: the default of core/parallel.hpp (all cores available to the process), or
 // SELFSPEC_BENCH_THREADS.
 #include "core/aligned_buffer.hpp"
@@ -18,6 +19,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/memory_stream.hpp"
+#include "kernels/cpu/scatter.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -182,6 +185,26 @@ void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots) {
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A draft row of V' kept logits scattered into a vocab row of `width` (-inf elsewhere): GB/s of
+// the row written plus the values and ids read.
+void bm_scatter(benchmark::State& state, std::int64_t width, std::int64_t n_ids) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n_ids));
+  for (std::int64_t j = 0; j < n_ids; ++j) {
+    ids[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(j * (width / n_ids));
+  }
+  const std::vector<float> values = random_vector(static_cast<std::size_t>(n_ids), 7);
+  std::vector<float> out(static_cast<std::size_t>(width));
+  for (auto _ : state) {
+    scatter_columns(values.data(), 1, ids.data(), n_ids, width,
+                    -std::numeric_limits<float>::infinity(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 4.0 * static_cast<double>(width + 2 * n_ids);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The machine's streaming read and copy bandwidth over a buffer far beyond the caches: the peak
 // the decode matmul figures above are to be compared with.
 void bm_stream(benchmark::State& state, Isa isa, bool copy) {
@@ -271,6 +294,13 @@ void register_all() {
     const std::string name = "rmsnorm/T" + std::to_string(n_tokens) + "/4096";
     benchmark::RegisterBenchmark(
         name.c_str(), [=](benchmark::State& state) { bm_rmsnorm(state, n_tokens, 4096); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (const std::int64_t n_ids : {4096, 16384}) {
+    const std::string name = "scatter_columns/49152/" + std::to_string(n_ids);
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [=](benchmark::State& state) { bm_scatter(state, 49152, n_ids); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }

@@ -69,6 +69,12 @@ void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_
 // dst[i] = src[rows[i]] for rows of `dim` floats (the logit rows before the LM head).
 void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
                  float* dst, cudaStream_t stream);
+// out[r][i] = fill for i < width, then out[r][ids[j]] = values[r][j] for j < n_ids (rows of
+// `width`; ids distinct in [0, width)): a pruned draft vocabulary's logits as vocab-shard rows.
+// Same result as kernels/cpu/scatter.hpp.
+void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
+                     std::int64_t n_ids, std::int64_t width, float fill, float* out,
+                     cudaStream_t stream);
 // f32 activations -> bf16 or f16 (round to nearest even), for the cuBLASLt path.
 void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,
                          cudaStream_t stream);

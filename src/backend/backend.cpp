@@ -56,6 +56,7 @@ std::uint64_t launch_key(const LaunchShape& shape) {
   mix(shape.logit_rows.size());
   mix(reinterpret_cast<std::uintptr_t>(shape.kv_cache));
   mix(static_cast<std::uint64_t>(shape.kv_capacity));
+  mix(reinterpret_cast<std::uintptr_t>(shape.draft_vocabulary));
   return hash;
 }
 

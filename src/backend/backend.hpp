@@ -96,6 +96,9 @@ struct LaunchShape {
   // capacity. A cache belongs to one model, so it also tells the models on a backend apart.
   const void* kv_cache = nullptr;
   std::int64_t kv_capacity = 0;
+  // The pruned draft vocabulary whose LM head the launches use, by identity (its buffers);
+  // nullptr: the full LM head.
+  const void* draft_vocabulary = nullptr;
   // False when the launches cannot be recorded: they call back into the host (observers) or run
   // collectives through host memory. Such passes always run eagerly.
   bool recordable = true;
@@ -173,6 +176,12 @@ class Backend {
   virtual void add_inplace(float* x, const float* y, std::int64_t n) = 0;
   // dst[i] = src[logit_rows[i]] (rows of `dim` floats; the current forward's logit rows).
   virtual void gather_rows(const float* src, std::int64_t dim, float* dst) = 0;
+  // out[r][i] = fill for i < width, then out[r][ids[j]] = values[r][j] for r < rows, j < n_ids:
+  // values [rows × n_ids], out [rows × width], ids (backend memory) distinct in [0, width). A
+  // copy, so the result is exact on every backend (a pruned draft vocabulary's logits, -inf
+  // elsewhere).
+  virtual void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
+                               std::int64_t n_ids, std::int64_t width, float fill, float* out) = 0;
   // Sum over the tensor-parallel ranks, in place (device collectives where the communicator
   // takes device memory, otherwise through host memory).
   virtual void all_reduce(Communicator& comm, float* data, std::int64_t count) = 0;

@@ -9,6 +9,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/scatter.hpp"
 
 #include <fmt/format.h>
 
@@ -100,6 +101,10 @@ class CpuBackend final : public Backend {
       std::memcpy(dst + static_cast<std::int64_t>(i) * dim, src + rows[i] * dim,
                   static_cast<std::size_t>(dim) * sizeof(float));
     }
+  }
+  void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
+                       std::int64_t n_ids, std::int64_t width, float fill, float* out) override {
+    kc::scatter_columns(values, rows, ids, n_ids, width, fill, out);
   }
   void all_reduce(Communicator& comm, float* data, std::int64_t count) override {
     comm.all_reduce_sum({data, static_cast<std::size_t>(count)});

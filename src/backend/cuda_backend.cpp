@@ -194,6 +194,10 @@ class CudaBackend final : public Backend {
   void gather_rows(const float* src, std::int64_t dim, float* dst) override {
     kcu::gather_rows(src, rows_device_.as<const std::int32_t>(), n_rows_, dim, dst, stream_);
   }
+  void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
+                       std::int64_t n_ids, std::int64_t width, float fill, float* out) override {
+    kcu::scatter_columns(values, rows, ids, n_ids, width, fill, out, stream_);
+  }
   void all_reduce(Communicator& comm, float* data, std::int64_t count) override {
     if (comm.supports_device_buffers()) {
       comm.all_reduce_sum_device(data, static_cast<std::size_t>(count), stream_);

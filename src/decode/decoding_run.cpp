@@ -184,6 +184,7 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.positions = {&position, 1};
   args.plan = &plan_;
   args.logit_rows = {&row, 1};
+  args.draft_vocabulary = options_.draft_vocabulary;
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.draft_forwards;
 

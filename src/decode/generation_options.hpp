@@ -1,6 +1,7 @@
 // What a generation run is asked to do: the token budget, sampling, end-of-sequence handling,
-// prefill chunking, how rank 0 reads vocab-sharded logits, the stop-request hook, and the
-// self-speculative debugging aids. Every rank passes the same options (the hooks matter on rank 0).
+// prefill chunking, how rank 0 reads vocab-sharded logits, the draft forwards' vocabulary, the
+// stop-request hook, and the self-speculative debugging aids. Every rank passes the same options
+// (the hooks matter on rank 0).
 #pragma once
 
 #include "decode/sampler.hpp"
@@ -13,6 +14,8 @@
 
 namespace selfspec {
 
+class DraftVocabulary;
+
 struct GenerationOptions {
   std::int64_t max_new_tokens = 128;
   SamplingParams sampling;
@@ -20,6 +23,9 @@ struct GenerationOptions {
   std::vector<std::int32_t> eos_ids;
   std::int64_t prefill_chunk = 512;         // prompt tokens per prefill forward
   LogitsMode logits = LogitsMode::kGather;  // how rank 0 learns about vocab-sharded logits
+  // Draft forwards compute the LM head over these kept ids only (model/draft_vocabulary.hpp);
+  // nullptr: the full head. Verification always uses the full head. Must outlive the run.
+  const DraftVocabulary* draft_vocabulary = nullptr;
   // Polled on rank 0 once per step: a non-zero value (a signal number) stops generation after the
   // tokens already chosen, on every rank (the stop travels in the control message).
   std::function<int()> interrupt;

@@ -10,6 +10,14 @@
 #include <numeric>
 
 namespace selfspec {
+namespace {
+
+// A -inf logit (an id outside a pruned draft vocabulary) has probability 0 at any temperature.
+bool is_impossible(float logit) {
+  return logit == -std::numeric_limits<float>::infinity();
+}
+
+}  // namespace
 
 void SamplingParams::validate() const {
   SELFSPEC_CHECK(std::isfinite(temperature) && temperature >= 0.0,
@@ -39,24 +47,25 @@ std::int32_t argmax(std::span<const float> logits) {
 
 std::vector<std::int32_t> top_k_candidates(std::span<const float> logits, std::int64_t vocab_begin,
                                            std::int32_t k) {
-  std::vector<std::int32_t> local(logits.size());
-  std::iota(local.begin(), local.end(), 0);
-  if (k > 0 && static_cast<std::size_t>(k) < logits.size()) {
+  std::vector<std::int32_t> local;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    if (!is_impossible(logits[i])) local.push_back(static_cast<std::int32_t>(i));
+  }
+  if (k > 0 && static_cast<std::size_t>(k) < local.size()) {
     const auto by_logit = [&](std::int32_t a, std::int32_t b) {
       const float la = logits[static_cast<std::size_t>(a)];
       const float lb = logits[static_cast<std::size_t>(b)];
       return la > lb || (la == lb && a < b);
     };
     const auto kk = static_cast<std::size_t>(k);
-    std::nth_element(local.begin(), local.begin() + static_cast<std::ptrdiff_t>(kk - 1),
-                     local.end(), by_logit);
-    const float threshold = logits[static_cast<std::size_t>(local[kk - 1])];
-    std::vector<std::int32_t> kept;
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-      if (logits[i] > threshold || logits[i] == threshold)
-        kept.push_back(static_cast<std::int32_t>(i));
-    }
-    local = std::move(kept);
+    std::vector<std::int32_t> order = local;
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kk - 1),
+                     order.end(), by_logit);
+    const float threshold = logits[static_cast<std::size_t>(order[kk - 1])];
+    std::erase_if(local, [&](std::int32_t i) {
+      const float logit = logits[static_cast<std::size_t>(i)];
+      return !(logit > threshold || logit == threshold);
+    });
   }
   for (auto& id : local) id = static_cast<std::int32_t>(id + vocab_begin);
   return local;
@@ -67,9 +76,13 @@ TokenDistribution warp_candidates(std::vector<std::int32_t> ids, std::span<const
   SELFSPEC_CHECK(!params.greedy(), "warping needs a temperature > 0");
   SELFSPEC_CHECK(ids.size() == logits.size() && !ids.empty(),
                  "warp: {} candidate ids but {} logits", ids.size(), logits.size());
-  // Sort candidate positions by logit, highest first; ties by lower id (deterministic).
-  std::vector<std::size_t> order(ids.size());
-  std::iota(order.begin(), order.end(), 0);
+  // Candidate positions without the impossible ones (they have probability 0 under every warp),
+  // sorted by logit, highest first; ties by lower id (deterministic).
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (!is_impossible(logits[i])) order.push_back(i);
+  }
+  SELFSPEC_CHECK(!order.empty(), "warp: every one of the {} candidate logits is -inf", ids.size());
   const auto by_logit = [&](std::size_t a, std::size_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && ids[a] < ids[b]);
   };

@@ -37,7 +37,8 @@ struct TokenDistribution {
 // The first index of the maximum (NaN logits never win).
 std::int32_t argmax(std::span<const float> logits);
 
-// Temperature, top-k, top-p, softmax. Requires !params.greedy().
+// Temperature, top-k, top-p, softmax. Requires !params.greedy(). Ids with a -inf logit are left
+// out of the distribution (probability 0); at least one logit must be finite.
 TokenDistribution warp_logits(std::span<const float> logits, const SamplingParams& params);
 
 // The same warping over a candidate subset of the vocabulary (ids with their logits). Gives the
@@ -49,6 +50,8 @@ TokenDistribution warp_candidates(std::vector<std::int32_t> ids, std::span<const
 
 // The ids of a logit row that can survive top-k: its k largest (logit descending, id ascending)
 // plus every id tied with the k-th. `vocab_begin` is the id of logits[0]. All ids when k == 0.
+// Ids whose logit is -inf are never candidates (probability 0 under any warp; a pruned draft
+// vocabulary gives every id outside it -inf), so a row of only -inf has none.
 std::vector<std::int32_t> top_k_candidates(std::span<const float> logits, std::int64_t vocab_begin,
                                            std::int32_t k);
 

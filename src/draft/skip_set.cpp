@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <system_error>
@@ -20,8 +21,8 @@
 namespace selfspec {
 namespace {
 
-constexpr std::array<std::string_view, 5> kKeys = {"name", "source", "num_layers", "attention",
-                                                   "mlp"};
+constexpr std::array<std::string_view, 6> kKeys = {"name",      "source", "num_layers",
+                                                   "attention", "mlp",    "draft_vocab"};
 constexpr std::string_view kUniformSource =
     "SWIFT §4.1: uniform layer skipping as the starting point of the on-the-fly search";
 
@@ -108,6 +109,34 @@ std::vector<int> layer_list(const std::filesystem::path& file, std::string_view 
   return layers;
 }
 
+// The draft_vocab sequence: distinct non-negative integer token ids, in file order.
+std::vector<std::int32_t> token_list(const std::filesystem::path& file, const YAML::Node& node) {
+  if (node.IsNull()) return {};
+  if (!node.IsSequence()) {
+    fail("{}: draft_vocab must be a sequence of token ids{}", file.string(), where(node));
+  }
+  std::vector<std::int32_t> ids;
+  std::map<std::int32_t, std::size_t> first_index;
+  std::size_t index = 0;
+  for (const YAML::Node& entry : node) {
+    const std::optional<long long> value = integer_scalar(entry);
+    if (!value || *value < 0 || *value > std::numeric_limits<std::int32_t>::max()) {
+      fail("{}: draft_vocab[{}] = {} is not a token id (an integer >= 0){}", file.string(), index,
+           entry.IsScalar() ? fmt::format("'{}'", entry.Scalar()) : std::string("(not a scalar)"),
+           where(entry));
+    }
+    const auto id = static_cast<std::int32_t>(*value);
+    const auto [it, inserted] = first_index.emplace(id, index);
+    if (!inserted) {
+      fail("{}: draft_vocab[{}] = {} repeats draft_vocab[{}]{}", file.string(), index, id,
+           it->second, where(entry));
+    }
+    ids.push_back(id);
+    ++index;
+  }
+  return ids;
+}
+
 void check_range(const SkipSet& set, std::string_view key, const std::vector<int>& layers,
                  int model_layers) {
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -141,6 +170,7 @@ std::string SkipSet::describe() const {
   }
   json["attention"] = attention;
   json["mlp"] = mlp;
+  if (!draft_vocab.empty()) json["draft_vocab_size"] = draft_vocab.size();
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
@@ -176,8 +206,10 @@ SkipSet load_skip_set(const std::filesystem::path& file) {
       if (!key_node.IsScalar()) fail("{}: a key is not a string{}", file.string(), where(key_node));
       const std::string key = key_node.Scalar();
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
-        fail("{}: unknown key '{}'{} (known keys: name, source, num_layers, attention, mlp)",
-             file.string(), key, where(key_node));
+        fail(
+            "{}: unknown key '{}'{} (known keys: name, source, num_layers, attention, mlp, "
+            "draft_vocab)",
+            file.string(), key, where(key_node));
       }
       if (!values.emplace(key, entry.second).second) {
         fail("{}: key '{}' appears more than once{}", file.string(), key, where(key_node));
@@ -208,10 +240,28 @@ SkipSet load_skip_set(const std::filesystem::path& file) {
     if (const auto it = values.find("mlp"); it != values.end()) {
       set.mlp = layer_list(file, "mlp", it->second, set.num_layers);
     }
+    if (const auto it = values.find("draft_vocab"); it != values.end()) {
+      set.draft_vocab = token_list(file, it->second);
+    }
     return set;
   } catch (const YAML::Exception& e) {
     fail("{}: {}", file.string(), e.what());
   }
+}
+
+void save_skip_set(const std::filesystem::path& file, const SkipSet& set) {
+  nlohmann::ordered_json json;
+  if (!set.name.empty()) json["name"] = set.name;  // else the reader names it after the file
+  if (!set.source.empty()) json["source"] = set.source;
+  if (set.num_layers) json["num_layers"] = *set.num_layers;
+  json["attention"] = set.attention;
+  json["mlp"] = set.mlp;
+  if (!set.draft_vocab.empty()) json["draft_vocab"] = set.draft_vocab;
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) fail("{}: cannot open the skip-set file for writing", file.string());
+  out << json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  out.close();
+  if (!out) fail("{}: cannot write the skip-set file", file.string());
 }
 
 std::vector<int> parse_layer_list(std::string_view text, std::string_view option) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace selfspec {
 namespace {
@@ -96,6 +97,10 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   for (std::int32_t row : args.logit_rows) {
     SELFSPEC_CHECK(row >= 0 && row < n_tokens, "logit row {} is outside [0, {})", row, n_tokens);
   }
+  const DraftVocabulary* vocabulary = args.draft_vocabulary;
+  SELFSPEC_CHECK(
+      vocabulary == nullptr || vocabulary->source() == weights_.output_matrix().data.data(),
+      "forward: the draft vocabulary was built for another model");
 
   // Workspaces first: nothing is allocated inside the launches (a recording backend records them).
   const auto tokens_n = static_cast<std::size_t>(n_tokens);
@@ -111,6 +116,8 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   const auto n_rows = static_cast<std::int64_t>(args.logit_rows.size());
   const Matrix& head = weights_.output_matrix();
   logits.resize(static_cast<std::size_t>(n_rows * head.rows));
+  if (vocabulary != nullptr && vocabulary->local_size() > 0)
+    workspace(draft_logits_, static_cast<std::size_t>(n_rows * vocabulary->local_size()));
   float* logits_out = backend_.host_memory()
                           ? logits.data()
                           : workspace(logits_, static_cast<std::size_t>(n_rows * head.rows));
@@ -145,9 +152,11 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   shape.logit_rows = args.logit_rows;
   shape.kv_cache = kv.keys(0);
   shape.kv_capacity = kv.capacity();
+  shape.draft_vocabulary = vocabulary;
   shape.recordable = !observing && (comm_.size() == 1 || comm_.supports_device_buffers());
-  backend_.run_forward(inputs, shape,
-                       [&] { run_layers(plan, inputs, kv, n_tokens, logits_out, observe); });
+  backend_.run_forward(inputs, shape, [&] {
+    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, observe);
+  });
   if (n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
   }
@@ -158,7 +167,8 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
 }
 
 void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
-                            std::int64_t n_tokens, float* logits_out, const Observe& observe) {
+                            std::int64_t n_tokens, float* logits_out,
+                            const DraftVocabulary* vocabulary, const Observe& observe) {
   const std::int64_t hidden = config_.hidden_size;
   float* x = x_.as<float>();
   const bool observing = static_cast<bool>(observe);
@@ -181,16 +191,26 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
   }
   flush_residual(n_tokens);
 
-  // Final norm and LM head for the requested rows only.
-  const auto n_rows = static_cast<std::int64_t>(inputs.logit_rows.size());
-  if (n_rows > 0) {
-    float* h = h_.as<float>();
-    backend_.gather_rows(x, hidden, h);
-    backend_.rmsnorm(h, weights_.final_norm.ptr(), static_cast<float>(config_.rms_norm_eps), n_rows,
-                     hidden, h);
-    if (observing) observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
+  lm_head(static_cast<std::int64_t>(inputs.logit_rows.size()), logits_out, vocabulary, observe);
+}
+
+void LlamaModel::lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
+                         const Observe& observe) {
+  if (n_rows == 0) return;
+  const std::int64_t hidden = config_.hidden_size;
+  float* h = h_.as<float>();
+  backend_.gather_rows(x_.as<float>(), hidden, h);
+  backend_.rmsnorm(h, weights_.final_norm.ptr(), static_cast<float>(config_.rms_norm_eps), n_rows,
+                   hidden, h);
+  if (observe) observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
+  if (vocabulary == nullptr) {
     backend_.matmul(h, n_rows, weights_.output_matrix().view(), logits_out);
+    return;
   }
+  const std::int64_t kept = vocabulary->local_size();
+  if (kept > 0) backend_.matmul(h, n_rows, vocabulary->head(), draft_logits_.as<float>());
+  backend_.scatter_columns(draft_logits_.as<float>(), n_rows, vocabulary->device_ids(), kept,
+                           vocab_local(), -std::numeric_limits<float>::infinity(), logits_out);
 }
 
 void LlamaModel::attention_block(int layer, KvCache& kv, std::int64_t n_tokens) {

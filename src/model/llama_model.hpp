@@ -15,6 +15,9 @@
 // launches (run_layers). Whether the launches run eagerly or are recorded and replayed as a CUDA
 // graph, and when recorded graphs go stale, is the backend's business.
 //
+// A draft forward may compute the LM head over a pruned vocabulary only (ForwardArgs::
+// draft_vocabulary, model/draft_vocabulary.hpp): the kept ids' logits, -inf for every other id.
+//
 // Token-count invariance: every kernel computes each token's row with a fixed reduction order
 // (kernels/cpu/matmul.hpp; kernels/cuda/cuda_kernels.hpp for the GPU's decode and verification
 // sizes), the attention of a token depends only on the slots it can see, and the all-reduce is
@@ -25,6 +28,7 @@
 #include "backend/backend.hpp"
 #include "comm/communicator.hpp"
 #include "model/attention_mask.hpp"
+#include "model/draft_vocabulary.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_weights.hpp"
@@ -53,6 +57,9 @@ struct ForwardArgs {
   const AttentionMask* mask = nullptr;       // nullptr: causal
   std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
   const ForwardObserver* observer = nullptr;
+  // nullptr: the full LM head. Otherwise the logits of the kept ids only, -inf elsewhere (draft
+  // forwards; the vocabulary must have been built for this model).
+  const DraftVocabulary* draft_vocabulary = nullptr;
 };
 
 // Counters for the per-phase breakdown of benchmarks.
@@ -94,7 +101,11 @@ class LlamaModel {
   // Every launch of a forward pass, from the embedding to the LM head: the `launches` of
   // Backend::run_forward (a recording backend may replay them instead of calling this).
   void run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
-                  std::int64_t n_tokens, float* logits_out, const Observe& observe);
+                  std::int64_t n_tokens, float* logits_out, const DraftVocabulary* vocabulary,
+                  const Observe& observe);
+  // The final norm and the LM head (full, or the draft vocabulary's) for the logit rows.
+  void lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
+               const Observe& observe);
   void all_reduce(float* data, std::int64_t count);
   // The input norm of a sublayer, absorbing the previous sublayer's pending residual delta.
   void norm(const Vector& weight, std::int64_t n_tokens);
@@ -117,6 +128,7 @@ class LlamaModel {
 
   // Workspace in backend memory, grown to the largest T seen.
   DeviceBuffer x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
+  DeviceBuffer draft_logits_;  // [rows × V'_local]: a draft vocabulary's logits before scattering
   const float* pending_ = nullptr;  // residual delta not yet added to x_
   ForwardCounters counters_;
 };

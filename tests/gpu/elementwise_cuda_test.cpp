@@ -1,13 +1,16 @@
 // The CUDA elementwise and row-wise kernels against the CPU kernels: embedding (exact), RMSNorm
 // and the fused add + RMSNorm (the double sum differs in order only), residual add and bias
 // (exact), SwiGLU (device expf, a few ulp), RoPE (same formula; cos/sin in double), KV-cache
-// writes, row gathers and activation conversion (exact). Outputs are poisoned with NaN first.
+// writes, row gathers, column scatters and activation conversion (exact). Outputs are poisoned with
+// NaN first.
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/scatter.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -18,6 +21,36 @@ namespace {
 
 constexpr std::int64_t kDims[] = {1, 17, 64, 1000, 4099};
 constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13};
+
+// scatter_columns: the same bits as the CPU kernel (a copy) at several shapes, ids in random
+// order, including no ids and every column.
+TEST(CudaScatterColumns, MatchesCpuExactly) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(21);
+  struct Shape {
+    std::int64_t rows, width, n_ids;
+  };
+  for (const Shape s : {Shape{1, 1, 1}, Shape{1, 64, 0}, Shape{3, 64, 64}, Shape{2, 4099, 100},
+                        Shape{13, 49152, 4096}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.width << " ids " << s.n_ids);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(s.width));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    ids.resize(static_cast<std::size_t>(s.n_ids));
+    const std::vector<float> values =
+        random_floats(rng, static_cast<std::size_t>(s.rows * s.n_ids), 3.0f);
+    std::vector<float> expected(static_cast<std::size_t>(s.rows * s.width));
+    cpu::scatter_columns(values.data(), s.rows, ids.data(), s.n_ids, s.width, -INFINITY,
+                         expected.data());
+    DeviceBuffer<std::int32_t> d_ids(ids);
+    DeviceBuffer<float> d_values(values);
+    DeviceBuffer<float> d_out(expected.size());
+    d_out.poison();
+    scatter_columns(d_values.get(), s.rows, d_ids.get(), s.n_ids, s.width, -INFINITY, d_out.get(),
+                    nullptr);
+    EXPECT_TRUE(same_bits(d_out.download(), expected));
+  }
+}
 
 TEST(CudaEmbedding, MatchesCpuExactly) {
   SELFSPEC_REQUIRE_GPU();

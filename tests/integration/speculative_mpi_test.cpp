@@ -2,12 +2,15 @@
 // this TP degree for several controllers and both logits modes; the gathering and the
 // local-reduction logits access make identical decisions under sampling (same seed: same
 // tokens, same acceptance counts); and --debug-sync turns a deliberately divergent rank into an
-// error on every rank instead of a hang or silent garbage.
+// error on every rank instead of a hang or silent garbage. A pruned draft vocabulary keeps all of
+// that, including when some ranks' vocabulary shards hold no kept id at all (their draft logits
+// are all -inf).
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
 #include "decode/decoder.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "model/draft_vocabulary.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -130,6 +133,64 @@ TEST_F(SpeculativeTp, GreedyEqualsAutoregressiveForEverySkipSetControllerKAndLog
                                         << logits_mode_name(mode) << " / rank " << comm_.rank();
         }
       }
+    }
+  }
+}
+
+// Kept ids spread over the vocabulary, and kept ids only in [0, 20): at TP 2 and 4 every rank but
+// the first holds none of them in its shard.
+std::vector<std::vector<std::int32_t>> pruned_vocabularies() {
+  std::vector<std::int32_t> spread, first_shard_only;
+  for (std::int32_t id = 0; id < 97; id += 3) spread.push_back(id);
+  for (std::int32_t id = 19; id >= 0; --id) first_shard_only.push_back(id);
+  return {spread, first_shard_only};
+}
+
+TEST_F(SpeculativeTp, PrunedDraftVocabularyKeepsGreedyOutputEvenWithEmptyShards) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 30;
+  generation.ignore_eos = true;
+  KvCache kv = model_->make_kv_cache(64);
+  Decoder decoder(*model_, comm_);
+  const std::vector<std::int32_t> expected = decoder.generate(prompt_, generation, kv).tokens;
+  for (const std::vector<std::int32_t>& ids : pruned_vocabularies()) {
+    const DraftVocabulary vocabulary(*model_, ids);
+    if (comm_.size() > 1 && ids.size() == 20 && comm_.rank() > 0) {
+      EXPECT_EQ(vocabulary.local_size(), 0) << "rank " << comm_.rank();
+    }
+    for (const char* kind : {"fixed", "threshold"}) {
+      for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+        GenerationOptions g = generation;
+        g.logits = mode;
+        g.draft_vocabulary = &vocabulary;
+        const GenerationResult r = speculative(comm_, g, kind, /*debug_sync=*/true);
+        EXPECT_EQ(r.tokens, expected) << ids.size() << " kept ids / " << kind << " / "
+                                      << logits_mode_name(mode) << " / rank " << comm_.rank();
+        EXPECT_GT(r.stats.drafted, 0);
+      }
+    }
+  }
+}
+
+TEST_F(SpeculativeTp, PrunedDraftVocabularySamplesIdenticallyInBothLogitsModes) {
+  for (const std::vector<std::int32_t>& ids : pruned_vocabularies()) {
+    const DraftVocabulary vocabulary(*model_, ids);
+    for (const SamplingParams& sampling :
+         {SamplingParams{0.9, 0, 1.0, 21}, SamplingParams{1.3, 7, 0.9, 22},
+          SamplingParams{1.1, 0, 0.8, 23}}) {
+      GenerationOptions g;
+      g.max_new_tokens = 40;
+      g.ignore_eos = true;
+      g.sampling = sampling;
+      g.draft_vocabulary = &vocabulary;
+      g.logits = LogitsMode::kGather;
+      const GenerationResult gathered = speculative(comm_, g, "adaptive", /*debug_sync=*/true);
+      g.logits = LogitsMode::kLocal;
+      const GenerationResult local = speculative(comm_, g, "adaptive", /*debug_sync=*/true);
+      EXPECT_EQ(gathered.tokens, local.tokens)
+          << ids.size() << " kept ids, temperature " << sampling.temperature;
+      EXPECT_EQ(gathered.stats.drafted, local.stats.drafted);
+      EXPECT_EQ(gathered.stats.accepted, local.stats.accepted);
     }
   }
 }

@@ -161,6 +161,12 @@ class RecordingBackend final : public Backend {
     issue("gather_rows", {word(src), word(dim), word(dst)},
           [=, this] { inner_->gather_rows(src, dim, dst); });
   }
+  void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
+                       std::int64_t n_ids, std::int64_t width, float fill, float* out) override {
+    issue("scatter_columns",
+          {word(values), word(rows), word(ids), word(n_ids), word(width), word(fill), word(out)},
+          [=, this] { inner_->scatter_columns(values, rows, ids, n_ids, width, fill, out); });
+  }
   void all_reduce(Communicator& comm, float* data, std::int64_t count) override {
     issue("all_reduce", {word(&comm), word(data), word(count)},
           [=, this, &comm] { inner_->all_reduce(comm, data, count); });

@@ -86,6 +86,9 @@ TEST(LaunchKey, DiffersWhenAnythingThatShapesTheLaunchesDiffers) {
   s = base;
   s.kv_capacity = 65;
   keys.emplace_back("KV capacity", launch_key(s));
+  s = base;
+  s.draft_vocabulary = &f;  // any identity: a pruned draft vocabulary's LM head
+  keys.emplace_back("draft vocabulary", launch_key(s));
 
   std::set<std::uint64_t> distinct;
   for (const auto& [what, key] : keys) {

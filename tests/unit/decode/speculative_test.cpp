@@ -5,12 +5,15 @@
 //  * speculative sampling reproduces the target distribution of a token at a fixed position
 //    (exact enumeration on a tiny vocabulary, chi-square at a stated false-alarm rate);
 //  * the KV cache after any mix of acceptances and rejections equals a fresh run's;
+//  * a pruned draft vocabulary (draft forwards' LM head over V' kept ids) changes neither the
+//    greedy output nor the sampled distribution;
 //  * plain decoding runs the same loop as rounds without a draft, and a drafter observes every
 //    drafted round's draft and verdict.
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
 #include "decode/decoder.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "model/draft_vocabulary.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -98,6 +101,46 @@ TEST_F(SpeculativeGreedy, TokenIdenticalToAutoregressiveForEverySkipSetControlle
           if (plan.is_full()) {
             EXPECT_EQ(r.stats.accepted, r.stats.drafted) << kind;
           }
+        }
+      }
+    }
+  }
+}
+
+// A pruned draft vocabulary changes the drafts, never the output: V' from one id to the whole
+// vocabulary, ids in a scrambled order, every controller kind that reads the confidence, both
+// logits modes. With every id kept the drafts (and so the acceptance) equal the unpruned ones.
+TEST_F(SpeculativeGreedy, PrunedDraftVocabularyKeepsTheOutputTokenIdentical) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> expected = autoregressive(*model_, comm_, prompt_, generation);
+  const LayerPlan plan = LayerPlan::skipping(4, std::vector<int>{1}, std::vector<int>{2});
+  std::vector<std::int32_t> scrambled;
+  for (std::int32_t i = 0; i < 61; ++i) scrambled.push_back((i * 17 + 5) % 61);
+  ControllerOptions controller;
+  controller.max_draft = 4;
+  controller.threshold = 0.3;
+  for (const std::size_t kept :
+       {std::size_t{1}, std::size_t{8}, std::size_t{30}, std::size_t{61}}) {
+    const DraftVocabulary vocabulary(*model_, std::span(scrambled).first(kept));
+    EXPECT_EQ(vocabulary.size(), static_cast<std::int64_t>(kept));
+    for (const char* kind : {"fixed", "threshold"}) {
+      for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+        controller.kind = kind;
+        GenerationOptions g = generation;
+        g.logits = mode;
+        const GenerationResult full = speculative(*model_, comm_, prompt_, g, plan, controller);
+        g.draft_vocabulary = &vocabulary;
+        const GenerationResult pruned = speculative(*model_, comm_, prompt_, g, plan, controller);
+        EXPECT_EQ(pruned.tokens, expected)
+            << "V' " << kept << " / " << kind << " / " << logits_mode_name(mode);
+        if (kept == 61) {
+          EXPECT_EQ(pruned.stats.drafted, full.stats.drafted);
+          EXPECT_EQ(pruned.stats.accepted, full.stats.accepted);
+        }
+        if (kept == 1) {
+          EXPECT_LT(pruned.stats.accepted, full.stats.accepted);
         }
       }
     }
@@ -318,6 +361,7 @@ struct SamplingCase {
   std::string name;
   SamplingParams params;
   LogitsMode logits;
+  bool pruned = false;  // the draft forwards use a pruned vocabulary (8 of the 12 ids)
 };
 void PrintTo(const SamplingCase& c, std::ostream* os) {
   *os << c.name;
@@ -409,6 +453,10 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
   controller.kind = "fixed";
   controller.max_draft = 2;
   std::int64_t drafted = 0, accepted = 0;
+  // Pruned: q is 0 outside the kept ids, so those tokens come only from residual or target draws.
+  const std::vector<std::int32_t> kept_ids = {0, 1, 3, 4, 6, 7, 9, 10};
+  const DraftVocabulary vocabulary(*model_, kept_ids);
+  std::int64_t outside = 0;  // generated tokens (any position) outside the kept ids
   for (int run = 0; run < kRuns; ++run) {
     GenerationOptions g;
     g.max_new_tokens = kDepth + 1;
@@ -416,8 +464,12 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.sampling = c.params;
     g.sampling.seed = 1000 + static_cast<std::uint64_t>(run);
     g.logits = c.logits;
+    if (c.pruned) g.draft_vocabulary = &vocabulary;
     const GenerationResult r = speculative(*model_, comm_, prompt_, g, draft, controller);
     ASSERT_EQ(r.tokens.size(), static_cast<std::size_t>(kDepth + 1));
+    outside += std::count_if(r.tokens.begin(), r.tokens.end(), [&](std::int32_t t) {
+      return std::find(kept_ids.begin(), kept_ids.end(), t) == kept_ids.end();
+    });
     ++counts[r.tokens[kDepth - 1]];
     drafted += r.stats.drafted;
     accepted += r.stats.accepted;
@@ -425,6 +477,10 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
   // The draft must disagree sometimes, or the test would not exercise the residual.
   EXPECT_LT(accepted, drafted);
   EXPECT_GT(accepted, 0);
+  // The target puts mass outside the kept ids: a pruned draft must still let those tokens out.
+  if (c.pruned) {
+    EXPECT_GT(outside, 0);
+  }
 
   // H0: the speculative samples follow the target. Critical value at a false-alarm rate of 1e-6
   // (fixed seeds: the outcome is deterministic; a correct implementation fails this with
@@ -442,11 +498,16 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
 
 INSTANTIATE_TEST_SUITE_P(
     Warpers, SpeculativeSampling,
-    ::testing::Values(SamplingCase{"temperature_gather", {1.0, 0, 1.0, 0}, LogitsMode::kGather},
-                      SamplingCase{"temperature_local", {0.8, 0, 1.0, 0}, LogitsMode::kLocal},
-                      SamplingCase{"topk_topp_gather", {1.5, 6, 0.95, 0}, LogitsMode::kGather},
-                      SamplingCase{"topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal},
-                      SamplingCase{"topp_local", {1.5, 0, 0.95, 0}, LogitsMode::kLocal}),
+    ::testing::Values(
+        SamplingCase{"temperature_gather", {1.0, 0, 1.0, 0}, LogitsMode::kGather},
+        SamplingCase{"temperature_local", {0.8, 0, 1.0, 0}, LogitsMode::kLocal},
+        SamplingCase{"topk_topp_gather", {1.5, 6, 0.95, 0}, LogitsMode::kGather},
+        SamplingCase{"topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal},
+        SamplingCase{"topp_local", {1.5, 0, 0.95, 0}, LogitsMode::kLocal},
+        SamplingCase{"pruned_temperature_gather", {1.0, 0, 1.0, 0}, LogitsMode::kGather, true},
+        SamplingCase{"pruned_temperature_local", {0.8, 0, 1.0, 0}, LogitsMode::kLocal, true},
+        SamplingCase{"pruned_topk_topp_gather", {1.5, 6, 0.95, 0}, LogitsMode::kGather, true},
+        SamplingCase{"pruned_topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal, true}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace

@@ -86,6 +86,13 @@ class ScriptedContext final : public DraftContext {
     const auto i = static_cast<std::size_t>(draft.size());
     return {tokens_[i], 0.5, i + 1 < tokens_.size()};
   }
+  bool is_root() const override { return true; }
+  std::int64_t generated() const override { return 0; }
+  void share(std::span<std::byte>) override {}
+  DraftMatch score_plan(const LayerPlan&, int) override {
+    ADD_FAILURE() << "a chain drafter scores no plan";
+    return {};
+  }
   std::vector<int> parents;
 
  private:

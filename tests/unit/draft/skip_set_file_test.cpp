@@ -20,6 +20,7 @@ namespace {
 using ::selfspec::testing::TempDir;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::filesystem::path kSkipsDir = SELFSPEC_SKIPS_DIR;
 
@@ -200,6 +201,12 @@ TEST(SkipSetFile, EveryErrorNamesTheFileAndTheKeyOrIndex) {
       {"name-empty.yaml", "name: ''\n", {"name must not be empty"}},
       {"source-map.yaml", "source: {paper: x}\n", {"source must be a string"}},
       {"key-list.yaml", "[a]: 1\n", {"a key is not a string"}},
+      {"vocab-scalar.yaml", "draft_vocab: 5\n", {"draft_vocab must be a sequence"}},
+      {"vocab-negative.yaml", "draft_vocab: [3, -2]\n", {"draft_vocab[1] = '-2'", "token id"}},
+      {"vocab-word.json", R"({"draft_vocab": [1, "x"]})", {"draft_vocab[1] = 'x'"}},
+      {"vocab-duplicate.yaml",
+       "draft_vocab: [8, 2, 8]\n",
+       {"draft_vocab[2] = 8 repeats draft_vocab[0]"}},
   };
   TempDir dir;
   for (const BadFile& c : cases) {
@@ -210,6 +217,40 @@ TEST(SkipSetFile, EveryErrorNamesTheFileAndTheKeyOrIndex) {
     ASSERT_FALSE(message.empty()) << "no error for " << c.file_name;
     EXPECT_THAT(message, HasSubstr(path.string()));
     for (const std::string& part : c.message_parts) EXPECT_THAT(message, HasSubstr(part));
+  }
+}
+
+// save_skip_set writes what load_skip_set reads back equal: with and without the optional keys,
+// and a draft vocabulary in its (frequency) order, not sorted.
+TEST(SkipSetFile, SaveLoadRoundTrip) {
+  TempDir dir;
+  SkipSet full;
+  full.name = "searched";
+  full.source = "selfspec search-skips, 40 evaluations";
+  full.num_layers = 30;
+  full.attention = {2, 5, 11};
+  full.mlp = {7, 28};
+  full.draft_vocab = {198, 13, 0, 49151, 28};
+  SkipSet bare;
+  bare.name = "bare";
+  bare.mlp = {1};
+  for (const SkipSet& set : {full, bare}) {
+    SCOPED_TRACE(set.name);
+    const std::filesystem::path path = dir / (set.name + ".json");
+    save_skip_set(path, set);
+    EXPECT_EQ(load_skip_set(path), set);
+  }
+  EXPECT_THAT(full.describe(), HasSubstr(R"("draft_vocab_size":5)"));
+  EXPECT_THAT(bare.describe(), Not(HasSubstr("draft_vocab")));
+  SkipSet unnamed = bare;
+  unnamed.name.clear();
+  save_skip_set(dir / "stem.json", unnamed);
+  EXPECT_EQ(load_skip_set(dir / "stem.json").name, "stem");
+  try {
+    save_skip_set(dir / "missing-dir" / "x.json", full);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("missing-dir"));
   }
 }
 

@@ -1,0 +1,150 @@
+// `selfspec count-vocab`: which token ids a model's drafts must be able to predict, counted on a
+// calibration corpus — the ids of the prompts and of the full model's greedy continuations
+// (--generate N tokens each, what drafts are verified against) — written most frequent first for
+// a pruned draft vocabulary (--draft-vocab, launch/draft_vocab_file.hpp). Reads the calibration
+// split by default: the vocabulary is tuning, so it never sees the evaluation prompts.
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "core/stop_request.hpp"
+#include "decode/decoder.hpp"
+#include "engine/engine.hpp"
+#include "launch/commands.hpp"
+#include "launch/draft_vocab_file.hpp"
+#include "launch/job.hpp"
+#include "launch/options.hpp"
+#include "launch/prompt_suite.hpp"
+#include "launch/suite_prompts.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <memory>
+
+namespace selfspec::launch {
+namespace {
+
+struct CountVocabOptions {
+  EngineCliOptions engine;
+  std::vector<std::string> prompts_files;
+  PromptSelection selection{"calibration", {}, 0};
+  ChatCli chat;
+  std::int64_t generate = 64;
+  std::string out;
+  bool json = false;
+};
+
+// The full model's greedy continuation of one prompt (every rank; the tokens on rank 0).
+std::vector<std::int32_t> continuation(Engine& engine, std::span<const std::int32_t> prompt,
+                                       std::int64_t n_tokens) {
+  if (n_tokens == 0) return {};
+  GenerationOptions generation;
+  generation.max_new_tokens = n_tokens;
+  generation.eos_ids = engine.eos_ids();
+  generation.interrupt = pending_stop_signal;
+  KvCache kv = engine.model().make_kv_cache(static_cast<std::int64_t>(prompt.size()) + n_tokens);
+  Decoder decoder(engine.model(), engine.comm());
+  GenerationResult result = decoder.generate(prompt, generation, kv);
+  SELFSPEC_CHECK(result.interrupt_signal == 0, "count-vocab: stopped by {}",
+                 stop_signal_name(result.interrupt_signal));
+  return std::move(result.tokens);
+}
+
+std::string describe_source(const CountVocabOptions& options, std::size_t n_prompts) {
+  return fmt::format("{} (split {}{}): {} prompts{}, their ids and {} greedy tokens each",
+                     fmt::join(options.prompts_files, ","), options.selection.split,
+                     options.selection.tasks.empty()
+                         ? std::string()
+                         : fmt::format(", tasks {}", fmt::join(options.selection.tasks, ",")),
+                     n_prompts, options.chat.chat ? " as chats" : "", options.generate);
+}
+
+int run_count_vocab(const CountVocabOptions& options) {
+  return run_job(options.engine.threads, [&](Job& job) {
+    Engine engine(options.engine.engine_options(), job.comm());
+    SELFSPEC_CHECK(engine.tokenizer() != nullptr,
+                   "--prompts-file needs a tokenizer, but {} has none (use --tokenizer FILE)",
+                   engine.source().name);
+    const std::vector<SuitePrompt> suite =
+        select_prompts(read_prompt_suite(options.prompts_files), options.selection);
+    std::vector<std::vector<std::int32_t>> prompts;
+    for (const SuitePrompt& prompt : suite) {
+      prompts.push_back(suite_prompt_ids(engine, options.chat, prompt));
+      engine.check_context(static_cast<std::int64_t>(prompts.back().size()), options.generate);
+    }
+    engine.load();
+    const auto vocab = static_cast<std::size_t>(engine.config().vocab_size);
+    std::vector<std::int64_t> counts(vocab, 0);
+    const auto count = [&](std::span<const std::int32_t> ids) {
+      for (const std::int32_t id : ids) {
+        if (id >= 0 && static_cast<std::size_t>(id) < vocab) ++counts[static_cast<std::size_t>(id)];
+      }
+    };
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      const std::vector<std::int32_t> generated =
+          continuation(engine, prompts[p], options.generate);
+      if (!job.is_root()) continue;
+      count(prompts[p]);
+      count(generated);
+      log::info("  prompt {}/{} ({} {}): {} + {} tokens", p + 1, prompts.size(), suite[p].task,
+                suite[p].id, prompts[p].size(), generated.size());
+    }
+    if (!job.is_root()) return 0;
+    DraftVocabFile ranked = rank_token_counts(counts);
+    ranked.model = options.engine.model_name();
+    ranked.source = describe_source(options, suite.size());
+    save_draft_vocab_file(options.out, ranked);
+    const auto seen = std::count_if(counts.begin(), counts.end(), [](auto n) { return n > 0; });
+    log::info("{}: {} of {} ids seen in {} tokens (the others follow in id order)", options.out,
+              seen, vocab, ranked.tokens_counted);
+    if (options.json) {
+      print_json_line({{"out", options.out},
+                       {"distinct_ids", seen},
+                       {"tokens_counted", ranked.tokens_counted},
+                       {"prompts", suite.size()}});
+    }
+    return 0;
+  });
+}
+
+}  // namespace
+
+void add_count_vocab_command(CLI::App& app, CommandBody& run) {
+  auto options = std::make_shared<CountVocabOptions>();
+  CLI::App* command = app.add_subcommand(
+      "count-vocab",
+      "count the token ids of calibration prompts and of the model's greedy continuations, most "
+      "frequent first (a pruned draft vocabulary for --draft-vocab)");
+  options->engine.add_to(*command);
+  command
+      ->add_option("--prompts-file", options->prompts_files,
+                   "prompt suites (JSON Lines: id, task, split, prompt), comma-separated")
+      ->check(CLI::ExistingFile)
+      ->delimiter(',')
+      ->required();
+  command
+      ->add_option("--split", options->selection.split,
+                   "suite prompts to count: calibration (default: tuning never reads the "
+                   "evaluation prompts), evaluation or all")
+      ->check(CLI::IsMember(kPromptSplitChoices))
+      ->capture_default_str();
+  command->add_option("--tasks", options->selection.tasks, "only these tasks (comma-separated)")
+      ->check(CLI::IsMember(known_prompt_tasks()))
+      ->delimiter(',');
+  command
+      ->add_option("--max-prompts-per-task", options->selection.max_per_task,
+                   "at most this many prompts of each task (the first in file order)")
+      ->check(CLI::PositiveNumber);
+  options->chat.add_to(*command, "each prompt");
+  command
+      ->add_option("--generate", options->generate,
+                   "greedy tokens generated per prompt and counted (0: the prompts only)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command->add_option("--out", options->out, "the JSON file to write")->required();
+  add_json_flag(*command, options->json, "a summary");
+  command->callback([options, &run] { run = [options] { return run_count_vocab(*options); }; });
+}
+
+}  // namespace selfspec::launch
