@@ -41,6 +41,7 @@ void SpecTotals::add(const SpecTotals& other) {
   lossless_prompts += other.lossless_prompts;
   prompts += other.prompts;
   last_controller_state = other.last_controller_state;
+  last_drafter_state = other.last_drafter_state;
 }
 
 SpecFigures compare_with_autoregressive(const SpecTotals& spec, const ArTotals& ar) {

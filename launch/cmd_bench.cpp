@@ -39,7 +39,6 @@
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/bench_stats.hpp"
 #include "launch/commands.hpp"
@@ -91,12 +90,21 @@ struct Bench {
   const BenchOptions& options;
   Job& job;
   Engine& engine;
-  std::optional<SkipSet> skips;
+  std::optional<SkipSet> skips;  // --spec layer-skip: the one skip set of every prompt
   SamplingParams sampling;
   GenerationOptions generation;
   std::vector<SuitePrompt> suite;  // --prompts-file: the selected prompts, in run order
 
   Communicator& comm() const { return job.comm(); }
+  bool speculative() const { return options.spec.enabled(); }
+  const SkipSet* fixed_skips() const { return skips ? &*skips : nullptr; }
+  // How tables name the skip set: "'NAME' (K of 2L sublayers)", or asd's "(chosen per prompt)".
+  std::string skip_summary() const {
+    const std::string label = options.spec.drafter_label(fixed_skips());
+    if (!skips) return fmt::format("'{}' (chosen per prompt)", label);
+    return fmt::format("'{}' ({} of {} sublayers)", label,
+                       skips->plan(num_layers()).skipped_count(), 2 * num_layers());
+  }
   int num_layers() const { return static_cast<int>(engine.config().num_layers); }
   // How progress lines and JSONL records name a prompt: its task and id with --prompts-file.
   std::string prompt_label(int run) const {
@@ -117,6 +125,7 @@ using Prompts = std::vector<std::vector<std::int32_t>>;
 struct SpeculativeRun {
   GenerationResult result;
   nlohmann::json controller_state;  // at the end of the run
+  nlohmann::json drafter_state;     // the drafter's decisions (asd: its skip set), or null
 };
 
 // Plain and self-speculative decoding of one prompt.
@@ -129,15 +138,16 @@ GenerationResult decode_autoregressive(const Bench& bench, std::span<const std::
 SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config,
                                   std::span<const std::int32_t> prompt,
                                   const GenerationOptions& generation, KvCache& kv) {
-  LayerSkipDrafter drafter(bench.skips->plan(bench.num_layers()), bench.skips->name);
+  const std::unique_ptr<Drafter> drafter =
+      bench.options.spec.make_drafter(bench.fixed_skips(), bench.num_layers());
   const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
       bench.options.spec.controller_options(config.controller, bench.sampling.seed));
   GenerationOptions spec = generation;
   spec.logits = config.logits;
   spec.debug_sync = bench.options.spec.debug_sync;
-  Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
+  Decoder decoder(bench.engine.model(), bench.comm(), *drafter, *controller);
   GenerationResult result = decoder.generate(prompt, spec, kv);
-  return {std::move(result), controller->state()};
+  return {std::move(result), controller->state(), drafter->state()};
 }
 
 // ---- Measure the bandwidth, make the prompts ----
@@ -218,7 +228,7 @@ struct RunMatrix {
 
 std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
   std::vector<SpecTotals> specs;
-  if (!bench.skips) return specs;
+  if (!bench.speculative()) return specs;
   for (const std::string& kind : bench.options.spec.controller_kinds()) {
     for (LogitsMode mode : bench.options.spec.logits_modes()) {
       specs.push_back({});
@@ -267,8 +277,9 @@ void add_autoregressive_run(const Bench& bench, int run, const GenerationResult&
   matrix.samples.add(result.timings);
   matrix.ar.add(result);
   log::info("  {} {}/{}{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s",
-            bench.skips ? "prompt" : "rep", run + 1, matrix.ar_runs, bench.prompt_label(run),
-            matrix.samples.prefill_tps.back(), matrix.samples.decode_tps.back());
+            bench.speculative() ? "prompt" : "rep", run + 1, matrix.ar_runs,
+            bench.prompt_label(run), matrix.samples.prefill_tps.back(),
+            matrix.samples.decode_tps.back());
 }
 
 // Adds one speculative run to its configuration's totals; returns the run's own totals.
@@ -285,6 +296,7 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
   prompt.prompts = 1;
   prompt.lossless_prompts = greedy && same_tokens ? 1 : 0;
   prompt.last_controller_state = spec.controller_state;
+  prompt.last_drafter_state = spec.drafter_state;
   totals.add(prompt);
   if (greedy && !same_tokens) {
     log::warn(
@@ -297,6 +309,7 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
         run, totals, spec.result.timings, spec.result.stats, autoregressive.timings,
         greedy ? std::optional<bool>(same_tokens) : std::nullopt, bench.comm().size());
     record.update(bench.prompt_tags(run));
+    if (!spec.drafter_state.is_null()) record["drafter_state"] = spec.drafter_state;
     jsonl->write(record);
   }
   const double tps = spec.result.timings.decode_tokens_per_second();
@@ -304,6 +317,11 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
             totals.controller, logits_mode_name(totals.logits), tps,
             ratio(tps, autoregressive.timings.decode_tokens_per_second()),
             spec.result.stats.acceptance_rate(), spec.result.stats.mean_accepted_length());
+  if (spec.drafter_state.contains("skip_set")) {
+    const nlohmann::json& chosen = spec.drafter_state["skip_set"];
+    log::info("      drafter skipped attention {} mlp {}", chosen["attention"].dump(),
+              chosen["mlp"].dump());
+  }
   return prompt;
 }
 
@@ -313,7 +331,7 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
   const BenchOptions& options = bench.options;
   RunMatrix matrix;
   matrix.n_prompts = static_cast<int>(prompts.size());
-  matrix.ar_runs = bench.skips ? matrix.n_prompts : options.reps;
+  matrix.ar_runs = bench.speculative() ? matrix.n_prompts : options.reps;
   matrix.specs = speculative_configurations(bench);
   std::size_t longest = 0;
   for (const std::vector<std::int32_t>& prompt : prompts)
@@ -323,7 +341,7 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
   matrix.interrupted = warm_up(bench, prompts[0], matrix.specs, kv);
   for (int run = 0; run < matrix.ar_runs && matrix.interrupted == 0; ++run) {
     const std::vector<std::int32_t>& prompt =
-        prompts[static_cast<std::size_t>(bench.skips ? run : 0)];
+        prompts[static_cast<std::size_t>(bench.speculative() ? run : 0)];
     kv.clear();
     const GenerationResult result = decode_autoregressive(bench, prompt, bench.generation, kv);
     if (result.interrupt_signal != 0) {
@@ -430,8 +448,8 @@ nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   out["completed_runs"] = m.completed_runs;
   out["interrupted"] = m.interrupted != 0;
   if (m.interrupted != 0) out["signal"] = stop_signal_name(m.interrupted);
-  if (bench.skips) {
-    out["spec"] = options.spec.describe(*bench.skips, bench.num_layers());
+  if (bench.speculative()) {
+    out["spec"] = options.spec.describe(bench.fixed_skips(), bench.num_layers());
     out["spec"].erase("controller");
     out["spec"].erase("logits");
   }
@@ -462,7 +480,7 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
         ratio(r.traffic.effective_all_gbps(), r.device->peak_all_gbps);
     out["cuda_graphs"] = engine.backend().graphs_enabled();
   }
-  if (bench.skips) {
+  if (bench.speculative()) {
     out["autoregressive"] = to_json(m.ar);
     out["speculative"] = nlohmann::json::array();
     for (std::size_t i = 0; i < m.specs.size(); ++i) {
@@ -522,13 +540,11 @@ void print_speed_summary(std::FILE* to, const Bench& bench, const BenchResult& r
 void print_speculative_table(std::FILE* to, const Bench& bench, const BenchResult& r) {
   const RunMatrix& m = r.matrix;
   fmt::print(to,
-             "  self-speculative vs autoregressive ({:.2f} tok/s), {} prompts, skip set '{}' "
-             "({} of {} sublayers):\n"
+             "  self-speculative vs autoregressive ({:.2f} tok/s), {} prompts, skip set {}:\n"
              "  {:>9} {:>6} {:>8} {:>8} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>8}\n",
-             m.ar.tokens_per_second(), m.n_prompts, bench.skips->name,
-             bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
-             "controller", "logits", "tok/s", "speedup", "alpha", "M", "c", "verify/c", "expected",
-             "efficiency", "lossless");
+             m.ar.tokens_per_second(), m.n_prompts, bench.skip_summary(), "controller", "logits",
+             "tok/s", "speedup", "alpha", "M", "c", "verify/c", "expected", "efficiency",
+             "lossless");
   for (std::size_t i = 0; i < m.specs.size(); ++i) {
     const SpecTotals& t = m.specs[i];
     const SpecFigures& f = r.figures[i];
@@ -555,11 +571,10 @@ void print_suite_header(std::FILE* to, const Bench& bench, const RunMatrix& m) {
   fmt::print(to,
              "bench: {} {} prompt(s) ({}), up to {} new tokens each{}, tp {}, {} thread(s)/rank\n"
              "  self-speculative vs autoregressive ({:.2f} tok/s over all prompts), skip set "
-             "'{}' ({} of {} sublayers), max draft {}\n",
+             "{}, max draft {}\n",
              bench.suite.size(), options.selection.split, tasks, options.gen,
              options.ignore_eos ? "" : " (stopping at end of sequence)", bench.comm().size(),
-             num_threads(), m.ar.tokens_per_second(), bench.skips->name,
-             bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
+             num_threads(), m.ar.tokens_per_second(), bench.skip_summary(),
              options.spec.controller.max_draft);
 }
 
@@ -593,7 +608,7 @@ void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* j
     print_suite_tables(table, suite_results(bench, r.matrix));
   } else {
     print_speed_summary(table, bench, r);
-    if (bench.skips) print_speculative_table(table, bench, r);
+    if (bench.speculative()) print_speculative_table(table, bench, r);
   }
   std::fflush(table);
   write_json(options, options.suite() ? suite_bench_json(bench, r.matrix) : bench_json(bench, r),
@@ -609,14 +624,17 @@ void prepare(Bench& bench, const CLI::App& command) {
   if (options.suite()) {
     SELFSPEC_CHECK(options.spec.enabled(),
                    "--prompts-file compares autoregressive with self-speculative decoding: give "
-                   "--spec layer-skip and a skip set");
+                   "--spec layer-skip and a skip set, or --spec asd");
     bench.suite = select_prompts(read_prompt_suite(options.prompts_files), options.selection);
   } else {
     SELFSPEC_CHECK(options.prompt_len >= 1, "--prompt-len must be >= 1");
     bench.engine.check_context(options.prompt_len, options.gen);
   }
   options.spec.validate(command);
-  if (options.spec.enabled()) bench.skips = options.spec.skip_set(command, bench.num_layers());
+  options.spec.check_for_model(bench.num_layers());
+  if (options.spec.fixed_skip_set()) {
+    bench.skips = options.spec.skip_set(command, bench.num_layers());
+  }
   bench.sampling = options.sampling.params();
 }
 

@@ -8,7 +8,6 @@
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
@@ -43,11 +42,12 @@ struct GenerateOptions {
 };
 
 // What one generation produced; for self-speculative decoding also the controller's state at the
-// end.
+// end and the drafter's decisions (--spec asd: the skip set it chose and the cosines behind it).
 struct Generated {
   GenerationResult result;
   bool speculative = false;
   nlohmann::json controller_state;
+  nlohmann::json drafter_state;
 };
 
 // Plain and self-speculative decoding of one prompt.
@@ -55,21 +55,23 @@ Generated decode_autoregressive(Engine& engine, std::span<const std::int32_t> pr
                                 const GenerationOptions& generation, KvCache& kv,
                                 const TokenCallback& on_token) {
   Decoder decoder(engine.model(), engine.comm());
-  return {decoder.generate(prompt, generation, kv, on_token), false, nullptr};
+  return {decoder.generate(prompt, generation, kv, on_token), false, nullptr, nullptr};
 }
 
-Generated decode_speculative(Engine& engine, const SkipSet& skips, const GenerateOptions& options,
+Generated decode_speculative(Engine& engine, const SkipSet* skips, const GenerateOptions& options,
                              const GenerationOptions& generation,
                              std::span<const std::int32_t> prompt, KvCache& kv,
                              const TokenCallback& on_token) {
-  LayerSkipDrafter drafter(skips.plan(static_cast<int>(engine.config().num_layers)), skips.name);
+  const std::unique_ptr<Drafter> drafter =
+      options.spec.make_drafter(skips, static_cast<int>(engine.config().num_layers));
   const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
       options.spec.controller_options(options.spec.controller.kind, options.sampling.seed));
   GenerationOptions spec = generation;
   spec.debug_sync = options.spec.debug_sync;
   spec.trace = options.spec.trace;
-  Decoder decoder(engine.model(), engine.comm(), drafter, *controller);
-  return {decoder.generate(prompt, spec, kv, on_token), true, controller->state()};
+  Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
+  GenerationResult result = decoder.generate(prompt, spec, kv, on_token);
+  return {std::move(result), true, controller->state(), drafter->state()};
 }
 
 // Streams the generated tokens to stdout as they come (text with a tokenizer, ids without).
@@ -153,8 +155,12 @@ void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
     log::info(
         "self-speculative ({}, {} controller, {} logits): acceptance {:.3f}, {:.2f} "
         "tokens per verification, {} draft + {} verification forwards",
-        skips->name, options.spec.controller.kind, options.spec.logits, stats.acceptance_rate(),
-        stats.mean_accepted_length(), stats.draft_forwards, stats.verify_forwards);
+        options.spec.drafter_label(skips ? &*skips : nullptr), options.spec.controller.kind,
+        options.spec.logits, stats.acceptance_rate(), stats.mean_accepted_length(),
+        stats.draft_forwards, stats.verify_forwards);
+  }
+  if (!generated.drafter_state.is_null()) {
+    log::info("drafter {}: {}", options.spec.spec, generated.drafter_state.dump());
   }
   if (result.interrupt_signal != 0) {
     log::warn("stopped by {} after {} generated token(s); exiting with status {}",
@@ -182,8 +188,12 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
   out["timings"] = to_json(result.timings);
   out["timings"]["load_s"] = engine.load_seconds();
   if (generated.speculative) {
-    out["spec"] = options.spec.describe(*skips, static_cast<int>(engine.config().num_layers));
+    out["spec"] = options.spec.describe(skips ? &*skips : nullptr,
+                                        static_cast<int>(engine.config().num_layers));
     out["spec"]["controller_state"] = generated.controller_state;
+    if (!generated.drafter_state.is_null()) {
+      out["spec"]["drafter_state"] = generated.drafter_state;
+    }
     out.update(to_json(result.stats, PhaseKeys::kSuffixed));
   }
   return out;
@@ -195,8 +205,9 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     const std::vector<std::int32_t> prompt = prepare_prompt(engine, options, command);
     engine.check_context(static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
     options.spec.validate(command);
+    options.spec.check_for_model(static_cast<int>(engine.config().num_layers));
     std::optional<SkipSet> skips;
-    if (options.spec.enabled()) {
+    if (options.spec.fixed_skip_set()) {
       skips = options.spec.skip_set(command, static_cast<int>(engine.config().num_layers));
     }
     const GenerationOptions generation = generation_options(options, engine);
@@ -209,8 +220,9 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     TokenPrinter printer(job.is_root() && !options.output.json, tokenizer, prompt);
     const auto on_token = [&](std::int32_t token) { printer.print(token); };
     const Generated generated =
-        skips ? decode_speculative(engine, *skips, options, generation, prompt, kv, on_token)
-              : decode_autoregressive(engine, prompt, generation, kv, on_token);
+        options.spec.enabled() ? decode_speculative(engine, skips ? &*skips : nullptr, options,
+                                                    generation, prompt, kv, on_token)
+                               : decode_autoregressive(engine, prompt, generation, kv, on_token);
 
     const int signal = generated.result.interrupt_signal;
     const int status = signal != 0 ? stop_exit_code(signal) : 0;

@@ -1,8 +1,11 @@
 #include "launch/spec_options.hpp"
 
 #include "core/error.hpp"
+#include "draft/cosine_skip_drafter.hpp"
+#include "draft/layer_skip_drafter.hpp"
 #include "launch/options.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -56,8 +59,11 @@ std::vector<LogitsMode> SpecCliOptions::logits_modes() const {
 
 void SpecCliOptions::add_to(CLI::App& command, bool lists) {
   auto* group = command.add_option_group("self-speculative decoding");
-  group->add_option("--spec", spec, "drafting method: none (autoregressive) or layer-skip")
-      ->check(CLI::IsMember({"none", "layer-skip"}))
+  group
+      ->add_option("--spec", spec,
+                   "drafting method: none (autoregressive), layer-skip (a fixed skip set) or asd "
+                   "(Draft on the Fly: a skip set per prompt from its cosine similarities)")
+      ->check(CLI::IsMember({"none", "layer-skip", "asd"}))
       ->capture_default_str();
   group
       ->add_option("--skip-config", skip_config,
@@ -69,6 +75,15 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
       ->add_option("--skip-uniform", skip_uniform,
                    "skip this fraction of the 2L sublayers, spread uniformly (SWIFT's start)")
       ->check(CLI::Range(0.0, 0.99));
+  group
+      ->add_option("--asd-alpha", asd.alpha,
+                   "asd: skip attention sublayers whose average input/output cosine over the "
+                   "prompt is >= alpha, in (0, 1)")
+      ->capture_default_str();
+  group->add_option("--asd-m", asd.m, "asd: also skip every m-th layer (1-based), m >= 1")
+      ->capture_default_str();
+  group->add_option("--asd-n", asd.n, "asd: never skip the last n layers, n >= 0")
+      ->capture_default_str();
   group
       ->add_option("--controller", controller.kind,
                    lists ? "draft-length controllers to compare (comma-separated)"
@@ -119,14 +134,21 @@ void SpecCliOptions::validate(const CLI::App& command) const {
   const bool file = command.count("--skip-config") > 0;
   const bool lists = command.count("--skip-attn") > 0 || command.count("--skip-mlp") > 0;
   const bool uniform = command.count("--skip-uniform") > 0;
-  if (!enabled()) {
+  const bool asd_options = command.count("--asd-alpha") > 0 || command.count("--asd-m") > 0 ||
+                           command.count("--asd-n") > 0;
+  SELFSPEC_CHECK(spec == "asd" || !asd_options, "--asd-alpha/--asd-m/--asd-n need --spec asd");
+  if (!fixed_skip_set()) {
     SELFSPEC_CHECK(!file && !lists && !uniform,
-                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip");
-    return;
+                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip{}",
+                   spec == "asd" ? " (--spec asd chooses its skip set per prompt)" : "");
+  } else {
+    SELFSPEC_CHECK(
+        static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
+        "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
+        "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
   }
-  SELFSPEC_CHECK(static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
-                 "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
-                 "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
+  if (!enabled()) return;
+  if (spec == "asd") asd.validate();
   for (const std::string& kind : controller_kinds()) {
     ControllerOptions checked = controller;
     checked.kind = kind;
@@ -150,6 +172,21 @@ SkipSet SpecCliOptions::skip_set(const CLI::App& command, int num_layers) const 
   return skips;
 }
 
+void SpecCliOptions::check_for_model(int num_layers) const {
+  if (spec == "asd") asd.validate(num_layers);
+}
+
+std::unique_ptr<Drafter> SpecCliOptions::make_drafter(const SkipSet* skips, int num_layers) const {
+  if (spec == "asd") return std::make_unique<CosineSkipDrafter>(num_layers, asd);
+  SELFSPEC_CHECK(skips != nullptr, "--spec {} needs a skip set", spec);
+  return std::make_unique<LayerSkipDrafter>(skips->plan(num_layers), skips->name);
+}
+
+std::string SpecCliOptions::drafter_label(const SkipSet* skips) const {
+  if (skips != nullptr) return skips->name;
+  return fmt::format("asd (alpha {}, m {}, n {})", asd.alpha, asd.m, asd.n);
+}
+
 ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
                                                      std::uint64_t sampling_seed) const {
   ControllerOptions options = controller;
@@ -162,15 +199,19 @@ LogitsMode SpecCliOptions::logits_mode() const {
   return logits == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
 }
 
-nlohmann::json SpecCliOptions::describe(const SkipSet& skips, int num_layers) const {
-  const LayerPlan plan = skips.plan(num_layers);
-  return {{"drafter", spec},
-          {"skip_set", nlohmann::json::parse(skips.describe())},
-          {"skipped_sublayers", plan.skipped_count()},
-          {"skip_fraction", static_cast<double>(plan.skipped_count()) / (2.0 * num_layers)},
-          {"controller", controller.kind},
-          {"max_draft", controller.max_draft},
-          {"logits", logits}};
+nlohmann::json SpecCliOptions::describe(const SkipSet* skips, int num_layers) const {
+  nlohmann::json out = {{"drafter", spec},
+                        {"controller", controller.kind},
+                        {"max_draft", controller.max_draft},
+                        {"logits", logits}};
+  if (skips != nullptr) {
+    const LayerPlan plan = skips->plan(num_layers);
+    out["skip_set"] = nlohmann::json::parse(skips->describe());
+    out["skipped_sublayers"] = plan.skipped_count();
+    out["skip_fraction"] = static_cast<double>(plan.skipped_count()) / (2.0 * num_layers);
+  }
+  if (spec == "asd") out["asd"] = {{"alpha", asd.alpha}, {"m", asd.m}, {"n", asd.n}};
+  return out;
 }
 
 }  // namespace selfspec::launch

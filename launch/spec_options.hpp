@@ -1,10 +1,12 @@
 // Command-line options of self-speculative decoding, shared by `generate` and `bench`:
-// the drafter (--spec layer-skip with a skip set from a file, lists or the uniform generator),
+// the drafter (--spec layer-skip with a skip set from a file, lists or the uniform generator;
+// --spec asd, Draft on the Fly's per-prompt skip set, with --asd-alpha/--asd-m/--asd-n),
 // the draft-length controller and its parameters, and how verification reads the logits.
 #pragma once
 
 #include "control/draft_length_controller.hpp"
 #include "decode/sharded_logits.hpp"
+#include "draft/adaptive_draft_model.hpp"
 #include "draft/drafter.hpp"
 #include "draft/skip_set.hpp"
 #include "model_io/model_config.hpp"
@@ -24,11 +26,12 @@ namespace selfspec::launch {
 inline constexpr std::uint64_t kControllerSeedSalt = 0x7468656d70736f6eull;
 
 struct SpecCliOptions {
-  std::string spec = "none";  // none | layer-skip
+  std::string spec = "none";  // none | layer-skip | asd
   std::string skip_config;
   std::string skip_attn;
   std::string skip_mlp;
   double skip_uniform = -1.0;
+  AsdParams asd;  // --spec asd: Draft on the Fly's α, m, n (Table 2's defaults)
   ControllerOptions controller;
   std::string logits = "local";
   bool debug_sync = false;
@@ -39,16 +42,29 @@ struct SpecCliOptions {
   std::vector<std::string> controller_kinds() const;
   std::vector<LogitsMode> logits_modes() const;
   bool enabled() const { return spec != "none"; }
+  // --spec layer-skip: one skip set for every prompt (skip_set()); asd chooses one per prompt.
+  bool fixed_skip_set() const { return spec == "layer-skip"; }
   // Validates the combination of options (names the option at fault) before any weight is read.
   void validate(const CLI::App& command) const;
-  // The skip set the options describe, for a model with `num_layers` layers.
+  // Checks the drafter's parameters against the model (--asd-n against the layer count) before
+  // any weight is read.
+  void check_for_model(int num_layers) const;
+  // The skip set the options describe (--spec layer-skip), for a model with `num_layers` layers.
   SkipSet skip_set(const CLI::App& command, int num_layers) const;
+  // The drafter of one request: a LayerSkipDrafter over `skips` (--spec layer-skip) or a
+  // CosineSkipDrafter (--spec asd; throws selfspec::Error naming --asd-n when n > num_layers).
+  std::unique_ptr<Drafter> make_drafter(const SkipSet* skips, int num_layers) const;
+  // How tables name the drafter: the skip set's name, or "asd (alpha .., m .., n ..)".
+  std::string drafter_label(const SkipSet* skips) const;
   // The options of the `kind` controller (--controller, or one of a bench's list), seeded from
   // the sampling seed (kControllerSeedSalt).
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   LogitsMode logits_mode() const;
-  // {"drafter", "skip_set", "controller", "max_draft", "logits"} for reports.
-  nlohmann::json describe(const SkipSet& skips, int num_layers) const;
+  // {"drafter", "skip_set", "skipped_sublayers", "skip_fraction", "controller", "max_draft",
+  // "logits"} for reports with a fixed skip set; with --spec asd {"drafter", "asd": {"alpha", "m",
+  // "n"}, "controller", "max_draft", "logits"} (the chosen sets are per request: the drafter's
+  // state()).
+  nlohmann::json describe(const SkipSet* skips, int num_layers) const;
 };
 
 }  // namespace selfspec::launch
