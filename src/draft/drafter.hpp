@@ -1,7 +1,7 @@
 // A drafter decides how a self-speculative round drafts: which sublayers its draft forwards run,
 // how the draft grows (a chain, later a token tree), and what it learns from each verdict. The
 // decoding loop (decode/decoder.hpp) runs a round as draft → verify → commit; the drafter owns the
-// first step through three calls, and may watch each request's prompt go in through a fourth:
+// first step through three calls, may watch each request's prompt go in, and reports:
 //   begin_request()  every rank, before the prompt's prefill: a new request starts; the drafter
 //                 may return a ForwardObserver that the loop passes to every prefill forward (all
 //                 chunks of a chunked prefill, in order), to learn from the prompt's hidden states
@@ -9,10 +9,10 @@
 //                 rank and sees the same bits there (the residual stream is replicated), but only
 //                 rank 0's conclusions may matter: they reach the other ranks through next_plan().
 //                 Observed forwards cannot be recorded as CUDA graphs; prefill rarely is anyway.
-//   next_plan()   rank 0, before the round (the first time after the prefill): the LayerPlan of its
-//   draft forwards. It travels to
-//                 every rank in rank 0's control message, so all ranks skip the same sublayers and
-//                 their collectives stay matched.
+//   next_plan()   rank 0, before each round (the first time right after the prefill): the
+//                 LayerPlan of its draft forwards. It travels to every rank in rank 0's control
+//                 message, so all ranks skip the same sublayers and their collectives stay
+//                 matched.
 //   propose()     every rank, collectively: grows the round's Draft through the DraftContext,
 //                 whose step() runs one draft forward on every rank, lets rank 0 pick the token
 //                 and decide with the draft-length controller whether to go on, and tells every
