@@ -50,11 +50,11 @@ struct SpecTotals {
   int lossless_prompts = 0;
   int prompts = 0;
   nlohmann::json last_controller_state;
-  nlohmann::json last_drafter_state;
+  nlohmann::json last_drafter_state;  // what the drafter decided or learned (asd, swift), or null
 
   void add(const GenerationResult& result);
   // Adds the totals of other runs of this configuration (e.g. one prompt's); their controller
-  // state becomes the last one.
+  // and drafter states become the last ones.
   void add(const SpecTotals& other);
   double tokens_per_second() const { return ratio(static_cast<double>(tokens), seconds); }
 };

@@ -92,7 +92,7 @@ struct Bench {
   const BenchOptions& options;
   Job& job;
   Engine& engine;
-  std::optional<SkipSet> skips;
+  std::optional<SkipSet> skips;  // --spec layer-skip: the one skip set of every prompt
   SamplingParams sampling;
   GenerationOptions generation;
   std::vector<SuitePrompt> suite;  // --prompts-file: the selected prompts, in run order
@@ -110,6 +110,15 @@ struct Bench {
   }
 
   Communicator& comm() const { return job.comm(); }
+  bool speculative() const { return options.spec.enabled(); }
+  const SkipSet* fixed_skips() const { return skips ? &*skips : nullptr; }
+  // How tables name the skip set: "'NAME' (K of 2L sublayers)", or asd's "(chosen per prompt)".
+  std::string skip_summary() const {
+    const std::string label = options.spec.drafter_label(fixed_skips());
+    if (!skips) return fmt::format("'{}' (chosen per prompt)", label);
+    return fmt::format("'{}' ({} of {} sublayers)", label,
+                       skips->plan(num_layers()).skipped_count(), 2 * num_layers());
+  }
   int num_layers() const { return static_cast<int>(engine.config().num_layers); }
   // How progress lines and JSONL records name a prompt: its task and id with --prompts-file.
   std::string prompt_label(int run) const {
@@ -130,7 +139,7 @@ using Prompts = std::vector<std::vector<std::int32_t>>;
 struct SpeculativeRun {
   GenerationResult result;
   nlohmann::json controller_state;  // at the end of the run
-  nlohmann::json drafter_state;     // likewise (drafters that learn: swift)
+  nlohmann::json drafter_state;     // what the drafter decided or learned (asd, swift), or null
 };
 
 // Plain and self-speculative decoding of one prompt.
@@ -143,7 +152,8 @@ GenerationResult decode_autoregressive(const Bench& bench, std::span<const std::
 // A configuration's drafter. It lives as long as the configuration's runs, so a drafter that
 // learns (swift) carries what it learned from prompt to prompt, as SWIFT does between instances.
 std::unique_ptr<Drafter> make_drafter(const Bench& bench) {
-  return bench.options.spec.make_drafter(*bench.skips, bench.num_layers(), bench.sampling.seed);
+  return bench.options.spec.make_drafter(bench.fixed_skips(), bench.num_layers(),
+                                         bench.sampling.seed);
 }
 
 SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config, Drafter& drafter,
@@ -157,7 +167,7 @@ SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config, 
   spec.debug_sync = bench.options.spec.debug_sync;
   Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
   GenerationResult result = decoder.generate(prompt, spec, kv);
-  return {std::move(result), controller->state(), SpecCliOptions::drafter_state(drafter)};
+  return {std::move(result), controller->state(), drafter.state()};
 }
 
 // ---- Measure the bandwidth, make the prompts ----
@@ -213,7 +223,7 @@ struct RunMatrix {
 
 std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
   std::vector<SpecTotals> specs;
-  if (!bench.skips) return specs;
+  if (!bench.speculative()) return specs;
   for (const std::string& kind : bench.options.spec.controller_kinds()) {
     for (LogitsMode mode : bench.options.spec.logits_modes()) {
       for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
@@ -267,8 +277,9 @@ void add_autoregressive_run(const Bench& bench, int run, const GenerationResult&
   matrix.samples.add(result.timings);
   matrix.ar.add(result);
   log::info("  {} {}/{}{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s",
-            bench.skips ? "prompt" : "rep", run + 1, matrix.ar_runs, bench.prompt_label(run),
-            matrix.samples.prefill_tps.back(), matrix.samples.decode_tps.back());
+            bench.speculative() ? "prompt" : "rep", run + 1, matrix.ar_runs,
+            bench.prompt_label(run), matrix.samples.prefill_tps.back(),
+            matrix.samples.decode_tps.back());
 }
 
 // Adds one speculative run to its configuration's totals; returns the run's own totals.
@@ -300,6 +311,7 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
         run, totals, spec.result.timings, spec.result.stats, autoregressive.timings,
         greedy ? std::optional<bool>(same_tokens) : std::nullopt, bench.comm().size());
     record.update(bench.prompt_tags(run));
+    if (!spec.drafter_state.is_null()) record["drafter_state"] = spec.drafter_state;
     jsonl->write(record);
   }
   const double tps = spec.result.timings.decode_tokens_per_second();
@@ -308,6 +320,11 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
             draft_vocab_name(totals.draft_vocab), tps,
             ratio(tps, autoregressive.timings.decode_tokens_per_second()),
             spec.result.stats.acceptance_rate(), spec.result.stats.mean_accepted_length());
+  if (spec.drafter_state.contains("skip_set")) {
+    const nlohmann::json& chosen = spec.drafter_state["skip_set"];
+    log::info("      drafter skipped attention {} mlp {}", chosen["attention"].dump(),
+              chosen["mlp"].dump());
+  }
   return prompt;
 }
 
@@ -317,7 +334,7 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
   const BenchOptions& options = bench.options;
   RunMatrix matrix;
   matrix.n_prompts = static_cast<int>(prompts.size());
-  matrix.ar_runs = bench.skips ? matrix.n_prompts : options.reps;
+  matrix.ar_runs = bench.speculative() ? matrix.n_prompts : options.reps;
   matrix.specs = speculative_configurations(bench);
   std::size_t longest = 0;
   for (const std::vector<std::int32_t>& prompt : prompts)
@@ -329,7 +346,7 @@ RunMatrix run_matrix(const Bench& bench, const Prompts& prompts, JsonlWriter* js
   for (std::size_t i = 0; i < matrix.specs.size(); ++i) drafters.push_back(make_drafter(bench));
   for (int run = 0; run < matrix.ar_runs && matrix.interrupted == 0; ++run) {
     const std::vector<std::int32_t>& prompt =
-        prompts[static_cast<std::size_t>(bench.skips ? run : 0)];
+        prompts[static_cast<std::size_t>(bench.speculative() ? run : 0)];
     kv.clear();
     const GenerationResult result = decode_autoregressive(bench, prompt, bench.generation, kv);
     if (result.interrupt_signal != 0) {
@@ -438,8 +455,8 @@ nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   out["completed_runs"] = m.completed_runs;
   out["interrupted"] = m.interrupted != 0;
   if (m.interrupted != 0) out["signal"] = stop_signal_name(m.interrupted);
-  if (bench.skips) {
-    out["spec"] = options.spec.describe(*bench.skips, bench.num_layers());
+  if (bench.speculative()) {
+    out["spec"] = options.spec.describe(bench.fixed_skips(), bench.num_layers());
     out["spec"].erase("controller");
     out["spec"].erase("logits");
   }
@@ -470,7 +487,7 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
         ratio(r.traffic.effective_all_gbps(), r.device->peak_all_gbps);
     out["cuda_graphs"] = engine.backend().graphs_enabled();
   }
-  if (bench.skips) {
+  if (bench.speculative()) {
     out["autoregressive"] = to_json(m.ar);
     out["speculative"] = nlohmann::json::array();
     for (std::size_t i = 0; i < m.specs.size(); ++i) {
@@ -530,13 +547,11 @@ void print_speed_summary(std::FILE* to, const Bench& bench, const BenchResult& r
 void print_speculative_table(std::FILE* to, const Bench& bench, const BenchResult& r) {
   const RunMatrix& m = r.matrix;
   fmt::print(to,
-             "  self-speculative vs autoregressive ({:.2f} tok/s), {} prompts, skip set '{}' "
-             "({} of {} sublayers):\n"
+             "  self-speculative vs autoregressive ({:.2f} tok/s), {} prompts, skip set {}:\n"
              "  {:>9} {:>6} {:>6} {:>8} {:>8} {:>6} {:>5} {:>6} {:>7} {:>8} {:>10} {:>8}\n",
-             m.ar.tokens_per_second(), m.n_prompts, bench.skips->name,
-             bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
-             "controller", "logits", "V'", "tok/s", "speedup", "alpha", "M", "c", "verify/c",
-             "expected", "efficiency", "lossless");
+             m.ar.tokens_per_second(), m.n_prompts, bench.skip_summary(), "controller", "logits",
+             "V'", "tok/s", "speedup", "alpha", "M", "c", "verify/c", "expected", "efficiency",
+             "lossless");
   for (std::size_t i = 0; i < m.specs.size(); ++i) {
     const SpecTotals& t = m.specs[i];
     const SpecFigures& f = r.figures[i];
@@ -563,11 +578,10 @@ void print_suite_header(std::FILE* to, const Bench& bench, const RunMatrix& m) {
   fmt::print(to,
              "bench: {} {} prompt(s) ({}), up to {} new tokens each{}, tp {}, {} thread(s)/rank\n"
              "  self-speculative vs autoregressive ({:.2f} tok/s over all prompts), skip set "
-             "'{}' ({} of {} sublayers), max draft {}\n",
+             "{}, max draft {}\n",
              bench.suite.size(), options.selection.split, tasks, options.gen,
              options.ignore_eos ? "" : " (stopping at end of sequence)", bench.comm().size(),
-             num_threads(), m.ar.tokens_per_second(), bench.skips->name,
-             bench.skips->plan(bench.num_layers()).skipped_count(), 2 * bench.num_layers(),
+             num_threads(), m.ar.tokens_per_second(), bench.skip_summary(),
              options.spec.controller.max_draft);
 }
 
@@ -601,7 +615,7 @@ void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* j
     print_suite_tables(table, suite_results(bench, r.matrix));
   } else {
     print_speed_summary(table, bench, r);
-    if (bench.skips) print_speculative_table(table, bench, r);
+    if (bench.speculative()) print_speculative_table(table, bench, r);
   }
   std::fflush(table);
   write_json(options, options.suite() ? suite_bench_json(bench, r.matrix) : bench_json(bench, r),
@@ -617,18 +631,21 @@ void prepare(Bench& bench, const CLI::App& command) {
   if (options.suite()) {
     SELFSPEC_CHECK(options.spec.enabled(),
                    "--prompts-file compares autoregressive with self-speculative decoding: give "
-                   "--spec layer-skip and a skip set");
+                   "--spec layer-skip and a skip set, --spec swift or --spec asd");
     bench.suite = select_prompts(read_prompt_suite(options.prompts_files), options.selection);
   } else {
     SELFSPEC_CHECK(options.prompt_len >= 1, "--prompt-len must be >= 1");
     bench.engine.check_context(options.prompt_len, options.gen);
   }
   options.spec.validate(command);
-  if (options.spec.enabled()) {
+  options.spec.check_for_model(bench.num_layers());
+  if (options.spec.fixed_skip_set()) {
     bench.skips = options.spec.skip_set(command, bench.num_layers());
+  }
+  if (options.spec.enabled()) {
     const std::vector<std::int32_t> eos = bench.engine.eos_ids();
-    bench.vocab_ids =
-        options.spec.draft_vocab_ids(command, *bench.skips, bench.engine.config().vocab_size, eos);
+    bench.vocab_ids = options.spec.draft_vocab_ids(command, bench.fixed_skips(),
+                                                   bench.engine.config().vocab_size, eos);
   }
   bench.sampling = options.sampling.params();
 }

@@ -43,7 +43,7 @@ struct GenerateOptions {
 };
 
 // What one generation produced; for self-speculative decoding also the controller's state at the
-// end.
+// end and the drafter's decisions (--spec asd: the skip set it chose and the cosines behind it).
 struct Generated {
   GenerationResult result;
   bool speculative = false;
@@ -60,7 +60,7 @@ Generated decode_autoregressive(Engine& engine, std::span<const std::int32_t> pr
   return {decoder.generate(prompt, generation, kv, on_token), false, nullptr, nullptr};
 }
 
-Generated decode_speculative(Engine& engine, const SkipSet& skips, const GenerateOptions& options,
+Generated decode_speculative(Engine& engine, const SkipSet* skips, const GenerateOptions& options,
                              const GenerationOptions& generation,
                              std::span<const std::int32_t> prompt, KvCache& kv,
                              const TokenCallback& on_token) {
@@ -74,8 +74,8 @@ Generated decode_speculative(Engine& engine, const SkipSet& skips, const Generat
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
   const std::int64_t draft_vocab =
       generation.draft_vocabulary != nullptr ? generation.draft_vocabulary->size() : 0;
-  return {decoder.generate(prompt, spec, kv, on_token), true, controller->state(),
-          SpecCliOptions::drafter_state(*drafter), draft_vocab};
+  GenerationResult result = decoder.generate(prompt, spec, kv, on_token);
+  return {std::move(result), true, controller->state(), drafter->state(), draft_vocab};
 }
 
 // Streams the generated tokens to stdout as they come (text with a tokenizer, ids without).
@@ -159,10 +159,14 @@ void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
     log::info(
         "self-speculative ({}, {} controller, {} logits, draft vocabulary {}): acceptance "
         "{:.3f}, {:.2f} tokens per verification, {} draft + {} verification forwards",
-        skips->name, options.spec.controller.kind, options.spec.logits,
+        options.spec.drafter_label(skips ? &*skips : nullptr), options.spec.controller.kind,
+        options.spec.logits,
         generated.draft_vocab > 0 ? std::to_string(generated.draft_vocab) : std::string("full"),
         stats.acceptance_rate(), stats.mean_accepted_length(), stats.draft_forwards,
         stats.verify_forwards);
+  }
+  if (!generated.drafter_state.is_null()) {
+    log::info("drafter {}: {}", options.spec.spec, generated.drafter_state.dump());
   }
   if (result.interrupt_signal != 0) {
     log::warn("stopped by {} after {} generated token(s); exiting with status {}",
@@ -190,9 +194,12 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
   out["timings"] = to_json(result.timings);
   out["timings"]["load_s"] = engine.load_seconds();
   if (generated.speculative) {
-    out["spec"] = options.spec.describe(*skips, static_cast<int>(engine.config().num_layers));
+    out["spec"] = options.spec.describe(skips ? &*skips : nullptr,
+                                        static_cast<int>(engine.config().num_layers));
     out["spec"]["controller_state"] = generated.controller_state;
-    out["spec"]["drafter_state"] = generated.drafter_state;
+    if (!generated.drafter_state.is_null()) {
+      out["spec"]["drafter_state"] = generated.drafter_state;
+    }
     out["spec"]["draft_vocab"] = generated.draft_vocab;
     out.update(to_json(result.stats, PhaseKeys::kSuffixed));
   }
@@ -205,15 +212,16 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     const std::vector<std::int32_t> prompt = prepare_prompt(engine, options, command);
     engine.check_context(static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
     options.spec.validate(command);
+    options.spec.check_for_model(static_cast<int>(engine.config().num_layers));
     std::optional<SkipSet> skips;
-    if (options.spec.enabled()) {
+    if (options.spec.fixed_skip_set()) {
       skips = options.spec.skip_set(command, static_cast<int>(engine.config().num_layers));
     }
     GenerationOptions generation = generation_options(options, engine);
     std::vector<std::int32_t> vocab_ids;
-    if (skips) {
+    if (options.spec.enabled()) {
       std::vector<std::vector<std::int32_t>> choices = options.spec.draft_vocab_ids(
-          command, *skips, engine.config().vocab_size, generation.eos_ids);
+          command, skips ? &*skips : nullptr, engine.config().vocab_size, generation.eos_ids);
       SELFSPEC_CHECK(choices.size() == 1,
                      "--draft-vocab-size: generate takes one size, not a list");
       vocab_ids = std::move(choices.front());
@@ -232,8 +240,9 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     TokenPrinter printer(job.is_root() && !options.output.json, tokenizer, prompt);
     const auto on_token = [&](std::int32_t token) { printer.print(token); };
     const Generated generated =
-        skips ? decode_speculative(engine, *skips, options, generation, prompt, kv, on_token)
-              : decode_autoregressive(engine, prompt, generation, kv, on_token);
+        options.spec.enabled() ? decode_speculative(engine, skips ? &*skips : nullptr, options,
+                                                    generation, prompt, kv, on_token)
+                               : decode_autoregressive(engine, prompt, generation, kv, on_token);
 
     const int signal = generated.result.interrupt_signal;
     const int status = signal != 0 ? stop_exit_code(signal) : 0;

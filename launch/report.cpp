@@ -89,8 +89,10 @@ nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, boo
                 {"verify_cost_ratio", figures.verify_cost_ratio},
                 {"expected_speedup_eq6", figures.expected_speedup},
                 {"efficiency", figures.efficiency},
-                {"controller_state_last_prompt", totals.last_controller_state},
-                {"drafter_state_last_prompt", totals.last_drafter_state}});
+                {"controller_state_last_prompt", totals.last_controller_state}});
+  if (!totals.last_drafter_state.is_null()) {
+    entry["drafter_state_last_prompt"] = totals.last_drafter_state;
+  }
   if (greedy) {
     entry["lossless_prompts"] = totals.lossless_prompts;
     entry["lossless"] = totals.lossless_prompts == totals.prompts;

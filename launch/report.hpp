@@ -51,7 +51,9 @@ nlohmann::json to_json(const DecodeTraffic& traffic);
 nlohmann::json to_json(const ArTotals& totals);
 
 // One entry of bench's "speculative" list: the configuration, its figures against the
-// autoregressive runs, its statistics and (greedy) how many prompts were token-identical.
+// autoregressive runs, its statistics, (greedy) how many prompts were token-identical and, for a
+// drafter that decides per prompt (asd), "drafter_state_last_prompt": its last decision — in a
+// --prompts-file per-prompt record, that prompt's (the skip set and the cosines behind it).
 nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, bool greedy);
 
 // The draft-length controllers' parameters: {max_draft, threshold, gamma0, epsilon, beta1, beta2,

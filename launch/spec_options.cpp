@@ -1,10 +1,12 @@
 #include "launch/spec_options.hpp"
 
 #include "core/error.hpp"
+#include "draft/cosine_skip_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "launch/draft_vocab_file.hpp"
 #include "launch/options.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -76,9 +78,10 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
   auto* group = command.add_option_group("self-speculative decoding");
   group
       ->add_option("--spec", spec,
-                   "drafting method: none (autoregressive), layer-skip (a fixed skip set) or "
-                   "swift (SWIFT's on-the-fly skip-set search)")
-      ->check(CLI::IsMember({"none", "layer-skip", "swift"}))
+                   "drafting method: none (autoregressive), layer-skip (a fixed skip set), swift "
+                   "(SWIFT's on-the-fly skip-set search) or asd (Draft on the Fly: a skip set per "
+                   "prompt from its cosine similarities)")
+      ->check(CLI::IsMember({"none", "layer-skip", "swift", "asd"}))
       ->capture_default_str();
   group
       ->add_option("--skip-config", skip_config,
@@ -90,6 +93,15 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
       ->add_option("--skip-uniform", skip_uniform,
                    "skip this fraction of the 2L sublayers, spread uniformly (SWIFT's start)")
       ->check(CLI::Range(0.0, 0.99));
+  group
+      ->add_option("--asd-alpha", asd.alpha,
+                   "asd: skip attention sublayers whose average input/output cosine over the "
+                   "prompt is >= alpha, in (0, 1)")
+      ->capture_default_str();
+  group->add_option("--asd-m", asd.m, "asd: also skip every m-th layer (1-based), m >= 1")
+      ->capture_default_str();
+  group->add_option("--asd-n", asd.n, "asd: never skip the last n layers, n >= 0")
+      ->capture_default_str();
   group
       ->add_option("--controller", controller.kind,
                    lists ? "draft-length controllers to compare (comma-separated)"
@@ -179,26 +191,31 @@ void SpecCliOptions::validate(const CLI::App& command) const {
     swift_options = swift_options || command.count(name) > 0;
   }
   SELFSPEC_CHECK(spec == "swift" || !swift_options, "the --swift-... options need --spec swift");
-  if (!enabled()) {
+  const bool asd_options = command.count("--asd-alpha") > 0 || command.count("--asd-m") > 0 ||
+                           command.count("--asd-n") > 0;
+  SELFSPEC_CHECK(spec == "asd" || !asd_options, "--asd-alpha/--asd-m/--asd-n need --spec asd");
+  if (!fixed_skip_set()) {
+    const char* why = spec == "asd"     ? " (--spec asd chooses its skip set per prompt)"
+                      : spec == "swift" ? " (--spec swift chooses its own skip set on the fly; "
+                                          "--swift-ratio sets how much it skips)"
+                                        : "";
     SELFSPEC_CHECK(!file && !lists && !uniform,
-                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip");
-    SELFSPEC_CHECK(command.count("--draft-vocab") == 0 && command.count("--draft-vocab-size") == 0,
-                   "--draft-vocab/--draft-vocab-size need self-speculative decoding (--spec)");
-    return;
-  }
-  if (command.count("--draft-vocab-size") > 0) parse_sizes(draft_vocab_size);
-  if (spec == "swift") {
-    SELFSPEC_CHECK(!file && !lists && !uniform,
-                   "--spec swift chooses its own skip set on the fly: drop "
-                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform (--swift-ratio sets how "
-                   "much it skips)");
-    swift.validate();
+                   "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip{}",
+                   why);
   } else {
     SELFSPEC_CHECK(
         static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
         "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
         "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
   }
+  if (!enabled()) {
+    SELFSPEC_CHECK(command.count("--draft-vocab") == 0 && command.count("--draft-vocab-size") == 0,
+                   "--draft-vocab/--draft-vocab-size need self-speculative decoding (--spec)");
+    return;
+  }
+  if (command.count("--draft-vocab-size") > 0) parse_sizes(draft_vocab_size);
+  if (spec == "asd") asd.validate();
+  if (spec == "swift") swift.validate();
   for (const std::string& kind : controller_kinds()) {
     ControllerOptions checked = controller;
     checked.kind = kind;
@@ -208,11 +225,7 @@ void SpecCliOptions::validate(const CLI::App& command) const {
 
 SkipSet SpecCliOptions::skip_set(const CLI::App& command, int num_layers) const {
   SkipSet skips;
-  if (spec == "swift") {
-    skips = uniform_skip_set(num_layers, swift.skip_ratio);
-    skips.name = "swift";
-    skips.source = "SWIFT §4.1: on-the-fly search from uniform skipping at --swift-ratio";
-  } else if (command.count("--skip-config") > 0) {
+  if (command.count("--skip-config") > 0) {
     skips = load_skip_set(skip_config);
   } else if (command.count("--skip-uniform") > 0) {
     skips = uniform_skip_set(num_layers, skip_uniform);
@@ -226,6 +239,29 @@ SkipSet SpecCliOptions::skip_set(const CLI::App& command, int num_layers) const 
   return skips;
 }
 
+void SpecCliOptions::check_for_model(int num_layers) const {
+  if (spec == "asd") asd.validate(num_layers);
+}
+
+std::unique_ptr<Drafter> SpecCliOptions::make_drafter(const SkipSet* skips, int num_layers,
+                                                      std::uint64_t sampling_seed) const {
+  if (spec == "asd") return std::make_unique<CosineSkipDrafter>(num_layers, asd);
+  if (spec == "swift") {
+    SwiftOptions options = swift;
+    options.seed = sampling_seed ^ kSwiftSeedSalt;
+    return std::make_unique<SwiftDrafter>(num_layers, options);
+  }
+  SELFSPEC_CHECK(skips != nullptr, "--spec {} needs a skip set", spec);
+  return std::make_unique<LayerSkipDrafter>(skips->plan(num_layers), skips->name);
+}
+
+std::string SpecCliOptions::drafter_label(const SkipSet* skips) const {
+  if (skips != nullptr) return skips->name;
+  if (spec == "swift")
+    return fmt::format("swift (r {}, window {})", swift.skip_ratio, swift.window);
+  return fmt::format("asd (alpha {}, m {}, n {})", asd.alpha, asd.m, asd.n);
+}
+
 ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
                                                      std::uint64_t sampling_seed) const {
   ControllerOptions options = controller;
@@ -234,36 +270,21 @@ ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
   return options;
 }
 
-std::unique_ptr<Drafter> SpecCliOptions::make_drafter(const SkipSet& skips, int num_layers,
-                                                      std::uint64_t sampling_seed) const {
-  if (spec == "swift") {
-    SwiftOptions options = swift;
-    options.seed = sampling_seed ^ kSwiftSeedSalt;
-    return std::make_unique<SwiftDrafter>(num_layers, options);
-  }
-  return std::make_unique<LayerSkipDrafter>(skips.plan(num_layers), skips.name);
-}
-
-nlohmann::json SpecCliOptions::drafter_state(const Drafter& drafter) {
-  if (const auto* swift = dynamic_cast<const SwiftDrafter*>(&drafter)) return swift->state();
-  return nullptr;
-}
-
 LogitsMode SpecCliOptions::logits_mode() const {
   return logits == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
 }
 
 std::vector<std::vector<std::int32_t>> SpecCliOptions::draft_vocab_ids(
-    const CLI::App& command, const SkipSet& skips, std::int64_t vocab_size,
+    const CLI::App& command, const SkipSet* skips, std::int64_t vocab_size,
     std::span<const std::int32_t> eos) const {
   std::vector<std::int32_t> ranked;
   std::string origin;
   if (command.count("--draft-vocab") > 0) {
     ranked = load_draft_vocab_file(draft_vocab, "--draft-vocab").ids;
     origin = "--draft-vocab " + draft_vocab;
-  } else if (!skips.draft_vocab.empty()) {
-    ranked = skips.draft_vocab;
-    origin = "the draft_vocab of skip set '" + skips.name + "'";
+  } else if (skips != nullptr && !skips->draft_vocab.empty()) {
+    ranked = skips->draft_vocab;
+    origin = "the draft_vocab of skip set '" + skips->name + "'";
   }
   std::vector<std::optional<std::int64_t>> sizes;
   if (command.count("--draft-vocab-size") > 0) {
@@ -286,23 +307,25 @@ std::vector<std::vector<std::int32_t>> SpecCliOptions::draft_vocab_ids(
   return vocabularies;
 }
 
-nlohmann::json SpecCliOptions::describe(const SkipSet& skips, int num_layers) const {
-  const LayerPlan plan = skips.plan(num_layers);
-  return {{"drafter", spec},
-          {"skip_set", nlohmann::json::parse(skips.describe())},
-          {"skipped_sublayers", plan.skipped_count()},
-          {"skip_fraction", static_cast<double>(plan.skipped_count()) / (2.0 * num_layers)},
-          {"controller", controller.kind},
-          {"max_draft", controller.max_draft},
-          {"logits", logits},
-          {"swift", spec == "swift" ? nlohmann::json{{"skip_ratio", swift.skip_ratio},
-                                                     {"window", swift.window},
-                                                     {"bayes_every", swift.bayes_every},
-                                                     {"max_steps", swift.max_steps},
-                                                     {"patience", swift.patience},
-                                                     {"stop_matchness", swift.stop_matchness},
-                                                     {"min_window", swift.min_window}}
-                                    : nlohmann::json(nullptr)}};
+nlohmann::json SpecCliOptions::describe(const SkipSet* skips, int num_layers) const {
+  nlohmann::json out = {{"drafter", spec},
+                        {"controller", controller.kind},
+                        {"max_draft", controller.max_draft},
+                        {"logits", logits}};
+  if (skips != nullptr) {
+    const LayerPlan plan = skips->plan(num_layers);
+    out["skip_set"] = nlohmann::json::parse(skips->describe());
+    out["skipped_sublayers"] = plan.skipped_count();
+    out["skip_fraction"] = static_cast<double>(plan.skipped_count()) / (2.0 * num_layers);
+  }
+  if (spec == "asd") out["asd"] = {{"alpha", asd.alpha}, {"m", asd.m}, {"n", asd.n}};
+  if (spec == "swift") {
+    out["swift"] = {{"skip_ratio", swift.skip_ratio},   {"window", swift.window},
+                    {"bayes_every", swift.bayes_every}, {"max_steps", swift.max_steps},
+                    {"patience", swift.patience},       {"stop_matchness", swift.stop_matchness},
+                    {"min_window", swift.min_window}};
+  }
+  return out;
 }
 
 }  // namespace selfspec::launch

@@ -61,6 +61,8 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
   prompt_.assign(prompt.begin(), prompt.end());
   const auto n = static_cast<std::int64_t>(prompt.size());
   const std::int64_t chunk = std::max<std::int64_t>(options_.prefill_chunk, 1);
+  // The drafter may watch the prompt go in (every rank, every chunk): Drafter::begin_request.
+  const ForwardObserver* observer = drafter_ != nullptr ? drafter_->begin_request(n) : nullptr;
   log::Progress progress("prefill (tokens)", n);
   for (std::int64_t begin = 0; begin < n; begin += chunk) {
     const std::int64_t end = std::min(n, begin + chunk);
@@ -73,6 +75,7 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
         prompt.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
     args.positions = forward_positions_;
     if (end == n) args.logit_rows = {&last_row, 1};
+    args.observer = observer;
     model_.forward(args, kv_, logits_);
     if (n > chunk) progress.update(end);
   }

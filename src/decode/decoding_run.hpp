@@ -2,7 +2,8 @@
 // committed token, the round's draft and plan, rank 0's control message, the output) and its
 // steps, which decode/decoder.cpp calls in order:
 //
-//   first_token()   all ranks prefill the prompt; rank 0 picks the first token and plans round 1
+//   first_token()   all ranks prefill the prompt (the drafter may observe it: begin_request);
+//                   rank 0 picks the first token and plans round 1
 //   then, until rank 0 says stop, one round:
 //     draft()       the drafter proposes a draft through this run (a DraftContext): one draft
 //                   forward per token under the round's layer plan, rank 0 picking each token

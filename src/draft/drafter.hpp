@@ -1,23 +1,36 @@
 // A drafter decides how a self-speculative round drafts: which sublayers its draft forwards run,
 // how the draft grows (a chain, later a token tree), and what it learns from each verdict. The
 // decoding loop (decode/decoder.hpp) runs a round as draft → verify → commit; the drafter owns the
-// first step through three calls:
-//   next_plan()   rank 0, before the round: the LayerPlan of its draft forwards. It travels to
-//                 every rank in rank 0's control message, so all ranks skip the same sublayers and
-//                 their collectives stay matched.
+// first step through three calls, may watch each request's prompt go in, and reports:
+//   begin_request()  every rank, before the prompt's prefill: a new request starts; the drafter
+//                 may return a ForwardObserver that the loop passes to every prefill forward (all
+//                 chunks of a chunked prefill, in order), to learn from the prompt's hidden states
+//                 (Draft on the Fly §3.2 picks its skip set this way). The observer runs on every
+//                 rank and sees the same bits there (the residual stream is replicated), but only
+//                 rank 0's conclusions may matter: they reach the other ranks through next_plan().
+//                 Observed forwards cannot be recorded as CUDA graphs; prefill rarely is anyway.
+//   next_plan()   rank 0, before each round (the first time right after the prefill): the
+//                 LayerPlan of its draft forwards. It travels to every rank in rank 0's control
+//                 message, so all ranks skip the same sublayers and their collectives stay
+//                 matched.
 //   propose()     every rank, collectively: grows the round's Draft through the DraftContext,
 //                 whose step() runs one draft forward on every rank, lets rank 0 pick the token
 //                 and decide with the draft-length controller whether to go on, and tells every
 //                 rank both. A drafter never branches on its own rank's floating-point data.
 //   observe()     rank 0, after verification: the draft and the Verdict on it (state a drafter
 //                 carries between rounds — e.g. an on-the-fly skip-set search — lives here).
+//   state()       rank 0, for reports and traces: what the drafter decided (JSON; null if nothing).
 // One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1),
-// SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1).
+// SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1), CosineSkipDrafter (a skip set per
+// request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1).
 #pragma once
 
 #include "draft/draft.hpp"
 #include "draft/verdict.hpp"
 #include "model/layer_plan.hpp"
+#include "model/llama_model.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -77,6 +90,13 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string_view name() const = 0;
+  // Every rank, before the prefill of a request of `prompt_tokens` tokens: resets per-request
+  // state. Returns the observer for the prefill forwards, or nullptr (the default) for none; it
+  // must stay valid until the prefill ends.
+  virtual const ForwardObserver* begin_request(std::int64_t prompt_tokens) {
+    (void)prompt_tokens;
+    return nullptr;
+  }
   // Rank 0: the plan of the next round's draft forwards.
   virtual const LayerPlan& next_plan() = 0;
   // Collective: fills `draft` (empty on entry) for this round. The default drafts a chain: one
@@ -87,6 +107,8 @@ class Drafter {
     (void)draft;
     (void)verdict;
   }
+  // Rank 0: the drafter's decisions for reports (e.g. the skip set it chose); null by default.
+  virtual nlohmann::json state() const { return nullptr; }
 };
 
 }  // namespace selfspec

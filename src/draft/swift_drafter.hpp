@@ -7,9 +7,9 @@
 // β steps (optim/binary_bayes_optimizer.hpp, fed every step's score: the "Gaussian update" of
 // Fig. 4). The search starts from uniform skipping at ratio r (§4.1) and stops for good when the
 // best matchness reaches the stop score, after S steps, after `patience` steps without
-// improvement (App. B.2: 300), or when every set of that size has been scored; then drafting continues with the best set ("acceleration phase").
-// The drafter keeps its state across requests, as SWIFT's layer set carries over between
-// instances of a task.
+// improvement (App. B.2: 300), or when every set of that size has been scored; then drafting
+// continues with the best set ("acceleration phase"). The drafter keeps its state across requests,
+// as SWIFT's layer set carries over between instances of a task.
 //
 // Tensor parallelism: rank 0 runs the optimiser; at each step it shares {search or stop,
 // candidate mask} with every rank through the context, every rank runs the scoring forward, and
@@ -53,7 +53,7 @@ class SwiftDrafter final : public Drafter {
   void propose(DraftContext& context, Draft& draft) override;
 
   // Rank 0: the search's progress, for reports.
-  nlohmann::json state() const;
+  nlohmann::json state() const override;
   bool searching() const { return searching_; }
   const LayerPlan& best_plan() const { return best_plan_; }
   double best_matchness() const { return best_score_; }

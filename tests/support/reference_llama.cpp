@@ -78,7 +78,8 @@ bool contains(const std::vector<int>& list, std::size_t layer) {
 
 std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
                                                    const std::vector<std::int32_t>& tokens,
-                                                   const ReferenceSkips& skips) {
+                                                   const ReferenceSkips& skips,
+                                                   const ReferenceResidualObserver& observe) {
   const ModelConfig& c = w.config;
   const std::size_t T = tokens.size();
   const auto H = static_cast<std::size_t>(c.hidden_size);
@@ -97,6 +98,7 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
 
   for (std::size_t l = 0; l < static_cast<std::size_t>(c.num_layers); ++l) {
     const ReferenceLayer& L = w.layers[l];
+    if (observe) observe(static_cast<int>(l), false, x);
     if (!contains(skips.attention, l)) {
       std::vector<Vec> q(T), k(T), v(T);
       for (std::size_t t = 0; t < T; ++t) {
@@ -140,6 +142,7 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
         for (std::size_t i = 0; i < H; ++i) x[t][i] += o[i] + (L.bo.empty() ? 0.0 : L.bo[i]);
       }
     }
+    if (observe) observe(static_cast<int>(l), true, x);
     if (!contains(skips.mlp, l)) {
       for (std::size_t t = 0; t < T; ++t) {
         const Vec h = rms_norm(x[t], L.mlp_norm, c.rms_norm_eps);

@@ -8,6 +8,7 @@
 #include "model_io/model_config.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace selfspec::testing {
@@ -35,10 +36,16 @@ struct ReferenceSkips {
   std::vector<int> mlp;
 };
 
+// Sees the residual stream of every position [T][H] entering (after_attention false) and leaving
+// (true) each layer's attention sublayer.
+using ReferenceResidualObserver = std::function<void(
+    int layer, bool after_attention, const std::vector<std::vector<double>>& residual)>;
+
 // Logits [T][V] of every position of `tokens` (positions 0..T-1, causal).
 std::vector<std::vector<double>> reference_forward(const ReferenceWeights& weights,
                                                    const std::vector<std::int32_t>& tokens,
-                                                   const ReferenceSkips& skips = {});
+                                                   const ReferenceSkips& skips = {},
+                                                   const ReferenceResidualObserver& observe = {});
 
 // Greedy continuation of `prompt` by `n` tokens (recomputing the whole sequence each step).
 std::vector<std::int32_t> reference_greedy(const ReferenceWeights& weights,
