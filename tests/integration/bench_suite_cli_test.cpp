@@ -260,7 +260,7 @@ TEST_F(BenchSuite, ShippedSetsRunAndPlot) {
     EXPECT_GT(std::filesystem::file_size(entry.path()), 1000u) << entry.path();
     ++pngs;
   }
-  EXPECT_EQ(pngs, 3) << "speedup, acceptance and tokens/s";
+  EXPECT_EQ(pngs, 4) << "speedup, acceptance, tokens/s and the α-c frontier";
 }
 
 }  // namespace
