@@ -73,7 +73,10 @@ struct SearchSkipsOptions {
   }
 };
 
-// What makes two runs the same search (--resume checks it): everything but the budget.
+// What makes two runs the same search (--resume checks it): the model, the calibration set (its
+// fingerprint hashes the prompt ids and continuations, so --chat/--system count too) and the
+// optimiser's settings. The budget may grow; --cost-rounds, --controller and --no-measure do not
+// change what the search evaluates (a resumed search takes the state's cost table).
 nlohmann::json search_settings(const SearchSkipsOptions& o, const Engine& engine,
                                std::uint64_t calibration_hash, int tp) {
   std::error_code error;
