@@ -19,6 +19,7 @@
 #include "draft/skip_set.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
+#include "launch/draft_vocab_file.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
@@ -62,6 +63,8 @@ struct SearchSkipsOptions {
   std::string controller = "adaptive";
   bool measure = true;
   bool json = false;
+  std::string draft_vocab;            // --draft-vocab: a count-vocab ranking
+  std::int64_t draft_vocab_size = 0;  // --draft-vocab-size: V' (with --draft-vocab)
 
   std::filesystem::path state_path() const {
     return state.empty() ? std::filesystem::path(out).replace_extension(".state.json")
@@ -100,7 +103,9 @@ nlohmann::json search_settings(const SearchSkipsOptions& o, const Engine& engine
           {"seed", o.seed},
           {"initial_random", o.initial_random},
           {"skip_ratio", {o.min_skip_ratio, o.max_skip_ratio}},
-          {"max_draft", o.max_draft}};
+          {"max_draft", o.max_draft},
+          {"draft_vocab", o.draft_vocab},
+          {"draft_vocab_size", o.draft_vocab_size}};
 }
 
 // The calibration prompts; the evaluation split is refused (tuning discipline).
@@ -113,8 +118,10 @@ std::vector<SuitePrompt> calibration_prompts(const SearchSkipsOptions& o) {
 }
 
 SkipSet winner_skip_set(const SearchEvaluation& best, const SkipSearchResult& result,
-                        const SearchSkipsOptions& o, int layers, std::size_t n_prompts) {
+                        const SearchSkipsOptions& o, int layers, std::size_t n_prompts,
+                        const std::vector<std::int32_t>& vocab_ids) {
   SkipSet set;
+  set.draft_vocab = vocab_ids;
   set.name = std::filesystem::path(o.out).stem().string();
   set.num_layers = layers;
   set.attention = best.attention;
@@ -128,18 +135,6 @@ SkipSet winner_skip_set(const SearchEvaluation& best, const SkipSearchResult& re
   return set;
 }
 
-void write_skip_set_file(const std::filesystem::path& path, const SkipSet& set) {
-  const nlohmann::json json = {{"name", set.name},
-                               {"source", set.source},
-                               {"num_layers", *set.num_layers},
-                               {"attention", set.attention},
-                               {"mlp", set.mlp}};
-  std::ofstream out(path, std::ios::trunc);
-  SELFSPEC_CHECK(out.good(), "--out: cannot write {}", path.string());
-  out << json.dump(2) << "\n";
-  SELFSPEC_CHECK(out.good(), "--out: writing {} failed", path.string());
-}
-
 // The winner's real decode speed against plain decoding, prompt by prompt side by side.
 struct WinnerSpeed {
   double ar_tokens_per_s = 0.0;
@@ -150,8 +145,10 @@ struct WinnerSpeed {
 
 WinnerSpeed measure_winner(LlamaModel& model, Communicator& comm, const LayerPlan& plan,
                            const std::vector<CalibrationSequence>& set, const SearchSkipsOptions& o,
-                           const std::vector<std::int32_t>& eos) {
+                           const std::vector<std::int32_t>& eos,
+                           const DraftVocabulary* vocabulary) {
   GenerationOptions generation;
+  generation.draft_vocabulary = vocabulary;
   generation.max_new_tokens = o.tokens;
   generation.eos_ids = eos;
   generation.logits = LogitsMode::kLocal;
@@ -245,6 +242,15 @@ void print_summary(const nlohmann::json& s) {
              s["state"].get<std::string>(), s["log"].get<std::string>());
 }
 
+// --draft-vocab FILE --draft-vocab-size N: the N most frequent ids (and EOS), or none.
+std::vector<std::int32_t> draft_vocab_ids(const SearchSkipsOptions& o, const Engine& engine) {
+  if (o.draft_vocab.empty()) return {};
+  const DraftVocabFile file = load_draft_vocab_file(o.draft_vocab, "--draft-vocab");
+  return select_draft_vocab(file.ids, o.draft_vocab_size, engine.eos_ids(),
+                            engine.config().vocab_size, "--draft-vocab-size",
+                            "--draft-vocab " + o.draft_vocab);
+}
+
 SkipSearchOptions search_options(const SearchSkipsOptions& o, nlohmann::json settings) {
   SkipSearchOptions s;
   s.budget = o.budget;
@@ -282,14 +288,23 @@ int run_search_skips(const SearchSkipsOptions& o) {
     calibration.tokens = o.tokens;
     calibration.eos_ids = engine.eos_ids();
     std::vector<CalibrationSequence> set = build_calibration_set(model, comm, prompts, calibration);
-    MatchnessEvaluator evaluator(model, comm, set, o.window);
+    const std::vector<std::int32_t> vocab_ids = draft_vocab_ids(o, engine);
+    std::optional<DraftVocabulary> vocabulary;
+    if (!vocab_ids.empty()) vocabulary.emplace(model, vocab_ids);
+    const DraftVocabulary* pruned = vocabulary ? &*vocabulary : nullptr;
+    MatchnessEvaluator evaluator(model, comm, set, o.window, pruned);
     if (job.is_root()) {
       log::info("search-skips: {} calibration prompts, {} target tokens, window {}", set.size(),
                 evaluator.positions(), o.window);
     }
     const nlohmann::json settings =
         search_settings(o, engine, calibration_fingerprint(set), comm.size());
-    SkipSearch search(model, comm, evaluator, search_options(o, settings));
+    SkipSearchOptions options = search_options(o, settings);
+    if (pruned != nullptr) {
+      options.head_kept =
+          static_cast<double>(pruned->size()) / static_cast<double>(engine.config().vocab_size);
+    }
+    SkipSearch search(model, comm, evaluator, options);
     const SkipSearchResult result = search.run();
     if (result.interrupted != 0) {
       if (job.is_root()) {
@@ -303,15 +318,16 @@ int run_search_skips(const SearchSkipsOptions& o) {
     const int layers = static_cast<int>(engine.config().num_layers);
     SkipSet winner;
     if (job.is_root()) {
-      winner = winner_skip_set(result.evaluations[result.best], result, o, layers, set.size());
-      write_skip_set_file(o.out, winner);
+      winner = winner_skip_set(result.evaluations[result.best], result, o, layers, set.size(),
+                               vocab_ids);
+      save_skip_set(o.out, winner);
       winner.plan(layers).to_mask(words);
     }
     comm.broadcast_object(words, 0);
     std::optional<WinnerSpeed> speed;
     if (o.measure) {
       speed = measure_winner(model, comm, LayerPlan::from_mask(layers, words), set, o,
-                             engine.eos_ids());
+                             engine.eos_ids(), pruned);
     }
     if (!job.is_root()) return 0;
     const nlohmann::json summary = summary_json(result, winner, speed, o);
@@ -380,6 +396,17 @@ void add_search_options(CLI::App& command, SearchSkipsOptions& o) {
       ->capture_default_str();
   command.add_flag("!--no-measure", o.measure,
                    "skip measuring the winner's tokens/s against plain decoding");
+  CLI::Option* vocab =
+      command
+          .add_option("--draft-vocab", o.draft_vocab,
+                      "search for drafts whose LM head keeps only the most frequent ids of this "
+                      "count-vocab ranking (matchness and cost with the pruned head; the skip set "
+                      "file carries the ids)")
+          ->check(CLI::ExistingFile);
+  command.add_option("--draft-vocab-size", o.draft_vocab_size, "V': ids kept from --draft-vocab")
+      ->check(CLI::PositiveNumber)
+      ->needs(vocab);
+  vocab->needs("--draft-vocab-size");
 }
 
 }  // namespace

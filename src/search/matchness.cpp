@@ -9,11 +9,13 @@
 namespace selfspec {
 
 MatchnessEvaluator::MatchnessEvaluator(LlamaModel& model, Communicator& comm,
-                                       std::span<CalibrationSequence> set, int window)
+                                       std::span<CalibrationSequence> set, int window,
+                                       const DraftVocabulary* vocabulary)
     : model_(model),
       comm_(comm),
       set_(set),
       window_(window),
+      vocabulary_(vocabulary),
       logits_reader_(make_sharded_logits(LogitsMode::kLocal, comm, model.shard())) {
   SELFSPEC_CHECK(window >= 1, "the matchness window must be at least 1 token, not {}", window);
   for (const CalibrationSequence& s : set_) {
@@ -46,6 +48,7 @@ MatchCount MatchnessEvaluator::score_window(CalibrationSequence& s, const LayerP
   args.positions = positions;
   args.plan = &plan;
   args.logit_rows = rows;
+  args.draft_vocabulary = vocabulary_;
   model_.forward(args, s.kv, logits_);
   logits_reader_->set_rows(logits_, length);
   const std::vector<RowStats> stats = logits_reader_->row_stats(1.0);

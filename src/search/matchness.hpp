@@ -13,6 +13,9 @@
 // Afterwards the continuation's rows are restored from a host copy of the target's KV taken when
 // the evaluator was built, so every evaluation starts from the same cache and is deterministic.
 //
+// With a pruned draft vocabulary (model/draft_vocabulary.hpp) the draft forwards compute the LM
+// head over the kept ids only, as the drafts will.
+//
 // Collective: every rank passes the same plan; greedy picks use LocalReductionLogits (per-shard
 // argmax, only scalars cross ranks); the counts are meaningful on rank 0.
 #pragma once
@@ -41,9 +44,10 @@ struct MatchCount {
 
 class MatchnessEvaluator {
  public:
-  // Keeps references to `model` and `set` (both must outlive the evaluator). window >= 1.
+  // Keeps references to `model`, `set` and `vocabulary` (all must outlive the evaluator).
+  // window >= 1; vocabulary: nullptr for the full LM head.
   MatchnessEvaluator(LlamaModel& model, Communicator& comm, std::span<CalibrationSequence> set,
-                     int window);
+                     int window, const DraftVocabulary* vocabulary = nullptr);
 
   MatchCount evaluate(const LayerPlan& plan);
   std::int64_t positions() const { return positions_; }
@@ -56,6 +60,7 @@ class MatchnessEvaluator {
   Communicator& comm_;
   std::span<CalibrationSequence> set_;
   int window_;
+  const DraftVocabulary* vocabulary_;
   std::int64_t positions_ = 0;
   std::vector<KvRows> saved_;  // the target's K/V rows of each continuation
   std::unique_ptr<ShardedLogits> logits_reader_;

@@ -143,7 +143,7 @@ SearchEvaluation SkipSearch::evaluate(const BinaryMask& mask, const SublayerCost
   e.matches = count.matches;
   e.positions = count.positions;
   e.alpha = count.rate();
-  e.cost = table.cost_ratio(plan);
+  e.cost = table.cost_ratio(plan, options_.head_kept);
   const SpeedupEstimate best = best_expected_speedup(e.alpha, e.cost, table.verify_ratio);
   e.draft_length = best.draft_length;
   e.tokens_per_round = best.tokens_per_round;

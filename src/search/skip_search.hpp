@@ -41,6 +41,7 @@ struct SkipSearchOptions {
   bool resume = false;
   std::optional<std::filesystem::path> cost_table_file;  // reuse a table instead of timing one
   CostTableOptions cost;
+  double head_kept = 1.0;   // share of the vocabulary a pruned draft head keeps (V'/V)
   nlohmann::json settings;  // the caller's description of the run (model, prompts, ...): must
                             // match the state's on --resume
   std::function<int()> interrupt;  // rank 0: non-zero stops after the current evaluation

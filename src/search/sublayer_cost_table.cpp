@@ -131,8 +131,10 @@ double SublayerCostTable::full_seconds() const {
   return forward_seconds(LayerPlan::full(num_layers));
 }
 
-double SublayerCostTable::cost_ratio(const LayerPlan& plan) const {
-  return forward_seconds(plan) / full_seconds();
+double SublayerCostTable::cost_ratio(const LayerPlan& plan, double head_kept) const {
+  SELFSPEC_CHECK(head_kept > 0.0 && head_kept <= 1.0, "kept share of the LM head {} outside (0, 1]",
+                 head_kept);
+  return (forward_seconds(plan) - (1.0 - head_kept) * head_s) / full_seconds();
 }
 
 nlohmann::json SublayerCostTable::to_json() const {

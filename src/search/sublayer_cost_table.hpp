@@ -56,8 +56,10 @@ struct SublayerCostTable {
 
   double forward_seconds(const LayerPlan& plan) const;
   double full_seconds() const;
-  // c: t(plan) / t(full plan).
-  double cost_ratio(const LayerPlan& plan) const;
+  // c: t(plan) / t(full plan). With a pruned draft vocabulary keeping the share `head_kept` of
+  // the vocabulary, the draft's LM head costs head_kept · head_s (its scatter is negligible:
+  // bench/kernels' scatter runs at memory speed over one row).
+  double cost_ratio(const LayerPlan& plan, double head_kept = 1.0) const;
   int max_draft() const { return static_cast<int>(verify_ratio.size()) - 1; }
 
   nlohmann::json to_json() const;

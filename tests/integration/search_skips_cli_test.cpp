@@ -111,6 +111,54 @@ TEST_F(SearchSkips, WritesALoadableSkipSetALogAndAMeasuredSummary) {
   EXPECT_EQ(nlohmann::json::parse(spec.out)["tokens"], nlohmann::json::parse(plain.out)["tokens"]);
 }
 
+// With --draft-vocab the search scores drafts with the pruned head and its lower cost, and the
+// skip-set file carries the kept ids, which generate then uses (losslessly).
+TEST_F(SearchSkips, SearchesWithAPrunedDraftVocabulary) {
+  const auto m = model(6);
+  const auto vocab = dir_ / "vocab.json";
+  const CommandResult counted =
+      run(fmt::format("count-vocab --model {} --tokenizer {} --prompts-file {} --generate 16 "
+                      "--threads 1 --out {}",
+                      m.string(), tokenizer_.string(), suite_.string(), vocab.string()));
+  ASSERT_EQ(counted.exit_code, 0) << counted.err;
+  const auto full = dir_ / "full.json";
+  ASSERT_EQ(run(search(m, full, "--budget 6 --tokens 12 --no-measure")).exit_code, 0);
+  const auto table = dir_ / "cost.json";
+  std::ofstream(table) << read_json(dir_ / "full.state.json")["cost_table"].dump();
+  const auto pruned = dir_ / "pruned.json";
+  const CommandResult r = run(search(
+      m, pruned,
+      fmt::format("--budget 6 --tokens 12 --cost-table {} --draft-vocab {} --draft-vocab-size 300 "
+                  "--json",
+                  table.string(), vocab.string())));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["measured"]["lossless"].get<bool>());
+  // Same masks in the same order (the first proposals do not depend on the objective), each
+  // cheaper with the pruned head.
+  const nlohmann::json a = evaluations(dir_ / "full.state.json");
+  const nlohmann::json b = evaluations(dir_ / "pruned.state.json");
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(a[i]["mask"], b[i]["mask"]) << i;
+    EXPECT_LT(b[i]["cost"].get<double>(), a[i]["cost"].get<double>()) << i;
+  }
+  const nlohmann::json skips = read_json(pruned);
+  ASSERT_TRUE(skips.contains("draft_vocab"));
+  EXPECT_GE(skips["draft_vocab"].size(), 300u);
+  EXPECT_LE(skips["draft_vocab"].size(), 301u);  // + EOS when it is not among the 300
+  const std::string generate = fmt::format(
+      "generate --model {} --tokenizer {} --prompt 'Hello there' --max-new-tokens 16 "
+      "--ignore-eos --json",
+      m.string(), tokenizer_.string());
+  const CommandResult plain = run(generate);
+  const CommandResult spec = run(generate + " --spec layer-skip --skip-config " + pruned.string());
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(spec.json()["tokens"], plain.json()["tokens"]);
+  EXPECT_EQ(spec.json()["spec"]["draft_vocab"], skips["draft_vocab"].size());
+  expect_error(run(search(m, dir_ / "x.json", "--budget 2 --draft-vocab " + vocab.string())),
+               "--draft-vocab-size");
+}
+
 TEST_F(SearchSkips, AKilledSearchResumesToTheUninterruptedResult) {
   // A model big enough that 40 evaluations take a few seconds, so the kill lands mid-search.
   const auto m = model(8, 256);

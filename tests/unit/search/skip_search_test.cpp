@@ -10,10 +10,10 @@
 #include "search/skip_search.hpp"
 #include "comm/local_comm.hpp"
 #include "core/error.hpp"
+#include "draft/skip_search_space.hpp"
 #include "search/calibration_set.hpp"
 #include "search/matchness.hpp"
 #include "search/search_state.hpp"
-#include "draft/skip_search_space.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -55,6 +55,12 @@ TEST(SublayerCostTable, CostRatioAndJsonRoundTrip) {
   EXPECT_DOUBLE_EQ(t.full_seconds(), 12.0);
   const std::vector<int> attn = {1, 2}, mlp = {2};
   EXPECT_DOUBLE_EQ(t.cost_ratio(LayerPlan::skipping(4, attn, mlp)), (12.0 - 2.0 - 1.5) / 12.0);
+  // A pruned draft head keeping a quarter of the vocabulary costs a quarter of head_s.
+  SublayerCostTable with_head = t;
+  with_head.head_s = 1.0;
+  EXPECT_DOUBLE_EQ(with_head.cost_ratio(LayerPlan::skipping(4, attn, mlp), 0.25),
+                   (12.0 - 2.0 - 1.5 - 0.75) / 12.0);
+  EXPECT_THROW(with_head.cost_ratio(LayerPlan::full(4), 0.0), Error);
   const SublayerCostTable back = SublayerCostTable::from_json(t.to_json(), "t");
   EXPECT_EQ(back.to_json(), t.to_json());
   nlohmann::json bad = t.to_json();
