@@ -66,6 +66,9 @@ nlohmann::json suite_json(const SuiteResults& results) {
         entry["per_task"][g.group] = to_json(g, results.greedy);
       }
     }
+    if (!results.configs[c].last_drafter_state.is_null()) {
+      entry["drafter_state_last_prompt"] = results.configs[c].last_drafter_state;
+    }
     out["results"].push_back(std::move(entry));
   }
   out["per_prompt"] = nlohmann::json::array();
