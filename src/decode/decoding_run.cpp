@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "decode/greedy_matches.hpp"
 #include "model/kv_rows.hpp"
 
 #include <nlohmann/json.hpp>
@@ -129,47 +130,27 @@ DraftMatch DecodingRun::score_plan(const LayerPlan& candidate, int window) {
   // The committed sequence is prompt + emitted tokens; all but the last (the root) are in the KV.
   const std::int64_t length = kv_.length();
   const std::int64_t w = std::min<std::int64_t>(window, generated());
-  DraftMatch match;
-  if (w < 1) return match;
+  if (w < 1) return {};
   SELFSPEC_CHECK(length + 1 == static_cast<std::int64_t>(prompt_.size()) + generated(),
                  "score_plan between rounds only: the KV holds {} tokens, the run has {}", length,
                  prompt_.size() + result_.tokens.size());
   const auto start = std::chrono::steady_clock::now();
-  const auto token_at = [&](std::int64_t i) {
-    const auto n = static_cast<std::int64_t>(prompt_.size());
-    return i < n ? prompt_[static_cast<std::size_t>(i)]
-                 : result_.tokens[static_cast<std::size_t>(i - n)];
-  };
-  // Inputs: the w tokens before the last w targets, at their own positions.
-  forward_tokens_.resize(static_cast<std::size_t>(w));
-  forward_positions_.resize(static_cast<std::size_t>(w));
-  forward_rows_.resize(static_cast<std::size_t>(w));
-  for (std::int64_t i = 0; i < w; ++i) {
-    forward_tokens_[static_cast<std::size_t>(i)] = token_at(length - w + i);
-    forward_positions_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(length - w + i);
-    forward_rows_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
-  }
+  // The last w + 1 committed tokens: the last w are the targets, each after its input. w never
+  // exceeds the output, so at most the prompt's last token is among them.
+  const std::size_t from_output = std::min(result_.tokens.size(), static_cast<std::size_t>(w + 1));
+  std::vector<std::int32_t> tail(prompt_.end() - static_cast<std::ptrdiff_t>(w + 1 - from_output),
+                                 prompt_.end());
+  tail.insert(tail.end(), result_.tokens.end() - static_cast<std::ptrdiff_t>(from_output),
+              result_.tokens.end());
+  const std::span<const std::int32_t> window_tokens(tail);
   const KvRows saved = save_kv_rows(model_.backend(), kv_, length - w, w);
-  kv_.truncate(length - w);
-  ForwardArgs args;
-  args.tokens = forward_tokens_;
-  args.positions = forward_positions_;
-  args.plan = &candidate;
-  args.logit_rows = forward_rows_;
-  model_.forward(args, kv_, logits_);
-  restore_kv_rows(model_.backend(), kv_, saved);
-  if (!score_reader_)
+  if (!score_reader_) {
     score_reader_ = make_sharded_logits(LogitsMode::kLocal, comm_, model_.shard());
-  score_reader_->set_rows(logits_, w);
-  const std::vector<RowStats> stats = score_reader_->row_stats(1.0);
-  if (comm_.is_root()) {
-    for (std::int64_t i = 0; i < w; ++i) {
-      match.positions += 1;
-      if (stats[static_cast<std::size_t>(i)].argmax == token_at(length - w + 1 + i)) {
-        match.matches += 1;
-      }
-    }
   }
+  const DraftMatch match =
+      count_greedy_matches(model_, kv_, *score_reader_, candidate, nullptr, window_tokens.first(w),
+                           window_tokens.last(w), length - w, logits_);
+  restore_kv_rows(model_.backend(), kv_, saved);
   result_.stats.score_forwards += 1;
   result_.stats.score_forward_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

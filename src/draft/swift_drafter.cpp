@@ -5,6 +5,8 @@
 #include "core/logging.hpp"
 #include "draft/skip_set.hpp"
 
+#include <boost/math/special_functions/binomial.hpp>
+
 #include <array>
 #include <cmath>
 
@@ -21,18 +23,6 @@ struct SwiftCommand {
 
 constexpr const char* kStopReasons[] = {"", "stop score reached", "step budget spent",
                                         "no improvement", "every candidate scored"};
-
-// C(n, k), saturating at 2^62 (only compared with a step count).
-std::int64_t candidates(int n, int k) {
-  constexpr std::int64_t kCap = std::int64_t{1} << 62;
-  std::int64_t c = 1;
-  for (int i = 1; i <= k; ++i) {
-    const std::int64_t next = c / i * (n - k + i) + c % i * (n - k + i) / i;
-    if (next >= kCap / std::max(1, n)) return kCap;
-    c = next;
-  }
-  return c;
-}
 
 BinaryBayesOptions optimizer_options(const SwiftOptions& o, const SkipSearchSpace& space) {
   BinaryBayesOptions b;
@@ -84,7 +74,10 @@ std::string SwiftDrafter::stop_reason() const {
   if (static_cast<int>(history_.size()) >= options_.max_steps) return kStopReasons[2];
   if (since_improvement_ >= options_.patience) return kStopReasons[3];
   const BinaryBayesOptions& b = optimizer_.options();
-  if (static_cast<std::int64_t>(history_.size()) >= candidates(b.dims, b.max_ones)) {
+  // C(dims, ones) as a double: exact far beyond any step budget, and it cannot overflow.
+  const double sets = boost::math::binomial_coefficient<double>(static_cast<unsigned>(b.dims),
+                                                                static_cast<unsigned>(b.max_ones));
+  if (static_cast<double>(history_.size()) >= sets) {
     return kStopReasons[4];
   }
   return "";

@@ -2,9 +2,9 @@
 #include "search/matchness.hpp"
 
 #include "core/error.hpp"
+#include "decode/greedy_matches.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 namespace selfspec {
 
@@ -29,50 +29,30 @@ MatchnessEvaluator::MatchnessEvaluator(LlamaModel& model, Communicator& comm,
   }
 }
 
-MatchCount MatchnessEvaluator::score_window(CalibrationSequence& s, const LayerPlan& plan,
+DraftMatch MatchnessEvaluator::score_window(CalibrationSequence& s, const LayerPlan& plan,
                                             std::int64_t j, std::int64_t length) {
+  // Row i predicts continuation[j + i] from the token before it (the prompt's last for j + i = 0).
   const auto n = static_cast<std::int64_t>(s.prompt.size());
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(length));
-  std::vector<std::int32_t> positions(static_cast<std::size_t>(length));
-  for (std::int64_t i = 0; i < length; ++i) {
-    const std::int64_t target = j + i;  // continuation index this row predicts
-    tokens[static_cast<std::size_t>(i)] =
-        target == 0 ? s.prompt.back() : s.continuation[static_cast<std::size_t>(target - 1)];
-    positions[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(n - 1 + target);
-  }
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(length));
-  std::iota(rows.begin(), rows.end(), 0);
-  s.kv.truncate(n - 1 + j);
-  ForwardArgs args;
-  args.tokens = tokens;
-  args.positions = positions;
-  args.plan = &plan;
-  args.logit_rows = rows;
-  args.draft_vocabulary = vocabulary_;
-  model_.forward(args, s.kv, logits_);
-  logits_reader_->set_rows(logits_, length);
-  const std::vector<RowStats> stats = logits_reader_->row_stats(1.0);
-  MatchCount count;
-  if (comm_.rank() != 0) return count;
-  for (std::int64_t i = 0; i < length; ++i) {
-    count.positions += 1;
-    if (stats[static_cast<std::size_t>(i)].argmax ==
-        s.continuation[static_cast<std::size_t>(j + i)]) {
-      count.matches += 1;
-    }
-  }
-  return count;
+  std::vector<std::int32_t> inputs;
+  if (j == 0) inputs.push_back(s.prompt.back());
+  inputs.insert(inputs.end(), s.continuation.begin() + std::max<std::int64_t>(j - 1, 0),
+                s.continuation.begin() + j + length - 1);
+  const std::span<const std::int32_t> targets =
+      std::span<const std::int32_t>(s.continuation)
+          .subspan(static_cast<std::size_t>(j), static_cast<std::size_t>(length));
+  return count_greedy_matches(model_, s.kv, *logits_reader_, plan, vocabulary_, inputs, targets,
+                              n - 1 + j, logits_);
 }
 
-MatchCount MatchnessEvaluator::evaluate(const LayerPlan& plan) {
-  MatchCount total;
+DraftMatch MatchnessEvaluator::evaluate(const LayerPlan& plan) {
+  DraftMatch total;
   for (std::size_t k = 0; k < set_.size(); ++k) {
     CalibrationSequence& s = set_[k];
     const auto g = static_cast<std::int64_t>(s.continuation.size());
     const std::int64_t windows = (g + window_ - 1) / window_;
     for (std::int64_t w = windows - 1; w >= 0; --w) {
       const std::int64_t j = w * window_;
-      const MatchCount c = score_window(s, plan, j, std::min<std::int64_t>(window_, g - j));
+      const DraftMatch c = score_window(s, plan, j, std::min<std::int64_t>(window_, g - j));
       total.matches += c.matches;
       total.positions += c.positions;
     }

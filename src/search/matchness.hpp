@@ -22,6 +22,7 @@
 
 #include "comm/communicator.hpp"
 #include "decode/sharded_logits.hpp"
+#include "draft/drafter.hpp"
 #include "model/kv_rows.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_model.hpp"
@@ -34,14 +35,6 @@
 
 namespace selfspec {
 
-struct MatchCount {
-  std::int64_t matches = 0;
-  std::int64_t positions = 0;
-  double rate() const {
-    return positions > 0 ? static_cast<double>(matches) / static_cast<double>(positions) : 0.0;
-  }
-};
-
 class MatchnessEvaluator {
  public:
   // Keeps references to `model`, `set` and `vocabulary` (all must outlive the evaluator).
@@ -49,11 +42,11 @@ class MatchnessEvaluator {
   MatchnessEvaluator(LlamaModel& model, Communicator& comm, std::span<CalibrationSequence> set,
                      int window, const DraftVocabulary* vocabulary = nullptr);
 
-  MatchCount evaluate(const LayerPlan& plan);
+  DraftMatch evaluate(const LayerPlan& plan);
   std::int64_t positions() const { return positions_; }
 
  private:
-  MatchCount score_window(CalibrationSequence& s, const LayerPlan& plan, std::int64_t j,
+  DraftMatch score_window(CalibrationSequence& s, const LayerPlan& plan, std::int64_t j,
                           std::int64_t length);
 
   LlamaModel& model_;

@@ -3,7 +3,6 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
-#include "draft/skip_search_space.hpp"
 #include "draft/skip_set.hpp"
 #include "search/expected_speedup.hpp"
 
@@ -48,7 +47,8 @@ SkipSearch::SkipSearch(LlamaModel& model, Communicator& comm, MatchnessEvaluator
       comm_(comm),
       evaluator_(evaluator),
       options_(std::move(options)),
-      layers_(static_cast<int>(model.config().num_layers)) {
+      layers_(static_cast<int>(model.config().num_layers)),
+      space_(layers_) {
   SELFSPEC_CHECK(options_.budget >= 1, "--budget {} must be at least 1", options_.budget);
   SELFSPEC_CHECK(options_.min_skip_ratio >= 0.0 &&
                      options_.min_skip_ratio <= options_.max_skip_ratio &&
@@ -60,16 +60,15 @@ SkipSearch::SkipSearch(LlamaModel& model, Communicator& comm, MatchnessEvaluator
 }
 
 BinaryBayesOptions SkipSearch::optimizer_options() const {
-  const SkipSearchSpace space(layers_);
   BinaryBayesOptions o;
-  o.dims = space.dims();
+  o.dims = space_.dims();
   o.min_ones = std::max(1, static_cast<int>(std::ceil(options_.min_skip_ratio * o.dims)));
   o.max_ones = std::max(o.min_ones, static_cast<int>(std::floor(options_.max_skip_ratio * o.dims)));
   for (double ratio : options_.initial_uniform) {
     // uniform_skip_set counts the ratio over all 2L sublayers and spreads whole layers over the
     // interior (draft/skip_set.hpp).
     const SkipSet set = uniform_skip_set(layers_, ratio);
-    const BinaryMask mask = space.mask(set.plan(layers_));
+    const BinaryMask mask = space_.mask(set.plan(layers_));
     const int ones = count_ones(mask);
     if (ones >= o.min_ones && ones <= o.max_ones) o.initial_design.push_back(mask);
   }
@@ -132,10 +131,9 @@ void SkipSearch::prepare(SkipSearchResult& result) {
 }
 
 SearchEvaluation SkipSearch::evaluate(const BinaryMask& mask, const SublayerCostTable& table) {
-  const SkipSearchSpace space(layers_);
-  const LayerPlan plan = space.plan(mask);
+  const LayerPlan plan = space_.plan(mask);
   const auto start = std::chrono::steady_clock::now();
-  const MatchCount count = evaluator_.evaluate(plan);
+  const DraftMatch count = evaluator_.evaluate(plan);
   SearchEvaluation e;
   e.mask = mask;
   e.attention = plan.skipped_attention();
@@ -189,7 +187,6 @@ SkipSearchResult SkipSearch::run() {
     save_search_state(options_.state_file, state);
     optimizer.emplace(optimizer_options());
   }
-  const SkipSearchSpace space(layers_);
   for (;;) {
     SearchCommand command;
     BinaryMask mask;
@@ -202,7 +199,7 @@ SkipSearchResult SkipSearch::run() {
         for (const SearchEvaluation& e : state.evaluations)
           history.push_back({e.mask, e.objective});
         mask = optimizer->propose(history);
-        space.plan(mask).to_mask(command.plan_words);
+        space_.plan(mask).to_mask(command.plan_words);
       }
     }
     comm_.broadcast_object(command, 0);

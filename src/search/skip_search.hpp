@@ -13,6 +13,7 @@
 #pragma once
 
 #include "comm/communicator.hpp"
+#include "draft/skip_search_space.hpp"
 #include "model/llama_model.hpp"
 #include "optim/binary_bayes_optimizer.hpp"
 #include "search/matchness.hpp"
@@ -74,6 +75,7 @@ class SkipSearch {
   MatchnessEvaluator& evaluator_;
   SkipSearchOptions options_;
   int layers_;
+  SkipSearchSpace space_;
 };
 
 }  // namespace selfspec

@@ -62,6 +62,31 @@ class SearchSkips : public Cli {
     return nlohmann::json::parse(read_file(path));
   }
 
+  // make-model's planted-redundancy preset at 8 layers (vocabulary for the tokenizer fixture):
+  // round(0.6 × 16) sublayers, never of the first or last layer, scaled down to near-identities.
+  // Returns make-model's JSON, which lists them.
+  nlohmann::json make_planted_model(const std::filesystem::path& path) {
+    const CommandResult made = run(fmt::format(
+        "make-model --out {} --preset planted-redundancy --layers 8 --hidden 64 --heads 4 "
+        "--kv-heads 2 --intermediate 128 --vocab 1210 --json",
+        path.string()));
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    return made.exit_code == 0 ? made.json() : nlohmann::json();
+  }
+
+  // How many of the skipped layers (`attention`, `mlp`) are planted-redundant ones.
+  static std::size_t planted_found(const nlohmann::json& attention, const nlohmann::json& mlp,
+                                   const nlohmann::json& planted) {
+    std::size_t found = 0;
+    for (const auto& l : attention) {
+      for (const auto& p : planted["redundant_attention"]) found += l == p ? 1 : 0;
+    }
+    for (const auto& l : mlp) {
+      for (const auto& p : planted["redundant_mlp"]) found += l == p ? 1 : 0;
+    }
+    return found;
+  }
+
   // The evaluations of a state file without their wall times.
   static nlohmann::json evaluations(const std::filesystem::path& state) {
     nlohmann::json e = read_json(state)["evaluations"];
@@ -208,16 +233,11 @@ TEST_F(SearchSkips, AKilledSearchResumesToTheUninterruptedResult) {
 }
 
 TEST_F(SearchSkips, FindsThePlantedRedundantSublayers) {
-  // make-model's planted-redundancy preset scales round(0.6 × 2L) sublayers (never of the first or
-  // last layer) down to near-identities. With the skip count pinned to theirs, the search must
-  // find a set that drafts about as well as the planted one; random sets of that size do not.
+  // With the skip count pinned to the planted sublayers' count, the search must find a set that
+  // drafts about as well as the planted one; random sets of that size do not.
   const auto m = dir_ / "planted";
-  const CommandResult made = run(fmt::format(
-      "make-model --out {} --preset planted-redundancy --layers 8 --hidden 64 --heads 4 "
-      "--kv-heads 2 --intermediate 128 --vocab 1210 --json",
-      m.string()));
-  ASSERT_EQ(made.exit_code, 0) << made.err;
-  const nlohmann::json planted = made.json();
+  const nlohmann::json planted = make_planted_model(m);
+  ASSERT_FALSE(planted.is_null());
   const std::size_t n = planted["redundant_attention"].size() + planted["redundant_mlp"].size();
   const double ratio = static_cast<double>(n) / 12.0;  // of the 2 × 6 interior sublayers
   const auto out = dir_ / "found.json";
@@ -231,13 +251,7 @@ TEST_F(SearchSkips, FindsThePlantedRedundantSublayers) {
   const nlohmann::json best = nlohmann::json::parse(r.out)["best"];
   EXPECT_EQ(best["skipped"], n);
   EXPECT_GE(best["alpha"].get<double>(), 0.8) << best.dump();
-  std::size_t found = 0;
-  for (const auto& l : best["attention"]) {
-    for (const auto& p : planted["redundant_attention"]) found += l == p ? 1 : 0;
-  }
-  for (const auto& l : best["mlp"]) {
-    for (const auto& p : planted["redundant_mlp"]) found += l == p ? 1 : 0;
-  }
+  const std::size_t found = planted_found(best["attention"], best["mlp"], planted);
   EXPECT_GE(found + 1, n) << "found " << found << " of the " << n
                           << " planted sublayers: " << best.dump() << " vs " << planted.dump();
 }
@@ -269,11 +283,8 @@ TEST_F(SearchSkips, TwoRanksEvaluateLikeOne) {
 // planted-redundancy model it settles on sets that draft well.
 TEST_F(SearchSkips, SwiftSearchesOnTheFlyLosslesslyAtEveryTp) {
   const auto m = dir_ / "planted";
-  const CommandResult made = run(fmt::format(
-      "make-model --out {} --preset planted-redundancy --layers 8 --hidden 64 --heads 4 "
-      "--kv-heads 2 --intermediate 128 --vocab 1210 --json",
-      m.string()));
-  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const nlohmann::json planted = make_planted_model(m);
+  ASSERT_FALSE(planted.is_null());
   const std::string generate = fmt::format(
       "generate --model {} --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 96 --ignore-eos --json",
       m.string());
@@ -291,14 +302,7 @@ TEST_F(SearchSkips, SwiftSearchesOnTheFlyLosslesslyAtEveryTp) {
   // r = 0.625 skips 10 of the 16 sublayers: as many as were planted weak, so the search has to
   // find (nearly) exactly those.
   EXPECT_GE(state["best_matchness"].get<double>(), 0.9) << state.dump();
-  const nlohmann::json planted = made.json();
-  std::size_t found = 0;
-  for (const auto& l : state["best_attention"]) {
-    for (const auto& p : planted["redundant_attention"]) found += l == p ? 1 : 0;
-  }
-  for (const auto& l : state["best_mlp"]) {
-    for (const auto& p : planted["redundant_mlp"]) found += l == p ? 1 : 0;
-  }
+  const std::size_t found = planted_found(state["best_attention"], state["best_mlp"], planted);
   EXPECT_GE(found, 9u) << state.dump() << " vs " << planted.dump();
   EXPECT_EQ(two.json()["spec"]["drafter_state"]["best_attention"], state["best_attention"]);
   EXPECT_EQ(two.json()["spec"]["drafter_state"]["best_mlp"], state["best_mlp"]);

@@ -2,6 +2,8 @@
 
 #include "model_io/safetensors.hpp"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -78,6 +80,22 @@ double relative_max_error(std::span<const float> a, std::span<const double> b) {
 
 bool bit_identical(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_kv_equals_fresh_run(LlamaModel& model, const KvCache& kv,
+                                std::span<const std::int32_t> sequence) {
+  ASSERT_GE(sequence.size(), static_cast<std::size_t>(kv.length()));
+  KvCache fresh = model.make_kv_cache(kv.capacity());
+  forward_all_rows(model, fresh, sequence.first(static_cast<std::size_t>(kv.length())));
+  const std::int64_t hd = kv.head_dim();
+  for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
+    for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
+      const auto offset = static_cast<std::size_t>(h * kv.capacity() * hd);
+      const auto bytes = static_cast<std::size_t>(kv.length() * hd) * sizeof(float);
+      EXPECT_EQ(std::memcmp(kv.keys(l) + offset, fresh.keys(l) + offset, bytes), 0) << l;
+      EXPECT_EQ(std::memcmp(kv.values(l) + offset, fresh.values(l) + offset, bytes), 0) << l;
+    }
+  }
 }
 
 }  // namespace selfspec::testing

@@ -50,4 +50,10 @@ double relative_max_error(std::span<const float> a, std::span<const double> b);
 
 bool bit_identical(std::span<const float> a, std::span<const float> b);
 
+// Expects (gtest) every layer's K and V rows [0, kv.length()) to equal, bit for bit, those of a
+// fresh cache filled by one forward of the first kv.length() tokens of `sequence`: what rollbacks,
+// restored scoring windows and the like must leave behind.
+void expect_kv_equals_fresh_run(LlamaModel& model, const KvCache& kv,
+                                std::span<const std::int32_t> sequence);
+
 }  // namespace selfspec::testing

@@ -23,7 +23,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -231,18 +230,7 @@ TEST_F(SpeculativeGreedy, KvCacheAfterRollbacksEqualsAFreshRun) {
 
   std::vector<std::int32_t> sequence = prompt_;
   sequence.insert(sequence.end(), r.tokens.begin(), r.tokens.end());
-  sequence.resize(static_cast<std::size_t>(kv.length()));
-  KvCache fresh = model_->make_kv_cache(kv.capacity());
-  forward_all_rows(*model_, fresh, sequence);
-  const std::int64_t hd = kv.head_dim();
-  for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
-    for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
-      const auto offset = static_cast<std::size_t>(h * kv.capacity() * hd);
-      const auto bytes = static_cast<std::size_t>(kv.length() * hd) * sizeof(float);
-      EXPECT_EQ(std::memcmp(kv.keys(l) + offset, fresh.keys(l) + offset, bytes), 0) << l;
-      EXPECT_EQ(std::memcmp(kv.values(l) + offset, fresh.values(l) + offset, bytes), 0) << l;
-    }
-  }
+  expect_kv_equals_fresh_run(*model_, kv, sequence);
 }
 
 TEST_F(SpeculativeGreedy, TraceHasOneRecordPerRound) {

@@ -122,7 +122,7 @@ class TinySearch : public ::testing::Test {
 TEST_F(TinySearch, FullPlanMatchesEveryTargetForAnyWindow) {
   for (int window : {1, 3, 8, 64}) {
     MatchnessEvaluator evaluator(*model_, comm_, set_, window);
-    const MatchCount count = evaluator.evaluate(LayerPlan::full(5));
+    const DraftMatch count = evaluator.evaluate(LayerPlan::full(5));
     EXPECT_EQ(count.positions, 40) << "window " << window;
     EXPECT_EQ(count.matches, count.positions) << "window " << window;
   }
@@ -132,9 +132,9 @@ TEST_F(TinySearch, SkippingPlansScoreBelowOneAndRepeatExactly) {
   MatchnessEvaluator evaluator(*model_, comm_, set_, 4);
   const std::vector<int> attn = {1, 2, 3}, mlp = {1, 2, 3};
   const LayerPlan plan = LayerPlan::skipping(5, attn, mlp);
-  const MatchCount first = evaluator.evaluate(plan);
+  const DraftMatch first = evaluator.evaluate(plan);
   EXPECT_LT(first.matches, first.positions);
-  const MatchCount again = evaluator.evaluate(plan);
+  const DraftMatch again = evaluator.evaluate(plan);
   EXPECT_EQ(again.matches, first.matches);
   // And the full plan still matches everything after the KV rows were overwritten and restored.
   EXPECT_EQ(evaluator.evaluate(LayerPlan::full(5)).matches, 40);
