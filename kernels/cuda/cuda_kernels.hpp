@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace selfspec::kernels::cuda {
 
@@ -75,6 +76,15 @@ void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows
 void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
                      std::int64_t n_ids, std::int64_t width, float fill, float* out,
                      cudaStream_t stream);
+// In every block b < blocks (block b at base + b * block_stride floats, rows_per_block rows of
+// row_floats floats): row to + i = row from[i] for i = 0, 1, ... in that order — the KV cache
+// keeping a verified tree's accepted path (kernels/row_compaction_contract.hpp: from ascending
+// strictly, from[i] >= to + i, at most kMaxCompactedRows rows; throws otherwise). `from` is host
+// memory, passed by value in the launch: one kernel, no upload. Same bits as
+// kernels/cpu/row_compaction.hpp.
+void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
+                  std::int64_t rows_per_block, std::int64_t row_floats,
+                  std::span<const std::int32_t> from, std::int64_t to, cudaStream_t stream);
 // f32 activations -> bf16 or f16 (round to nearest even), for the cuBLASLt path.
 void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,
                          cudaStream_t stream);

@@ -84,7 +84,7 @@ inline std::vector<CompactionCase> compaction_cases(std::mt19937& rng) {
     c.row_floats = row_floats;
     c.to = std::uniform_int_distribution<std::int64_t>(0, 6)(rng);
     c.rows_per_block = c.to + 2 * n + 1 + std::uniform_int_distribution<std::int64_t>(0, 9)(rng);
-    c.block_stride = c.rows_per_block * c.row_floats + 3;
+    c.block_stride = c.rows_per_block * c.row_floats + 4;
     c.from = pattern_rows(rng, pattern, c.rows_per_block, c.to, n);
     c.name = std::to_string(blocks) + " blocks x " + std::to_string(c.rows_per_block) +
              " rows of " + std::to_string(row_floats) + ", " + std::to_string(n) + " " +
