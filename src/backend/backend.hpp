@@ -136,6 +136,16 @@ class Backend {
   virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
   // Waits for pending work on the data first.
   virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
+  // Moves rows within blocks of backend memory, as one device operation ordered after earlier
+  // work and before later work (the KV cache keeping a verified token tree's accepted path,
+  // KvCache::keep_rows). Block b < blocks starts at base + b * block_stride floats and holds
+  // rows_per_block rows of row_floats floats; in every block, row to + i = row from[i] for
+  // i = 0, 1, ... in that order. `from` is host memory, ascends strictly, from[i] >= to + i, at
+  // most kernels::kMaxCompactedRows (64) rows (kernels/row_compaction_contract.hpp); throws
+  // otherwise. Called between forward passes, never inside `launches`. A copy: exact everywhere.
+  virtual void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
+                            std::int64_t rows_per_block, std::int64_t row_floats,
+                            std::span<const std::int32_t> from, std::int64_t to) = 0;
   // True when backend memory is ordinary host memory (a checkpoint slice can be read into it).
   virtual bool host_memory() const = 0;
   // For device memory: its bandwidth (benchmarks report decode against it). nullopt for host

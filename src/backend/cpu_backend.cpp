@@ -9,6 +9,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/row_compaction.hpp"
 #include "kernels/cpu/scatter.hpp"
 
 #include <fmt/format.h>
@@ -48,6 +49,11 @@ class CpuBackend final : public Backend {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
   bool host_memory() const override { return true; }
+  void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
+                    std::int64_t rows_per_block, std::int64_t row_floats,
+                    std::span<const std::int32_t> from, std::int64_t to) override {
+    kc::compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to);
+  }
 
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
     kc::embedding_lookup(view(table), vocab_begin, inputs_.tokens.data(), n_tokens(), out);

@@ -107,6 +107,15 @@ class CudaBackend final : public Backend {
     wait_for_stream("download");
   }
   bool host_memory() const override { return false; }
+  // One kernel on the stream: later forwards, downloads and waits are ordered after it, and a
+  // kernel fault surfaces at the next wait. Never recorded: the row list is an argument value.
+  void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
+                    std::int64_t rows_per_block, std::int64_t row_floats,
+                    std::span<const std::int32_t> from, std::int64_t to) override {
+    SELFSPEC_CHECK(!capturing_ && !stage_only_,
+                   "compact_rows called inside a forward pass (it runs between passes)");
+    kcu::compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to, stream_);
+  }
 
   std::optional<DeviceBandwidth> measure_device_bandwidth() override {
     DeviceBandwidth result;

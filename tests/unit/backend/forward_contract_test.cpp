@@ -103,6 +103,11 @@ class RecordingBackend final : public Backend {
     inner_->download(dst, src, bytes);
   }
   bool host_memory() const override { return inner_->host_memory(); }
+  void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
+                    std::int64_t rows_per_block, std::int64_t row_floats,
+                    std::span<const std::int32_t> from, std::int64_t to) override {
+    inner_->compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to);
+  }
 
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
     issue("embedding", {word(table), word(vocab_begin), word(out)},
