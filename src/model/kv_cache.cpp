@@ -31,6 +31,21 @@ void KvCache::extend(std::int64_t count) {
   length_ += count;
 }
 
+void KvCache::keep_rows(Backend& backend, std::int64_t to, std::span<const std::int32_t> from) {
+  SELFSPEC_CHECK(to >= 0 && to <= length_,
+                 "KV cache keep_rows: destination slot {} is outside [0, {}] (the current length)",
+                 to, length_);
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    SELFSPEC_CHECK(from[i] < length_,
+                   "KV cache keep_rows: from[{}] = {} is at or past the current length {}", i,
+                   from[i], length_);
+  }
+  // [layer][K, V][kv_head] blocks of [capacity][head_dim], one after the other.
+  backend.compact_rows(base(), num_layers_ * 2 * kv_heads_, capacity_ * head_dim_, capacity_,
+                       head_dim_, from, to);
+  length_ = to + static_cast<std::int64_t>(from.size());
+}
+
 std::uint64_t KvCache::bytes_for(std::int64_t num_layers, std::int64_t kv_heads,
                                  std::int64_t head_dim, std::int64_t capacity) {
   return static_cast<std::uint64_t>(num_layers) * 2 * static_cast<std::uint64_t>(kv_heads) *

@@ -2,12 +2,14 @@
 // [kv_heads][capacity][head_dim] f32, one contiguous sequence. A forward pass writes its T tokens
 // at slots [length, length + T) and then extends the length; rollback after a rejected draft is
 // truncate(n) — a length change, never a copy. Slots past the length hold stale data that the
-// next forward overwrites.
+// next forward overwrites. Tree verification keeps the accepted path's rows with keep_rows: one
+// backend operation moving those slots down in every layer's K and V.
 #pragma once
 
 #include "backend/backend.hpp"
 
 #include <cstdint>
+#include <span>
 
 namespace selfspec {
 
@@ -27,6 +29,11 @@ class KvCache {
   // Marks `count` more slots as filled (called by the forward pass after writing them).
   void extend(std::int64_t count);
   void clear() { length_ = 0; }
+  // Tree verification keeps the accepted path's rows: slot from[i] moves to slot to + i in every
+  // layer's K and V of every KV head (one Backend::compact_rows), then the length becomes
+  // to + from.size(). `from` ascends strictly with from[i] >= to + i and from[i] < length(), at
+  // most kernels::kMaxCompactedRows slots; throws otherwise (the cache unchanged).
+  void keep_rows(Backend& backend, std::int64_t to, std::span<const std::int32_t> from);
 
   // K or V of one layer in backend memory: [kv_heads][capacity][head_dim].
   float* keys(std::int64_t layer) { return base() + layer_offset(layer); }
