@@ -8,7 +8,9 @@
 // bound and runs on one cache-resident matrix (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
 // cached slots) rotates over K/V cache copies the same way and reports GB/s of K and V read;
 // RMSNorm reports GB/s of data read and written (cache resident: a per-token cost); so does the
-// scatter of a pruned draft vocabulary's logits into a vocab row (scatter_columns).
+// scatter of a pruned draft vocabulary's logits into a vocab row (scatter_columns), and the KV
+// cache keeping a verified tree's accepted path (compact_rows: GB/s of the rows read and written,
+// whole-model caches of a LLaMA-70B TP-8 shard and of SmolLM2-135M).
 // Thread count: the default of core/parallel.hpp (all cores available to the process), or
 // SELFSPEC_BENCH_THREADS.
 #include "core/aligned_buffer.hpp"
@@ -19,6 +21,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/memory_stream.hpp"
+#include "kernels/cpu/row_compaction.hpp"
 #include "kernels/cpu/scatter.hpp"
 
 #include <benchmark/benchmark.h>
@@ -205,6 +208,31 @@ void bm_scatter(benchmark::State& state, std::int64_t width, std::int64_t n_ids)
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A whole model's KV cache of `capacity` slots ([layer][K, V][kv_head] blocks of
+// [capacity][head_dim]) keeping an 8-node accepted path of a tree verified after slot 1000: every
+// row moves. GB/s of the rows read and written (2 x blocks x 8 rows x head_dim floats); the rows
+// stay cache resident from one iteration to the next, as they are after the verification forward
+// that wrote them.
+void bm_compact_rows(benchmark::State& state, std::int64_t layers, std::int64_t kv_heads,
+                     std::int64_t head_dim) {
+  constexpr std::int64_t kCapacity = 2048;
+  constexpr std::int64_t kTo = 1001;  // the first tree slot
+  const std::vector<std::int32_t> from = {kTo + 1,  kTo + 3,  kTo + 6,  kTo + 10,
+                                          kTo + 15, kTo + 21, kTo + 28, kTo + 36};
+  const std::int64_t blocks = layers * 2 * kv_heads;
+  AlignedBuffer<float> cache(static_cast<std::size_t>(blocks * kCapacity * head_dim));
+  std::fill(cache.data(), cache.data() + cache.size(), 1.0f);  // fault every page in first
+  for (auto _ : state) {
+    compact_rows(cache.data(), blocks, kCapacity * head_dim, kCapacity, head_dim, from, kTo);
+    benchmark::DoNotOptimize(cache.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 2.0 * static_cast<double>(blocks) * static_cast<double>(from.size()) *
+                       static_cast<double>(head_dim) * sizeof(float);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The machine's streaming read and copy bandwidth over a buffer far beyond the caches: the peak
 // the decode matmul figures above are to be compared with.
 void bm_stream(benchmark::State& state, Isa isa, bool copy) {
@@ -301,6 +329,21 @@ void register_all() {
     const std::string name = "scatter_columns/49152/" + std::to_string(n_ids);
     benchmark::RegisterBenchmark(name.c_str(),
                                  [=](benchmark::State& state) { bm_scatter(state, 49152, n_ids); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  struct CacheShape {
+    const char* name;
+    std::int64_t layers, kv_heads, head_dim;
+  };
+  for (const CacheShape& c :
+       {CacheShape{"llama70b-tp8", 80, 1, 128}, CacheShape{"smollm2-135m", 30, 3, 64}}) {
+    const std::string name = "compact_rows/" + std::string(c.name) + "/" +
+                             std::to_string(c.layers * 2 * c.kv_heads) + "x" +
+                             std::to_string(c.head_dim) + "/n8";
+    benchmark::RegisterBenchmark(
+        name.c_str(),
+        [=](benchmark::State& state) { bm_compact_rows(state, c.layers, c.kv_heads, c.head_dim); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }

@@ -1,22 +1,18 @@
 // compact_rows on the host (kernels/cpu/row_compaction.hpp): one memcpy per moved row, in order
-// within a block; blocks are disjoint, so they are split over the worker threads
-// (core/parallel.hpp) in chunks of at least kGrainBytes moved — a whole model's cache (layers x K/V
-// x KV heads blocks) is a few hundred kilobytes of scattered rows, worth a few threads but not one
-// per block.
+// within a block, block after block. Single-threaded on purpose: a whole model's compaction is
+// small (a LLaMA-70B TP-8 shard keeping 8 rows moves 0.66 MB each way, about 24 µs on one core in
+// bench/kernels/kernel_bench), and splitting it over core/parallel.hpp's workers measured slower
+// (55 µs with 2 threads, milliseconds when the cores are busy: each worker must wake up first).
 #include "kernels/cpu/row_compaction.hpp"
 
 #include "core/error.hpp"
-#include "core/parallel.hpp"
 #include "kernels/row_compaction_contract.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
 namespace selfspec::kernels::cpu {
 namespace {
-
-constexpr std::int64_t kGrainBytes = std::int64_t{128} << 10;
 
 // One block, rows in order. Rows are either the same row (nothing to do) or disjoint, so memcpy
 // is enough; the order guarantees no source is overwritten before it is read (see the contract).
@@ -41,14 +37,9 @@ void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
   if (!error.empty()) fail("{}", error);
   if (blocks == 0 || from.empty()) return;
   SELFSPEC_CHECK(base != nullptr, "compact_rows: null buffer for {} blocks", blocks);
-  const std::int64_t bytes_per_block = static_cast<std::int64_t>(from.size()) * row_floats *
-                                       static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t grain = std::max<std::int64_t>(1, kGrainBytes / bytes_per_block);
-  parallel_for(blocks, grain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t b = begin; b < end; ++b) {
-      compact_block(base + b * block_stride, row_floats, from, to);
-    }
-  });
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    compact_block(base + b * block_stride, row_floats, from, to);
+  }
 }
 
 }  // namespace selfspec::kernels::cpu
