@@ -6,7 +6,9 @@
 // GB/s is HBM bandwidth (weights + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512)
 // reports TFLOP/s. Decode attention (T = 1 over 1k / 4k / 16k cached slots, 32 query heads, 8 KV
 // heads, head_dim 128) rotates over KV-cache copies the same way and reports GB/s of K and V
-// read. RMSNorm and add + RMSNorm report GB/s of data read and written; so does scatter_columns.
+// read. RMSNorm and add + RMSNorm report GB/s of data read and written; so do scatter_columns and
+// compact_rows (a whole-model KV cache keeping a verified tree's 8-node accepted path: LLaMA-70B
+// TP-8 and SmolLM2-135M shapes).
 // Each benchmark iteration times kInner back-to-back launches between two CUDA events on one
 // stream and reports their mean as the iteration time. The theoretical peak bandwidth of the
 // device (2 x memory clock x bus width, from the device attributes) is printed and attached to
@@ -302,6 +304,31 @@ void bm_scatter(benchmark::State& state, std::int64_t rows, std::int64_t width,
   });
 }
 
+// A whole model's KV cache of 2048 slots ([layer][K, V][kv_head] blocks of [capacity][head_dim])
+// keeping an 8-node accepted path of a tree verified after slot 1000, every row moving: one
+// launch. GB/s of the rows read and written (2 x blocks x 8 rows x head_dim floats); the rows stay
+// L2 resident from one call to the next, as they are after the verification forward that wrote
+// them.
+void bm_compact_rows(benchmark::State& state, std::int64_t layers, std::int64_t kv_heads,
+                     std::int64_t head_dim) {
+  guarded(state, [&] {
+    const Stream stream;
+    constexpr std::int64_t kCapacity = 2048;
+    constexpr std::int64_t kTo = 1001;  // the first tree slot
+    const std::vector<std::int32_t> from = {kTo + 1,  kTo + 3,  kTo + 6,  kTo + 10,
+                                            kTo + 15, kTo + 21, kTo + 28, kTo + 36};
+    const std::int64_t blocks = layers * 2 * kv_heads;
+    const DeviceMemory cache =
+        random_device(DType::kF32, static_cast<std::size_t>(blocks * kCapacity * head_dim), 11);
+    const double bytes = 2.0 * static_cast<double>(blocks) * static_cast<double>(from.size()) *
+                         static_cast<double>(head_dim) * sizeof(float);
+    run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
+      compact_rows(cache.get<float>(), blocks, kCapacity * head_dim, kCapacity, head_dim, from, kTo,
+                   stream.get());
+    });
+  });
+}
+
 void register_benchmarks() {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -334,6 +361,19 @@ void register_benchmarks() {
       configure(benchmark::RegisterBenchmark(
           name.c_str(), [width, n_ids](benchmark::State& s) { bm_scatter(s, 1, width, n_ids); }));
     }
+  }
+  struct CacheShape {
+    const char* name;
+    std::int64_t layers, kv_heads, head_dim;
+  };
+  for (const CacheShape& c :
+       {CacheShape{"llama70b-tp8", 80, 1, 128}, CacheShape{"smollm2-135m", 30, 3, 64}}) {
+    const std::string name = "compact_rows/" + std::string(c.name) + "/" +
+                             std::to_string(c.layers * 2 * c.kv_heads) + "x" +
+                             std::to_string(c.head_dim) + "/n8";
+    configure(benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& s) {
+      bm_compact_rows(s, c.layers, c.kv_heads, c.head_dim);
+    }));
   }
   for (const bool fused : {false, true}) {
     for (const std::int64_t t : {1, 64}) {
