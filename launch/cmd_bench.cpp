@@ -165,6 +165,7 @@ SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config, 
   spec.logits = config.logits;
   spec.draft_vocabulary = bench.vocabulary(config.draft_vocab);
   spec.debug_sync = bench.options.spec.debug_sync;
+  bench.options.spec.apply_tree(spec);
   Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
   GenerationResult result = decoder.generate(prompt, spec, kv);
   return {std::move(result), controller->state(), drafter.state()};

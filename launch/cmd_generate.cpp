@@ -71,6 +71,7 @@ Generated decode_speculative(Engine& engine, const SkipSet* skips, const Generat
   GenerationOptions spec = generation;
   spec.debug_sync = options.spec.debug_sync;
   spec.trace = options.spec.trace;
+  options.spec.apply_tree(spec);
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
   const std::int64_t draft_vocab =
       generation.draft_vocabulary != nullptr ? generation.draft_vocabulary->size() : 0;

@@ -41,6 +41,8 @@ nlohmann::json to_json(const DecodingStats& stats, PhaseKeys keys) {
           {"mean_accepted_length", stats.mean_accepted_length()},
           {"drafted", stats.drafted},
           {"accepted", stats.accepted},
+          {"alternatives", stats.alternatives},
+          {"alternatives_accepted", stats.alternatives_accepted},
           {"draft_forwards", stats.draft_forwards},
           {"verify_forwards", stats.verify_forwards},
           {"score_forwards", stats.score_forwards},

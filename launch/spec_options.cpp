@@ -1,6 +1,7 @@
 #include "launch/spec_options.hpp"
 
 #include "core/error.hpp"
+#include "decode/control_message.hpp"
 #include "draft/cosine_skip_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "launch/draft_vocab_file.hpp"
@@ -175,6 +176,18 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
                             "kept; 0: the full head); a comma-separated list compares them"
                           : "keep the N most frequent ids of the draft vocabulary (EOS always "
                             "kept; 0: the full head)");
+  group
+      ->add_option("--tree", tree,
+                   "draft token trees: each draft step is verified with its next most likely "
+                   "tokens too, more of them where the draft is unsure (SWIFT's dynamic "
+                   "verification). none (chains), swift (k = 10/5/3/1 for confidence up to "
+                   "0.5/0.8/0.95/1) or bins UPPER:K,... (e.g. 0.5:4,1:1)")
+      ->capture_default_str();
+  group
+      ->add_option("--tree-max-nodes", tree_max_nodes,
+                   "most draft nodes per round's tree (the verification forward's rows)")
+      ->check(CLI::Range(1, ControlMessage::kMaxTokens - 1))
+      ->capture_default_str();
   group->add_flag("--debug-sync", debug_sync,
                   "check after every control message that all ranks agree (fails loudly)");
   group->add_option("--trace", trace, "write one JSON line per speculative round to this file");
@@ -211,8 +224,11 @@ void SpecCliOptions::validate(const CLI::App& command) const {
   if (!enabled()) {
     SELFSPEC_CHECK(command.count("--draft-vocab") == 0 && command.count("--draft-vocab-size") == 0,
                    "--draft-vocab/--draft-vocab-size need self-speculative decoding (--spec)");
+    SELFSPEC_CHECK(command.count("--tree") == 0 && command.count("--tree-max-nodes") == 0,
+                   "--tree/--tree-max-nodes need self-speculative decoding (--spec)");
     return;
   }
+  TreeWidths::parse(tree, "--tree");
   if (command.count("--draft-vocab-size") > 0) parse_sizes(draft_vocab_size);
   if (spec == "asd") asd.validate();
   if (spec == "swift") swift.validate();
@@ -270,6 +286,11 @@ ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
   return options;
 }
 
+void SpecCliOptions::apply_tree(GenerationOptions& generation) const {
+  generation.tree = TreeWidths::parse(tree, "--tree");
+  generation.tree_max_nodes = tree_max_nodes;
+}
+
 LogitsMode SpecCliOptions::logits_mode() const {
   return logits == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
 }
@@ -311,7 +332,9 @@ nlohmann::json SpecCliOptions::describe(const SkipSet* skips, int num_layers) co
   nlohmann::json out = {{"drafter", spec},
                         {"controller", controller.kind},
                         {"max_draft", controller.max_draft},
-                        {"logits", logits}};
+                        {"logits", logits},
+                        {"tree", TreeWidths::parse(tree, "--tree").describe()}};
+  if (tree != "none") out["tree_max_nodes"] = tree_max_nodes;
   if (skips != nullptr) {
     const LayerPlan plan = skips->plan(num_layers);
     out["skip_set"] = nlohmann::json::parse(skips->describe());

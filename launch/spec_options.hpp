@@ -1,10 +1,12 @@
 // Command-line options of self-speculative decoding, shared by `generate` and `bench`:
 // the drafter (--spec layer-skip with a skip set from a file, lists or the uniform generator;
 // --spec asd, Draft on the Fly's per-prompt skip set, with --asd-alpha/--asd-m/--asd-n),
-// the draft-length controller and its parameters, and how verification reads the logits.
+// the draft-length controller and its parameters, how verification reads the logits, and tree
+// drafting (--tree: SWIFT §4.2's confidence-aware dynamic verification).
 #pragma once
 
 #include "control/draft_length_controller.hpp"
+#include "decode/generation_options.hpp"
 #include "decode/sharded_logits.hpp"
 #include "draft/adaptive_draft_model.hpp"
 #include "draft/drafter.hpp"
@@ -43,6 +45,8 @@ struct SpecCliOptions {
   SwiftOptions swift;            // --spec swift
   std::string draft_vocab;       // --draft-vocab: a count-vocab file (launch/draft_vocab_file.hpp)
   std::string draft_vocab_size;  // --draft-vocab-size: V' (bench: a list); 0: the full head
+  std::string tree = "none";     // --tree: none, swift, or bins P:K,... (draft/tree_widths.hpp)
+  int tree_max_nodes = 32;       // --tree-max-nodes: draft nodes per round's tree
 
   // lists: --controller and --logits accept comma-separated lists (bench compares them).
   void add_to(CLI::App& command, bool lists = false);
@@ -70,6 +74,8 @@ struct SpecCliOptions {
   // the sampling seed (kControllerSeedSalt).
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   LogitsMode logits_mode() const;
+  // --tree and --tree-max-nodes into a run's options.
+  void apply_tree(GenerationOptions& generation) const;
   // The pruned draft vocabularies asked for, one per --draft-vocab-size item (one when the option
   // is absent): each the kept ids (launch/draft_vocab_file.hpp select_draft_vocab), or empty for
   // the full head (size 0, or no --draft-vocab file and no draft_vocab in the skip set).

@@ -27,13 +27,17 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
       controller_(controller),
       options_(options),
       kv_(kv),
-      picker_(options.logits, comm, model.shard(), options.sampling),
+      picker_(options.logits, comm, model.shard(), options.sampling,
+              drafter != nullptr ? options.tree.max_width() - 1 : 0),
       channel_(comm, options, on_token, result_.tokens),
       timer_(model, picker_, channel_),
       model_comm_at_start_(model.counters().comm_seconds),
       plan_(LayerPlan::full(static_cast<int>(model.config().num_layers))) {
   SELFSPEC_CHECK((drafter_ == nullptr) == (controller_ == nullptr),
                  "self-speculative decoding needs both a drafter and a draft-length controller");
+  SELFSPEC_CHECK(options_.tree_max_nodes >= 1 && options_.tree_max_nodes <= kMaxDraftPerRound,
+                 "a draft tree of at most {} nodes: choose 1 to {}", options_.tree_max_nodes,
+                 kMaxDraftPerRound);
   if (comm_.is_root() && !options_.trace.empty()) {
     trace_.open(options_.trace, std::ios::trunc);
     SELFSPEC_CHECK(trace_.good(), "--trace {}: cannot open for writing", options_.trace.string());
@@ -176,33 +180,63 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   timer_.control([&] {
     choice = picker_.draft(logits_);
     if (!comm_.is_root()) return;
-    const int drafted = draft.size() + 1;
-    const bool more = drafted < cap_ && controller_->continue_drafting(drafted, choice.confidence);
+    const int alternatives = alternatives_for(draft, choice);
+    const int nodes = draft.size() + 1 + alternatives;
+    const int drafted = draft.drawn() + 1;
+    const bool more = drafted < cap_ && nodes < node_budget() &&
+                      controller_->continue_drafting(drafted, choice.confidence);
     message_.command = more ? ControlCommand::kDraft : ControlCommand::kVerify;
     message_.tokens[0] = choice.token;
-    message_.n_tokens = 1;
+    std::copy_n(choice.alternatives.begin(), alternatives, message_.tokens.begin() + 1);
+    message_.n_tokens = static_cast<std::uint32_t>(1 + alternatives);
     message_.accepted = 0;
   });
   channel_.broadcast(message_, kv_);
-  return {message_.tokens[0], choice.confidence, message_.command == ControlCommand::kDraft};
+  DraftStep result{
+      message_.tokens[0], choice.confidence, message_.command == ControlCommand::kDraft, {}};
+  result.alternatives.assign(message_.tokens.begin() + 1,
+                             message_.tokens.begin() + message_.n_tokens);
+  return result;
+}
+
+int DecodingRun::node_budget() const {
+  // A chain is bounded by the round's cap alone (which leaves room in the KV cache); a tree's
+  // verification forward writes the root and every node into the cache.
+  if (options_.tree.is_chain()) return kMaxDraftPerRound;
+  return static_cast<int>(
+      std::min<std::int64_t>(options_.tree_max_nodes, kv_.capacity() - base_ - 1));
+}
+
+int DecodingRun::alternatives_for(const Draft& draft, const DraftChoice& choice) const {
+  const int room = node_budget() - draft.size() - 1;
+  const int wanted = options_.tree.width(choice.confidence) - 1;
+  return std::max(0, std::min({wanted, room, static_cast<int>(choice.alternatives.size())}));
 }
 
 // --- verify ----------------------------------------------------------------------------------
 
 Verdict DecodingRun::verify(const Draft& draft) {
-  // One full forward over [root, drafts], overwriting whatever the draft forwards wrote.
+  // One full forward over [root, draft nodes], overwriting whatever the draft forwards wrote. A
+  // node sits at the position after its parent; a tree's nodes see only their ancestors.
   kv_.truncate(base_);
   const auto n = static_cast<std::size_t>(draft.size() + 1);
   forward_tokens_.assign(1, root_token_);
   forward_tokens_.insert(forward_tokens_.end(), draft.tokens().begin(), draft.tokens().end());
   forward_positions_.resize(n);
-  std::iota(forward_positions_.begin(), forward_positions_.end(), static_cast<std::int32_t>(base_));
+  forward_positions_[0] = static_cast<std::int32_t>(base_);
+  for (int node = 0; node < draft.size(); ++node) {
+    forward_positions_[static_cast<std::size_t>(node + 1)] =
+        forward_positions_[static_cast<std::size_t>(draft.parent(node) + 1)] + 1;
+  }
   forward_rows_.resize(n);
   std::iota(forward_rows_.begin(), forward_rows_.end(), 0);
+  const bool tree = !draft.is_chain();
+  const AttentionMask mask = tree ? draft.tree_mask() : AttentionMask::causal();
   ForwardArgs args;
   args.tokens = forward_tokens_;
   args.positions = forward_positions_;
   args.logit_rows = forward_rows_;
+  if (tree) args.mask = &mask;
   timer_.forward(PhaseTimer::Forward::kVerify, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.verify_forwards;
 
@@ -212,12 +246,14 @@ Verdict DecodingRun::verify(const Draft& draft) {
     if (comm_.is_root()) decide_round(draft, verdict);
   });
   channel_.broadcast_tokens(message_, kv_);
-  if (!comm_.is_root()) verdict = verdict_from_message();
-  verdict.kv_length = base_ + 1 + verdict.accepted_count();
+  if (!comm_.is_root()) verdict = verdict_from_message(draft);
+  verdict.kv_length = base_ + 1 + static_cast<std::int64_t>(message_.accepted);
 
   DecodingStats& stats = result_.stats;
   ++stats.rounds;
-  stats.drafted += draft.size();
+  stats.drafted += draft.drawn();
+  stats.alternatives += draft.size() - draft.drawn();
+  for (const int node : verdict.accepted) stats.alternatives_accepted += draft.is_alternative(node);
   stats.accepted += verdict.accepted_count();
   stats.round_tokens += message_.n_tokens;
   return verdict;
@@ -230,17 +266,21 @@ void DecodingRun::decide_round(const Draft& draft, const Verdict& verdict) {
   const bool ended = channel_.emit(tokens, message_);
   message_.accepted = static_cast<std::uint32_t>(verdict.accepted_count());
   if (!draft.empty()) {
-    controller_->update(draft.size(), verdict.accepted_count());
+    controller_->update(draft.drawn(), verdict.accepted_count());
     drafter_->observe(draft, verdict);
   }
   trace_round(draft, verdict);
   close_step(ended);
 }
 
-Verdict DecodingRun::verdict_from_message() const {
+Verdict DecodingRun::verdict_from_message(const Draft& draft) const {
   Verdict verdict;
   const auto accepted = static_cast<int>(message_.accepted);
-  for (int node = 0; node < accepted; ++node) verdict.accepted.push_back(node);
+  // The accepted tokens travel first and spell the accepted path (siblings differ). When
+  // generation stopped inside the path, only the emitted part is known; the run is over then.
+  const int known = std::min(accepted, static_cast<int>(message_.n_tokens));
+  verdict.accepted =
+      draft.path_of(std::span(message_.tokens).first(static_cast<std::size_t>(known)));
   // The target's token travels last, unless generation stopped inside the accepted path.
   if (static_cast<int>(message_.n_tokens) == accepted + 1) {
     verdict.next_token = message_.tokens[static_cast<std::size_t>(accepted)];
@@ -256,6 +296,8 @@ void DecodingRun::trace_round(const Draft& draft, const Verdict& verdict) {
       {"accepted", verdict.accepted_count()},
       {"emitted", message_.n_tokens},
       {"draft_tokens", std::vector<std::int32_t>(draft.tokens().begin(), draft.tokens().end())},
+      {"parents", std::vector<int>(draft.parents().begin(), draft.parents().end())},
+      {"accepted_nodes", verdict.accepted},
       {"confidences", std::vector<double>(draft.confidences().begin(), draft.confidences().end())},
       {"next_token", verdict.next_token},
       {"controller", controller_ != nullptr ? controller_->state() : nlohmann::json(nullptr)},
@@ -266,8 +308,19 @@ void DecodingRun::trace_round(const Draft& draft, const Verdict& verdict) {
 // --- commit ----------------------------------------------------------------------------------
 
 void DecodingRun::commit(const Verdict& verdict) {
+  if (finished()) {
+    kv_.truncate(verdict.kv_length);
+    return;
+  }
+  if (!Draft::is_prefix(verdict.accepted)) {
+    // A tree's accepted path: move its nodes' rows (row 1 + node) next to the root's.
+    std::vector<std::int32_t> rows;
+    for (const int node : verdict.accepted) {
+      rows.push_back(static_cast<std::int32_t>(base_ + 1 + node));
+    }
+    kv_.keep_rows(model_.backend(), base_ + 1, rows);
+  }
   kv_.truncate(verdict.kv_length);  // rollback is a length change
-  if (finished()) return;
   root_token_ = verdict.next_token;
   adopt_plan();
 }

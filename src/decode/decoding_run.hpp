@@ -7,13 +7,16 @@
 //   then, until rank 0 says stop, one round:
 //     draft()       the drafter proposes a draft through this run (a DraftContext): one draft
 //                   forward per token under the round's layer plan, rank 0 picking each token
+//                   (with --tree also its alternatives, by confidence: draft/tree_widths.hpp)
 //                   and deciding with the draft-length controller whether to go on. Plain
 //                   decoding — no drafter, or no budget left to draft — gives an empty draft.
-//     verify()      one full forward over [last committed token, draft]; rank 0's verdict
+//     verify()      one full forward over [last committed token, draft nodes] (a tree under its
+//                   tree mask, each node at the position after its parent); rank 0's verdict
 //                   (accepted path, the target's next token), the tokens it emits and the next
 //                   round's plan travel to every rank in one control message
 //     commit()      every rank keeps the KV rows of the accepted path (rollback is a length
-//                   change) and continues from the target's token
+//                   change; a tree's path is first moved next to the root: KvCache::keep_rows)
+//                   and continues from the target's token
 //   finish()        the result: tokens, why it stopped, timings, statistics
 //
 // Ranks other than 0 never look at logits: they obey messages, so every rank runs the same
@@ -77,8 +80,13 @@ class DecodingRun final : public DraftContext {
   void adopt_plan();
   // Rank 0: the verdict's tokens, the learners' updates, the stop decision or the next round.
   void decide_round(const Draft& draft, const Verdict& verdict);
-  // Other ranks: the verdict rank 0's message carries.
-  Verdict verdict_from_message() const;
+  // Other ranks: the verdict rank 0's message carries (the path through `draft`).
+  Verdict verdict_from_message(const Draft& draft) const;
+  // Rank 0: how many nodes this round's draft may hold (--tree-max-nodes, the KV cache's room).
+  int node_budget() const;
+  // Rank 0: how many of a draft step's alternatives join the tree (the step's tree width, the
+  // node budget).
+  int alternatives_for(const Draft& draft, const DraftChoice& choice) const;
   void trace_round(const Draft& draft, const Verdict& verdict);
 
   LlamaModel& model_;

@@ -6,6 +6,7 @@
 
 #include "decode/sampler.hpp"
 #include "decode/sharded_logits.hpp"
+#include "draft/tree_widths.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -26,6 +27,11 @@ struct GenerationOptions {
   // Draft forwards compute the LM head over these kept ids only (model/draft_vocabulary.hpp);
   // nullptr: the full head. Verification always uses the full head. Must outlive the run.
   const DraftVocabulary* draft_vocabulary = nullptr;
+  // Tree drafting (SWIFT §4.2's dynamic verification): how many alternatives each draft step
+  // adds beside its drawn token, by confidence; the chain by default. A round's tree holds at
+  // most tree_max_nodes draft nodes (the verification forward's rows, the root apart).
+  TreeWidths tree = TreeWidths::chain();
+  int tree_max_nodes = 32;
   // Polled on rank 0 once per step: a non-zero value (a signal number) stops generation after the
   // tokens already chosen, on every rank (the stop travels in the control message).
   std::function<int()> interrupt;

@@ -20,13 +20,15 @@ struct PhaseTimes {
 
 struct DecodingStats {
   std::int64_t rounds = 0;    // = verification forwards
-  std::int64_t drafted = 0;   // draft tokens proposed
+  std::int64_t drafted = 0;   // draft tokens proposed (draft steps; a tree's alternatives apart)
   std::int64_t accepted = 0;  // draft tokens accepted
+  std::int64_t alternatives = 0;  // tree drafting: alternatives verified beside the drawn tokens
+  std::int64_t alternatives_accepted = 0;  // accepted draft tokens that were alternatives
   std::int64_t draft_forwards = 0;
   std::int64_t verify_forwards = 0;
-  std::int64_t round_tokens = 0;  // tokens the rounds emitted (all but the first)
-  double draft_forward_s = 0.0;   // total wall time of draft forwards (incl. their all-reduces)
-  double verify_forward_s = 0.0;  // total wall time of verification forwards (likewise)
+  std::int64_t round_tokens = 0;    // tokens the rounds emitted (all but the first)
+  double draft_forward_s = 0.0;     // total wall time of draft forwards (incl. their all-reduces)
+  double verify_forward_s = 0.0;    // total wall time of verification forwards (likewise)
   std::int64_t score_forwards = 0;  // forwards scoring candidate draft plans (SWIFT's search)
   double score_forward_s = 0.0;     // their wall time, KV save/restore included
   PhaseTimes phases;
@@ -72,6 +74,8 @@ inline DecodingStats& DecodingStats::operator+=(const DecodingStats& other) {
   draft_forward_s += other.draft_forward_s;
   verify_forward_s += other.verify_forward_s;
   score_forwards += other.score_forwards;
+  alternatives += other.alternatives;
+  alternatives_accepted += other.alternatives_accepted;
   score_forward_s += other.score_forward_s;
   phases += other.phases;
   return *this;

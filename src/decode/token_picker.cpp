@@ -11,16 +11,20 @@
 namespace selfspec {
 
 TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-                         const SamplingParams& sampling)
+                         const SamplingParams& sampling, int max_alternatives)
     : comm_(comm),
       logits_(make_sharded_logits(mode, comm, shard)),
       sampling_(sampling),
+      max_alternatives_(max_alternatives),
       vocab_local_(shard.vocab.size()),
       rng_(sampling.seed) {
   sampling_.validate();
+  SELFSPEC_CHECK(max_alternatives >= 0, "token picker: {} alternatives per draft step",
+                 max_alternatives);
   if (sampling_.greedy()) {
     kind_ = Kind::kGreedy;
-  } else if (sampling_.top_k > 0 || sampling_.top_p < 1.0) {
+  } else if (sampling_.top_k > 0 || sampling_.top_p < 1.0 || max_alternatives_ > 0) {
+    // Trees walk warped distributions on rank 0 (their residuals nest: see the header).
     kind_ = Kind::kSparse;
     inv_temperature_ = 1.0 / sampling_.temperature;
   } else {
@@ -78,13 +82,28 @@ DraftChoice TokenPicker::draft(std::span<const float> local_row) {
   switch (kind_) {
     case Kind::kGreedy: {
       const std::vector<RowStats> stats = logits_->row_stats(1.0);
-      if (comm_.is_root()) choice = {stats[0].argmax, stats[0].top_probability()};
+      std::vector<TokenDistribution> top;
+      if (max_alternatives_ > 0) {
+        // The most likely tokens, ties by lower id like the argmax (collective: every rank).
+        SamplingParams ranking;
+        ranking.temperature = 1.0;
+        ranking.top_k = max_alternatives_ + 1;
+        top = logits_->warp(ranking);
+      }
+      if (comm_.is_root()) {
+        choice.token = stats[0].argmax;
+        choice.confidence = stats[0].top_probability();
+        if (!top.empty()) choice.alternatives = alternatives_from(top[0].ids, choice.token);
+      }
       return choice;
     }
     case Kind::kSparse: {
       std::vector<TokenDistribution> dists = logits_->warp(sampling_);
       if (comm_.is_root()) {
-        choice = {draw_from(dists[0], uniform()), dists[0].probs.front()};
+        choice.token = draw_from(dists[0], uniform());
+        choice.confidence = dists[0].probs.front();
+        if (max_alternatives_ > 0)
+          choice.alternatives = alternatives_from(dists[0].ids, choice.token);
         q_dists_.push_back(std::move(dists[0]));
       }
       return choice;
@@ -97,7 +116,8 @@ DraftChoice TokenPicker::draft(std::span<const float> local_row) {
           logits_->sample_dense(0, comm_.is_root() ? stats[0] : empty, inv_temperature_, target);
       q_slot_.push_back(logits_->retain(0));
       if (comm_.is_root()) {
-        choice = {drawn.id, stats[0].top_probability()};
+        choice.token = drawn.id;
+        choice.confidence = stats[0].top_probability();
         q_token_logit_.push_back(drawn.logit);
         q_stats_.push_back(std::move(stats[0]));
       }
@@ -107,10 +127,17 @@ DraftChoice TokenPicker::draft(std::span<const float> local_row) {
   return choice;
 }
 
+std::vector<std::int32_t> TokenPicker::alternatives_from(std::span<const std::int32_t> ranked,
+                                                         std::int32_t drawn) const {
+  std::vector<std::int32_t> alternatives;
+  for (const std::int32_t id : ranked) {
+    if (static_cast<int>(alternatives.size()) == max_alternatives_) break;
+    if (id != drawn) alternatives.push_back(id);
+  }
+  return alternatives;
+}
+
 Verdict TokenPicker::verify(std::span<const float> local_rows, const Draft& draft) {
-  SELFSPEC_CHECK(draft.is_chain(),
-                 "verify: the draft is a token tree; this picker verifies chains (tree "
-                 "verification walks the tree with a tree mask)");
   Verdict verdict;
   if (draft.empty()) {
     verdict.next_token = next_token(local_rows);
@@ -121,6 +148,16 @@ Verdict TokenPicker::verify(std::span<const float> local_rows, const Draft& draf
   SELFSPEC_CHECK(static_cast<std::int64_t>(local_rows.size()) == (k + 1) * vocab_local_,
                  "verify: {} logits for {} drafted tokens", local_rows.size(), k);
   logits_->set_rows(local_rows, k + 1);
+  if (!draft.is_chain()) {
+    SELFSPEC_CHECK(kind_ != Kind::kDense,
+                   "verify: a token tree needs a picker made for trees (max_alternatives > 0)");
+    if (kind_ == Kind::kGreedy) {
+      walk_tree_greedy(draft, verdict);
+    } else {
+      walk_tree_sampled(draft, verdict);
+    }
+    return verdict;
+  }
   int accepted = 0;
   switch (kind_) {
     case Kind::kGreedy:
@@ -135,6 +172,105 @@ Verdict TokenPicker::verify(std::span<const float> local_rows, const Draft& draf
   }
   for (int node = 0; node < accepted; ++node) verdict.accepted.push_back(node);
   return verdict;
+}
+
+void TokenPicker::walk_tree_greedy(const Draft& draft, Verdict& verdict) {
+  const std::vector<RowStats> stats = logits_->row_stats(1.0);
+  if (!comm_.is_root()) return;
+  int node = Draft::kRoot;
+  for (;;) {
+    const std::int32_t target = stats[static_cast<std::size_t>(node + 1)].argmax;
+    const int child = draft.child_with(node, target);
+    if (child == Draft::kRoot) {
+      verdict.next_token = target;
+      return;
+    }
+    verdict.accepted.push_back(child);
+    node = child;
+  }
+}
+
+namespace {
+
+// r ← norm(max(0, r − q)) over r's support; false (r unchanged) when nothing is left.
+bool subtract(TokenDistribution& r, const TokenDistribution& q) {
+  std::unordered_map<std::int32_t, double> q_of;
+  for (std::size_t i = 0; i < q.ids.size(); ++i) q_of[q.ids[i]] = q.probs[i];
+  TokenDistribution out;
+  double mass = 0.0;
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    const auto it = q_of.find(r.ids[i]);
+    const double weight = r.probs[i] - (it == q_of.end() ? 0.0 : it->second);
+    if (weight > 0.0) {
+      out.ids.push_back(r.ids[i]);
+      out.probs.push_back(weight);
+      mass += weight;
+    }
+  }
+  if (!(mass > 0.0)) return false;
+  for (double& w : out.probs) w /= mass;
+  r = std::move(out);
+  return true;
+}
+
+// r ← r without `id`, renormalised (r keeps `id` when it is all of r's mass).
+void remove(TokenDistribution& r, std::int32_t id) {
+  double mass = 0.0;
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    if (r.ids[i] != id) mass += r.probs[i];
+  }
+  if (!(mass > 0.0)) return;
+  TokenDistribution out;
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    if (r.ids[i] == id) continue;
+    out.ids.push_back(r.ids[i]);
+    out.probs.push_back(r.probs[i] / mass);
+  }
+  r = std::move(out);
+}
+
+}  // namespace
+
+void TokenPicker::walk_tree_sampled(const Draft& draft, Verdict& verdict) {
+  const std::vector<TokenDistribution> p = logits_->warp(sampling_);
+  if (!comm_.is_root()) return;
+  SELFSPEC_CHECK(static_cast<int>(q_dists_.size()) == draft.drawn(),
+                 "verify: {} draft distributions for {} draft steps", q_dists_.size(),
+                 draft.drawn());
+  // The draft step (q_dists_ index) of every drawn node, in node order.
+  std::vector<int> step_of(static_cast<std::size_t>(draft.size()), -1);
+  for (int node = 0, step = 0; node < draft.size(); ++node) {
+    if (!draft.is_alternative(node)) step_of[static_cast<std::size_t>(node)] = step++;
+  }
+  int node = Draft::kRoot;
+  for (;;) {
+    TokenDistribution r = p[static_cast<std::size_t>(node + 1)];
+    int next = Draft::kRoot;
+    for (const int child : draft.children(node)) {
+      const std::int32_t x = draft.token(child);
+      if (draft.is_alternative(child)) {
+        if (uniform() < r.prob_of(x)) {  // a point-mass proposal: accept with probability r(x)
+          next = child;
+          break;
+        }
+        remove(r, x);
+      } else {
+        const TokenDistribution& q =
+            q_dists_[static_cast<std::size_t>(step_of[static_cast<std::size_t>(child)])];
+        if (uniform() * q.prob_of(x) < r.prob_of(x)) {  // min(1, r(x)/q(x))
+          next = child;
+          break;
+        }
+        subtract(r, q);
+      }
+    }
+    if (next == Draft::kRoot) {
+      verdict.next_token = draw_from(r, uniform());
+      return;
+    }
+    verdict.accepted.push_back(next);
+    node = next;
+  }
 }
 
 int TokenPicker::accept_greedy(std::span<const std::int32_t> drafted, std::int32_t& next) {

@@ -12,6 +12,21 @@
 //     token is drawn from p at the next position (Leviathan et al. 2023; Chen et al. 2023;
 //     Draft & Verify Alg. 4). The output then follows the target distribution exactly.
 //
+//   token trees (SWIFT §4.2's dynamic verification; SpecInfer, Miao et al. 2024, §4): a draft
+//     step may also propose alternatives — the next most likely tokens of its draft distribution q
+//     — as siblings of its drawn token. Verification walks the tree from the root. Greedy: at
+//     each node, accept the child carrying the target's argmax there, if any; else emit the
+//     argmax. The accepted path is still the target's greedy continuation, token for token.
+//     Sampling: recursive rejection over a node's children, in order (SpecInfer's multi-step
+//     speculative sampling). The target's distribution at the node starts as r = p; the drawn
+//     child x ~ q is accepted with probability min(1, r(x)/q(x)), else r = norm(max(0, r − q));
+//     each alternative y, a deterministic proposal (a point mass), is accepted with probability
+//     r(y), else r = r without y, renormalised. The first acceptance moves the walk to that
+//     child; when none is accepted the token is drawn from r. Each test is an exact speculative
+//     sampling step for the current r (any proposal that depends only on earlier candidates will
+//     do), so the emitted token follows p at every node. Trees with sampling use the warped
+//     (rank 0) distributions, whatever top-k / top-p say.
+//
 // Random draws come from one seeded stream on rank 0, consumed in a fixed order: one draw per
 // sampled token, one per acceptance test, one for the residual (plus one more when the residual
 // has no mass and p itself is sampled).
@@ -39,12 +54,16 @@ namespace selfspec {
 struct DraftChoice {
   std::int32_t token = -1;
   double confidence = 0.0;  // the draft distribution's top probability
+  // The next most likely tokens of the draft distribution after `token`, most likely first (at
+  // most the picker's max_alternatives; rank 0).
+  std::vector<std::int32_t> alternatives;
 };
 
 class TokenPicker {
  public:
+  // max_alternatives: the most alternatives a draft step may propose (tree drafting; 0: chains).
   TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-              const SamplingParams& sampling);
+              const SamplingParams& sampling, int max_alternatives = 0);
 
   std::string_view mode_name() const { return logits_->name(); }
   const SamplingParams& sampling() const { return sampling_; }
@@ -54,13 +73,13 @@ class TokenPicker {
 
   // Starts a drafting round: forgets the previous round's draft distributions.
   void begin_round();
-  // One draft step: choose the draft token from the draft forward's logits and remember its
-  // distribution q for verification.
+  // One draft step: choose the draft token (and up to max_alternatives alternatives) from the
+  // draft forward's logits and remember its distribution q for verification.
   DraftChoice draft(std::span<const float> local_row);
-  // The verdict on this round's draft (a chain of k tokens, known on every rank), from the
-  // verification forward's logits of k + 1 positions (local_rows: (k + 1) × vocab_local): the
-  // accepted prefix and the target's next token (rank 0). kv_length is left to the caller. With
-  // an empty draft this is next_token() of the one row.
+  // The verdict on this round's draft (n nodes, a chain or a tree, known on every rank), from
+  // the verification forward's logits of its n + 1 rows (local_rows: (n + 1) × vocab_local; row
+  // 0 the root, row 1 + i node i): the accepted path and the target's next token (rank 0).
+  // kv_length is left to the caller. With an empty draft this is next_token() of the one row.
   Verdict verify(std::span<const float> local_rows, const Draft& draft);
 
   // Seconds spent inside collectives.
@@ -75,11 +94,17 @@ class TokenPicker {
   int accept_greedy(std::span<const std::int32_t> drafted, std::int32_t& next);
   int accept_dense(std::span<const std::int32_t> drafted, std::int32_t& next);
   int accept_sparse(std::span<const std::int32_t> drafted, std::int32_t& next);
+  void walk_tree_greedy(const Draft& draft, Verdict& verdict);
+  void walk_tree_sampled(const Draft& draft, Verdict& verdict);
+  // The alternatives of a draft step: `ranked` (most likely first) without `drawn`.
+  std::vector<std::int32_t> alternatives_from(std::span<const std::int32_t> ranked,
+                                              std::int32_t drawn) const;
 
   Communicator& comm_;
   std::unique_ptr<ShardedLogits> logits_;
   SamplingParams sampling_;
   Kind kind_;
+  int max_alternatives_ = 0;
   double inv_temperature_ = 1.0;
   std::int64_t vocab_local_ = 0;
   boost::random::mt19937_64 rng_;

@@ -8,15 +8,30 @@ void Draft::clear() {
   tokens_.clear();
   parents_.clear();
   confidences_.clear();
+  alternative_.clear();
+  drawn_ = 0;
 }
 
 int Draft::add(std::int32_t token, int parent, double confidence) {
+  return append(token, parent, confidence, false);
+}
+
+int Draft::add_alternative(std::int32_t token, int parent) {
+  return append(token, parent, 0.0, true);
+}
+
+int Draft::append(std::int32_t token, int parent, double confidence, bool alternative) {
   SELFSPEC_CHECK(parent >= kRoot && parent < size(),
                  "draft node {} cannot continue node {} (the draft has {} nodes)", size(), parent,
                  size());
+  SELFSPEC_CHECK(child_with(parent, token) == kRoot,
+                 "draft node {}: node {} already has a child with token {} (siblings must differ)",
+                 size(), parent, token);
   tokens_.push_back(token);
   parents_.push_back(parent);
   confidences_.push_back(confidence);
+  alternative_.push_back(alternative ? 1 : 0);
+  if (!alternative) ++drawn_;
   return size() - 1;
 }
 
@@ -31,6 +46,40 @@ int Draft::depth(int node) const {
   int depth = 0;
   for (; node != kRoot; node = parent(node)) ++depth;
   return depth;
+}
+
+std::vector<int> Draft::children(int node) const {
+  std::vector<int> out;
+  for (int i = node + 1; i < size(); ++i) {
+    if (parent(i) == node) out.push_back(i);
+  }
+  return out;
+}
+
+int Draft::child_with(int node, std::int32_t token) const {
+  for (int i = node + 1; i < size(); ++i) {
+    if (parent(i) == node && this->token(i) == token) return i;
+  }
+  return kRoot;
+}
+
+std::vector<int> Draft::path_of(std::span<const std::int32_t> tokens) const {
+  std::vector<int> path;
+  int node = kRoot;
+  for (const std::int32_t token : tokens) {
+    node = child_with(node, token);
+    SELFSPEC_CHECK(node != kRoot, "token {} (path position {}) is not in the draft tree", token,
+                   path.size());
+    path.push_back(node);
+  }
+  return path;
+}
+
+bool Draft::is_prefix(std::span<const int> path) {
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != static_cast<int>(i)) return false;
+  }
+  return true;
 }
 
 AttentionMask Draft::tree_mask() const {

@@ -3,10 +3,14 @@
 namespace selfspec {
 
 void Drafter::propose(DraftContext& context, Draft& draft) {
+  int parent = Draft::kRoot;
   for (bool more = true; more;) {
-    const int parent = draft.last();
     const DraftStep step = context.step(draft, parent);
-    draft.add(step.token, parent, step.confidence);
+    const int drawn = draft.add(step.token, parent, step.confidence);
+    for (const std::int32_t alternative : step.alternatives) {
+      draft.add_alternative(alternative, parent);
+    }
+    parent = drawn;
     more = step.more;
   }
 }

@@ -15,8 +15,9 @@
 //                 matched.
 //   propose()     every rank, collectively: grows the round's Draft through the DraftContext,
 //                 whose step() runs one draft forward on every rank, lets rank 0 pick the token
-//                 and decide with the draft-length controller whether to go on, and tells every
-//                 rank both. A drafter never branches on its own rank's floating-point data.
+//                 (and, when drafting trees, its alternatives) and decide with the draft-length
+//                 controller whether to go on, and tells every rank. A drafter never branches on
+//                 its own rank's floating-point data.
 //   observe()     rank 0, after verification: the draft and the Verdict on it (state a drafter
 //                 carries between rounds — e.g. an on-the-fly skip-set search — lives here).
 //   state()       rank 0, for reports and traces: what the drafter decided (JSON; null if nothing).
@@ -36,6 +37,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace selfspec {
 
@@ -44,6 +46,9 @@ struct DraftStep {
   std::int32_t token = -1;  // the drafted token (rank 0's pick)
   double confidence = 0.0;  // the draft distribution's top probability (rank 0; 0 elsewhere)
   bool more = false;        // rank 0's decision: draft another token
+  // Tree drafting (decode's --tree): the next most likely tokens of the same draft distribution,
+  // to verify as siblings of `token` (every rank; empty for chains).
+  std::vector<std::int32_t> alternatives;
 };
 
 // How many of a candidate draft plan's greedy tokens equal the target's (SWIFT §4.1 eq. 3,
@@ -99,8 +104,9 @@ class Drafter {
   }
   // Rank 0: the plan of the next round's draft forwards.
   virtual const LayerPlan& next_plan() = 0;
-  // Collective: fills `draft` (empty on entry) for this round. The default drafts a chain: one
-  // step per token, each continuing the last, until rank 0 stops.
+  // Collective: fills `draft` (empty on entry) for this round. The default drafts one step per
+  // token, each continuing the previous step's drawn token, until rank 0 stops; a step's
+  // alternatives become siblings of its drawn token (a chain when there are none).
   virtual void propose(DraftContext& context, Draft& draft);
   // Rank 0: the verdict on this round's draft.
   virtual void observe(const Draft& draft, const Verdict& verdict) {

@@ -4,7 +4,7 @@
 // tokens, same acceptance counts); and --debug-sync turns a deliberately divergent rank into an
 // error on every rank instead of a hang or silent garbage. A pruned draft vocabulary keeps all of
 // that, including when some ranks' vocabulary shards hold no kept id at all (their draft logits
-// are all -inf).
+// are all -inf). Token trees keep greedy output and sample identically in both logits modes.
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
@@ -211,6 +211,48 @@ TEST_F(SpeculativeTp, GatherAndLocalReductionDecideIdenticallyWhenSampling) {
     EXPECT_EQ(gathered.stats.drafted, local.stats.drafted);
     EXPECT_EQ(gathered.stats.accepted, local.stats.accepted);
     EXPECT_LT(gathered.stats.accepted, gathered.stats.drafted) << "rejections must occur";
+  }
+}
+
+// Token trees (alternatives verified under a tree mask, the accepted path's KV rows compacted on
+// every rank): greedy output is unchanged; sampling decides identically in both logits modes.
+TEST_F(SpeculativeTp, TreesKeepGreedyOutputAndSampleIdenticallyInBothLogitsModes) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 30;
+  generation.ignore_eos = true;
+  KvCache kv = model_->make_kv_cache(64);
+  Decoder decoder(*model_, comm_);
+  const std::vector<std::int32_t> expected = decoder.generate(prompt_, generation, kv).tokens;
+  std::int64_t alternatives_accepted = 0;
+  for (const char* widths : {"swift", "1:3"}) {
+    for (const char* kind : {"fixed", "threshold"}) {
+      for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+        GenerationOptions g = generation;
+        g.logits = mode;
+        g.tree = TreeWidths::parse(widths);
+        const GenerationResult r = speculative(comm_, g, kind, /*debug_sync=*/true);
+        EXPECT_EQ(r.tokens, expected) << widths << " / " << kind << " / " << logits_mode_name(mode)
+                                      << " / rank " << comm_.rank();
+        alternatives_accepted += r.stats.alternatives_accepted;
+      }
+    }
+  }
+  EXPECT_GT(alternatives_accepted, 0);
+  for (const SamplingParams& sampling :
+       {SamplingParams{0.9, 0, 1.0, 31}, SamplingParams{1.3, 7, 0.9, 32}}) {
+    GenerationOptions g;
+    g.max_new_tokens = 40;
+    g.ignore_eos = true;
+    g.sampling = sampling;
+    g.tree = TreeWidths::parse("0.7:4,1:2");
+    g.logits = LogitsMode::kGather;
+    const GenerationResult gathered = speculative(comm_, g, "adaptive", /*debug_sync=*/true);
+    g.logits = LogitsMode::kLocal;
+    const GenerationResult local = speculative(comm_, g, "adaptive", /*debug_sync=*/true);
+    EXPECT_EQ(gathered.tokens, local.tokens) << "temperature " << sampling.temperature;
+    EXPECT_EQ(gathered.stats.accepted, local.stats.accepted);
+    EXPECT_EQ(gathered.stats.alternatives_accepted, local.stats.alternatives_accepted);
+    EXPECT_GT(gathered.stats.alternatives, 0);
   }
 }
 

@@ -8,7 +8,10 @@
 //  * a pruned draft vocabulary (draft forwards' LM head over V' kept ids) changes neither the
 //    greedy output nor the sampled distribution;
 //  * plain decoding runs the same loop as rounds without a draft, and a drafter observes every
-//    drafted round's draft and verdict.
+//    drafted round's draft and verdict;
+//  * token trees (--tree: alternatives beside each drawn draft token, verified under a tree mask,
+//    the accepted path's KV rows compacted) keep greedy output token-identical, the KV cache equal
+//    to a fresh run's, and sampling distribution-exact.
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
 #include "decode/decoder.hpp"
@@ -233,6 +236,67 @@ TEST_F(SpeculativeGreedy, KvCacheAfterRollbacksEqualsAFreshRun) {
   expect_kv_equals_fresh_run(*model_, kv, sequence);
 }
 
+// Trees: alternatives beside each drawn token (several widths, node budgets from tiny to the
+// default), every controller, K, both logits modes: the output never changes, and alternatives
+// are accepted (the accepted path leaves the drawn chain).
+TEST_F(SpeculativeGreedy, TreesKeepTheOutputTokenIdentical) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> expected = autoregressive(*model_, comm_, prompt_, generation);
+  const LayerPlan plan = LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{1});
+  std::int64_t alternatives_accepted = 0;
+  for (const char* widths : {"swift", "1:3", "0.6:8,1:2"}) {
+    for (int max_nodes : {2, 7, 32}) {
+      for (const char* kind : {"fixed", "threshold", "adaptive", "thompson"}) {
+        for (int k : {1, 4}) {
+          for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+            ControllerOptions controller;
+            controller.kind = kind;
+            controller.max_draft = k;
+            controller.threshold = 0.3;
+            GenerationOptions g = generation;
+            g.logits = mode;
+            g.tree = TreeWidths::parse(widths);
+            g.tree_max_nodes = max_nodes;
+            const GenerationResult r = speculative(*model_, comm_, prompt_, g, plan, controller);
+            const std::string label =
+                std::string(widths) + " / nodes " + std::to_string(max_nodes) + " / " + kind +
+                " / K " + std::to_string(k) + " / " + std::string(logits_mode_name(mode));
+            EXPECT_EQ(r.tokens, expected) << label;
+            EXPECT_GT(r.stats.alternatives, 0) << label;
+            EXPECT_LE(r.stats.drafted + r.stats.alternatives,
+                      static_cast<std::int64_t>(r.stats.rounds) * max_nodes)
+                << label;
+            alternatives_accepted += r.stats.alternatives_accepted;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(alternatives_accepted, 0) << "no alternative was ever accepted: trees untested";
+}
+
+TEST_F(SpeculativeGreedy, KvCacheAfterTreeRoundsEqualsAFreshRun) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 33;
+  generation.ignore_eos = true;
+  generation.tree = TreeWidths::parse("1:4");
+  const LayerPlan plan = LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{1});
+  ControllerOptions controller;
+  controller.kind = "fixed";
+  controller.max_draft = 5;
+  KvCache kv = model_->make_kv_cache(1);
+  const GenerationResult r =
+      speculative(*model_, comm_, prompt_, generation, plan, controller, &kv);
+  ASSERT_GT(r.stats.alternatives_accepted, 0) << "no path left the drawn chain";
+  ASSERT_LT(r.stats.accepted, r.stats.drafted) << "the draft must be rejected sometimes";
+
+  std::vector<std::int32_t> sequence = prompt_;
+  sequence.insert(sequence.end(), r.tokens.begin(), r.tokens.end());
+  expect_kv_equals_fresh_run(*model_, kv, sequence);
+}
+
 TEST_F(SpeculativeGreedy, TraceHasOneRecordPerRound) {
   TempDir trace_dir;
   GenerationOptions generation;
@@ -349,7 +413,8 @@ struct SamplingCase {
   std::string name;
   SamplingParams params;
   LogitsMode logits;
-  bool pruned = false;  // the draft forwards use a pruned vocabulary (8 of the 12 ids)
+  bool pruned = false;        // the draft forwards use a pruned vocabulary (8 of the 12 ids)
+  std::string tree = "none";  // --tree widths
 };
 void PrintTo(const SamplingCase& c, std::ostream* os) {
   *os << c.name;
@@ -445,6 +510,7 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
   const std::vector<std::int32_t> kept_ids = {0, 1, 3, 4, 6, 7, 9, 10};
   const DraftVocabulary vocabulary(*model_, kept_ids);
   std::int64_t outside = 0;  // generated tokens (any position) outside the kept ids
+  std::int64_t alternatives_accepted = 0;
   for (int run = 0; run < kRuns; ++run) {
     GenerationOptions g;
     g.max_new_tokens = kDepth + 1;
@@ -453,7 +519,9 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.sampling.seed = 1000 + static_cast<std::uint64_t>(run);
     g.logits = c.logits;
     if (c.pruned) g.draft_vocabulary = &vocabulary;
+    g.tree = TreeWidths::parse(c.tree);
     const GenerationResult r = speculative(*model_, comm_, prompt_, g, draft, controller);
+    alternatives_accepted += r.stats.alternatives_accepted;
     ASSERT_EQ(r.tokens.size(), static_cast<std::size_t>(kDepth + 1));
     outside += std::count_if(r.tokens.begin(), r.tokens.end(), [&](std::int32_t t) {
       return std::find(kept_ids.begin(), kept_ids.end(), t) == kept_ids.end();
@@ -468,6 +536,10 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
   // The target puts mass outside the kept ids: a pruned draft must still let those tokens out.
   if (c.pruned) {
     EXPECT_GT(outside, 0);
+  }
+  // Trees: alternatives must be accepted sometimes, or the sibling tests would go untested.
+  if (c.tree != "none") {
+    EXPECT_GT(alternatives_accepted, 0);
   }
 
   // H0: the speculative samples follow the target. Critical value at a false-alarm rate of 1e-6
@@ -495,7 +567,15 @@ INSTANTIATE_TEST_SUITE_P(
         SamplingCase{"pruned_temperature_gather", {1.0, 0, 1.0, 0}, LogitsMode::kGather, true},
         SamplingCase{"pruned_temperature_local", {0.8, 0, 1.0, 0}, LogitsMode::kLocal, true},
         SamplingCase{"pruned_topk_topp_gather", {1.5, 6, 0.95, 0}, LogitsMode::kGather, true},
-        SamplingCase{"pruned_topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal, true}),
+        SamplingCase{"pruned_topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal, true},
+        SamplingCase{
+            "tree_temperature_gather", {1.0, 0, 1.0, 0}, LogitsMode::kGather, false, "1:3"},
+        SamplingCase{
+            "tree_temperature_local", {0.8, 0, 1.0, 0}, LogitsMode::kLocal, false, "0.6:4,1:2"},
+        SamplingCase{
+            "tree_topk_topp_gather", {1.5, 6, 0.95, 0}, LogitsMode::kGather, false, "swift"},
+        SamplingCase{"tree_topp_local", {1.5, 0, 0.95, 0}, LogitsMode::kLocal, false, "1:3"},
+        SamplingCase{"tree_pruned_topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal, true, "1:4"}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace
