@@ -9,6 +9,7 @@
 #include "comm/collective_watchdog.hpp"
 #include "model_io/gguf_file.hpp"
 #include "model_io/gguf_tensor_source.hpp"
+#include "model_io/model_identity.hpp"
 #include "model_io/safetensors.hpp"
 
 #include <fmt/format.h>
@@ -138,25 +139,44 @@ void Engine::check_context(std::int64_t n_prompt, std::int64_t max_new_tokens) c
   }
 }
 
+void Engine::with_tensor_source(const std::function<void(const TensorSource&)>& body) const {
+  if (source_.synthetic) {
+    const DType dtype = synthetic_weights_dtype(source_.config, options_.weights_dtype);
+    const std::unique_ptr<TensorSource> synthetic = make_synthetic_tensor_source(source_, dtype);
+    body(*synthetic);
+  } else if (source_.gguf) {
+    const GgufFile file(source_.model_path);
+    const GgufTensorSource gguf(file, source_.config);
+    body(gguf);
+  } else {
+    const Checkpoint checkpoint = Checkpoint::open(source_.model_path);
+    body(CheckpointSource(checkpoint));
+  }
+}
+
+std::optional<DType> Engine::load_dtype() const {
+  // Synthetic weights are made in their dtype; quantized GGUF blocks dequantize into the requested
+  // dtype, bf16 unless told (f32 keeps the file's values exactly); safetensors keep theirs.
+  if (source_.synthetic) return synthetic_weights_dtype(source_.config, options_.weights_dtype);
+  if (source_.gguf) return options_.weights_dtype.value_or(DType::kBF16);
+  return options_.weights_dtype;
+}
+
+std::string Engine::model_identity() const {
+  std::string identity;
+  with_tensor_source([&](const TensorSource& source) {
+    identity = selfspec::model_identity(source, source_.config);
+  });
+  return identity;
+}
+
 void Engine::load() {
   const auto start = std::chrono::steady_clock::now();
   const ModelConfig& config = source_.config;
   std::optional<LlamaWeights> weights;
-  if (source_.synthetic) {
-    const DType dtype = synthetic_weights_dtype(config, options_.weights_dtype);
-    const std::unique_ptr<TensorSource> synthetic = make_synthetic_tensor_source(source_, dtype);
-    weights = LlamaWeights::load(*synthetic, config, shard_, dtype, *backend_);
-  } else if (source_.gguf) {
-    // Quantized blocks dequantize into the requested dtype, bf16 unless told (f32 keeps the
-    // file's values exactly).
-    const GgufFile file(source_.model_path);
-    const GgufTensorSource gguf(file, config);
-    weights = LlamaWeights::load(gguf, config, shard_,
-                                 options_.weights_dtype.value_or(DType::kBF16), *backend_);
-  } else {
-    const Checkpoint checkpoint = Checkpoint::open(source_.model_path);
-    weights = LlamaWeights::load(checkpoint, config, shard_, options_.weights_dtype, *backend_);
-  }
+  with_tensor_source([&](const TensorSource& source) {
+    weights = LlamaWeights::load(source, config, shard_, load_dtype(), *backend_);
+  });
   Communicator& activations = device_comm_ != nullptr ? *device_comm_ : comm_;
   model_ =
       std::make_unique<LlamaModel>(config, shard_, std::move(*weights), activations, *backend_);

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,13 @@ class Engine {
 
   // Reads this rank's weight slices and builds the model.
   void load();
+  // Calls `body` with the model's tensors (the checkpoint, GGUF file or synthetic weights), for
+  // reading whole tensors (an early-exit head's initial layer, the model's identity).
+  void with_tensor_source(const std::function<void(const TensorSource&)>& body) const;
+  // The dtype load() stores weights in (nullopt: as stored).
+  std::optional<DType> load_dtype() const;
+  // model_io/model_identity.hpp's identity of this model (reads the final norm's weights).
+  std::string model_identity() const;
   bool loaded() const { return model_ != nullptr; }
   LlamaModel& model();
   double load_seconds() const { return load_seconds_; }
