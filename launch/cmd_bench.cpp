@@ -679,6 +679,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       result.bandwidth = measure_bandwidth(job.comm(), options);
     }
     engine.load();
+    options.spec.attach_exit_head(engine);
     for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
       bench.vocabularies.push_back(
           ids.empty() ? nullptr : std::make_unique<DraftVocabulary>(engine.model(), ids));

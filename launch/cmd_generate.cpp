@@ -230,6 +230,7 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
     engine.load();
+    options.spec.attach_exit_head(engine);
     std::optional<DraftVocabulary> vocabulary;
     if (!vocab_ids.empty()) {
       vocabulary.emplace(engine.model(), vocab_ids);

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
 #include "draft/cosine_skip_drafter.hpp"
+#include "draft/early_exit_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "launch/draft_vocab_file.hpp"
 #include "launch/options.hpp"
@@ -80,13 +81,19 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
   group
       ->add_option("--spec", spec,
                    "drafting method: none (autoregressive), layer-skip (a fixed skip set), swift "
-                   "(SWIFT's on-the-fly skip-set search) or asd (Draft on the Fly: a skip set per "
-                   "prompt from its cosine similarities)")
-      ->check(CLI::IsMember({"none", "layer-skip", "swift", "asd"}))
+                   "(SWIFT's on-the-fly skip-set search), asd (Draft on the Fly: a skip set per "
+                   "prompt from its cosine similarities) or early-exit (the first N layers and a "
+                   "trained exit head, --exit-head)")
+      ->check(CLI::IsMember({"none", "layer-skip", "swift", "asd", "early-exit"}))
       ->capture_default_str();
   group
       ->add_option("--skip-config", skip_config,
                    "skip set file (YAML/JSON {attention: [...], mlp: [...]}, configs/skips/)")
+      ->check(CLI::ExistingFile);
+  group
+      ->add_option("--exit-head", exit_head,
+                   "early-exit: the exit head file (scripts/train_exit_head.py, or a collection's "
+                   "init_layer.safetensors); N is read from it")
       ->check(CLI::ExistingFile);
   group->add_option("--skip-attn", skip_attn, "attention sublayers to skip, e.g. 3,5,9");
   group->add_option("--skip-mlp", skip_mlp, "MLP sublayers to skip, e.g. 6,10");
@@ -207,8 +214,12 @@ void SpecCliOptions::validate(const CLI::App& command) const {
   const bool asd_options = command.count("--asd-alpha") > 0 || command.count("--asd-m") > 0 ||
                            command.count("--asd-n") > 0;
   SELFSPEC_CHECK(spec == "asd" || !asd_options, "--asd-alpha/--asd-m/--asd-n need --spec asd");
+  SELFSPEC_CHECK((spec == "early-exit") == (command.count("--exit-head") > 0),
+                 "--spec early-exit and --exit-head FILE go together");
   if (!fixed_skip_set()) {
-    const char* why = spec == "asd"     ? " (--spec asd chooses its skip set per prompt)"
+    const char* why = spec == "asd" ? " (--spec asd chooses its skip set per prompt)"
+                      : spec == "early-exit"
+                          ? " (--spec early-exit drafts with the first N layers and its exit head)"
                       : spec == "swift" ? " (--spec swift chooses its own skip set on the fly; "
                                           "--swift-ratio sets how much it skips)"
                                         : "";
@@ -262,6 +273,10 @@ void SpecCliOptions::check_for_model(int num_layers) const {
 std::unique_ptr<Drafter> SpecCliOptions::make_drafter(const SkipSet* skips, int num_layers,
                                                       std::uint64_t sampling_seed) const {
   if (spec == "asd") return std::make_unique<CosineSkipDrafter>(num_layers, asd);
+  if (spec == "early-exit") {
+    return std::make_unique<EarlyExitDrafter>(num_layers, read_exit_head_info(exit_head).exit_layer,
+                                              exit_head);
+  }
   if (spec == "swift") {
     SwiftOptions options = swift;
     options.seed = sampling_seed ^ kSwiftSeedSalt;
@@ -275,6 +290,8 @@ std::string SpecCliOptions::drafter_label(const SkipSet* skips) const {
   if (skips != nullptr) return skips->name;
   if (spec == "swift")
     return fmt::format("swift (r {}, window {})", swift.skip_ratio, swift.window);
+  if (spec == "early-exit")
+    return fmt::format("early-exit (N {})", read_exit_head_info(exit_head).exit_layer);
   return fmt::format("asd (alpha {}, m {}, n {})", asd.alpha, asd.m, asd.n);
 }
 
@@ -284,6 +301,13 @@ ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
   options.kind = kind;
   options.seed = sampling_seed ^ kControllerSeedSalt;
   return options;
+}
+
+void SpecCliOptions::attach_exit_head(Engine& engine) const {
+  if (spec != "early-exit") return;
+  engine.model().attach_exit_head(load_exit_head(exit_head, engine.config(),
+                                                 engine.model_identity(), engine.shard(),
+                                                 engine.load_dtype(), engine.backend()));
 }
 
 void SpecCliOptions::apply_tree(GenerationOptions& generation) const {
@@ -342,6 +366,13 @@ nlohmann::json SpecCliOptions::describe(const SkipSet* skips, int num_layers) co
     out["skip_fraction"] = static_cast<double>(plan.skipped_count()) / (2.0 * num_layers);
   }
   if (spec == "asd") out["asd"] = {{"alpha", asd.alpha}, {"m", asd.m}, {"n", asd.n}};
+  if (spec == "early-exit") {
+    const ExitHeadInfo info = read_exit_head_info(exit_head);
+    out["exit_head"] = {{"file", exit_head}, {"exit_layer", info.exit_layer}};
+    for (const char* key : {"trained_on", "heldout_top1_agreement"}) {
+      if (info.metadata.count(key) > 0) out["exit_head"][key] = info.metadata.at(key);
+    }
+  }
   if (spec == "swift") {
     out["swift"] = {{"skip_ratio", swift.skip_ratio},   {"window", swift.window},
                     {"bayes_every", swift.bayes_every}, {"max_steps", swift.max_steps},

@@ -12,6 +12,7 @@
 #include "draft/drafter.hpp"
 #include "draft/skip_set.hpp"
 #include "draft/swift_drafter.hpp"
+#include "engine/engine.hpp"
 #include "model_io/model_config.hpp"
 
 #include <CLI/CLI.hpp>
@@ -32,7 +33,8 @@ inline constexpr std::uint64_t kControllerSeedSalt = 0x7468656d70736f6eull;
 inline constexpr std::uint64_t kSwiftSeedSalt = 0x7377696674736b70ull;
 
 struct SpecCliOptions {
-  std::string spec = "none";  // none | layer-skip | swift | asd
+  std::string spec = "none";  // none | layer-skip | swift | asd | early-exit
+  std::string exit_head;      // --exit-head: the early-exit head file (--spec early-exit)
   std::string skip_config;
   std::string skip_attn;
   std::string skip_mlp;
@@ -74,6 +76,9 @@ struct SpecCliOptions {
   // the sampling seed (kControllerSeedSalt).
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   LogitsMode logits_mode() const;
+  // --spec early-exit: loads --exit-head (checked against the model) and attaches it to the
+  // engine's model; nothing otherwise. After Engine::load, before any KV cache is made.
+  void attach_exit_head(Engine& engine) const;
   // --tree and --tree-max-nodes into a run's options.
   void apply_tree(GenerationOptions& generation) const;
   // The pruned draft vocabularies asked for, one per --draft-vocab-size item (one when the option

@@ -57,6 +57,7 @@ std::uint64_t launch_key(const LaunchShape& shape) {
   mix(reinterpret_cast<std::uintptr_t>(shape.kv_cache));
   mix(static_cast<std::uint64_t>(shape.kv_capacity));
   mix(reinterpret_cast<std::uintptr_t>(shape.draft_vocabulary));
+  mix(shape.early_exit ? 1 : 0);
   return hash;
 }
 

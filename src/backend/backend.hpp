@@ -99,6 +99,8 @@ struct LaunchShape {
   // The pruned draft vocabulary whose LM head the launches use, by identity (its buffers);
   // nullptr: the full LM head.
   const void* draft_vocabulary = nullptr;
+  // An early-exit draft forward (the model's first layers, then its exit head).
+  bool early_exit = false;
   // False when the launches cannot be recorded: they call back into the host (observers) or run
   // collectives through host memory. Such passes always run eagerly.
   bool recordable = true;

@@ -107,10 +107,12 @@ void DecodingRun::plan_next_round() {
       {controller_->max_draft(), channel_.remaining() - 1, kMaxDraftPerRound}));
   controller_->begin_round();
   drafter_->next_plan().to_mask(message_.skip_mask);
+  message_.exit_layer = drafter_->exit_layer();
   message_.command = cap_ >= 1 ? ControlCommand::kDraft : ControlCommand::kVerify;
 }
 
 void DecodingRun::adopt_plan() {
+  early_exit_ = message_.exit_layer >= 0;
   if (std::equal(plan_mask_.begin(), plan_mask_.end(), message_.skip_mask.begin())) return;
   std::copy(message_.skip_mask.begin(), message_.skip_mask.end(), plan_mask_.begin());
   plan_ = LayerPlan::from_mask(plan_.num_layers(), plan_mask_);
@@ -173,6 +175,7 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.plan = &plan_;
   args.logit_rows = {&row, 1};
   args.draft_vocabulary = options_.draft_vocabulary;
+  args.early_exit = early_exit_;
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.draft_forwards;
 

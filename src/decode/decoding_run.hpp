@@ -106,6 +106,7 @@ class DecodingRun final : public DraftContext {
   int cap_ = 0;                   // rank 0: most tokens the round may draft
   LayerPlan plan_;
   std::array<std::uint64_t, LayerPlan::kMaskWords> plan_mask_{};
+  bool early_exit_ = false;  // the round's draft forwards exit through the model's exit head
   Draft draft_;
   std::vector<float> logits_;
   std::vector<std::int32_t> prompt_;             // for score_plan's windows

@@ -22,6 +22,7 @@
 //                 carries between rounds — e.g. an on-the-fly skip-set search — lives here).
 //   state()       rank 0, for reports and traces: what the drafter decided (JSON; null if nothing).
 // One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1),
+// EarlyExitDrafter (the first N layers and a trained exit head: EESD §3.1),
 // SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1), CosineSkipDrafter (a skip set per
 // request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1).
 #pragma once
@@ -104,6 +105,9 @@ class Drafter {
   }
   // Rank 0: the plan of the next round's draft forwards.
   virtual const LayerPlan& next_plan() = 0;
+  // Rank 0: N when the draft forwards exit early through the model's exit head after its first N
+  // layers (EarlyExitDrafter), -1 (the default) for layer-plan drafts.
+  virtual int exit_layer() const { return -1; }
   // Collective: fills `draft` (empty on entry) for this round. The default drafts one step per
   // token, each continuing the previous step's drawn token, until rank 0 stops; a step's
   // alternatives become siblings of its drawn token (a chain when there are none).

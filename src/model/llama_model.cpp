@@ -36,7 +36,15 @@ LlamaModel::LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights
 }
 
 KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
-  return KvCache(backend_, config_.num_layers, kv_local_, config_.head_dim, capacity);
+  return KvCache(backend_, config_.num_layers + (exit_head_ ? 1 : 0), kv_local_, config_.head_dim,
+                 capacity);
+}
+
+void LlamaModel::attach_exit_head(ExitHead head) {
+  SELFSPEC_CHECK(head.exit_layer >= 1 && head.exit_layer < config_.num_layers,
+                 "exit head {}: exit layer {} is outside [1, {}]", head.path.string(),
+                 head.exit_layer, config_.num_layers - 1);
+  exit_head_ = std::move(head);
 }
 
 float* LlamaModel::workspace(DeviceBuffer& buffer, std::size_t floats) {
@@ -84,6 +92,12 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   SELFSPEC_CHECK(
       args.mask == nullptr || args.mask->is_causal() || args.mask->n_tokens() == n_tokens,
       "tree mask is for {} tokens but the forward has {}", args.mask->n_tokens(), n_tokens);
+  SELFSPEC_CHECK(kv.num_layers() == config_.num_layers ||
+                     (exit_head_ && kv.num_layers() == config_.num_layers + 1),
+                 "forward: the KV cache has {} layers, the model {}{}", kv.num_layers(),
+                 config_.num_layers, exit_head_ ? " (+ 1 for its exit head)" : "");
+  SELFSPEC_CHECK(!args.early_exit || kv.num_layers() == config_.num_layers + 1,
+                 "an early-exit forward needs an exit head and a KV cache made with its layer");
   SELFSPEC_CHECK(kv.length() + n_tokens <= kv.capacity(),
                  "KV cache full: {} cached + {} new tokens exceed its capacity of {}", kv.length(),
                  n_tokens, kv.capacity());
@@ -153,9 +167,10 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   shape.kv_cache = kv.keys(0);
   shape.kv_capacity = kv.capacity();
   shape.draft_vocabulary = vocabulary;
+  shape.early_exit = args.early_exit;
   shape.recordable = !observing && (comm_.size() == 1 || comm_.supports_device_buffers());
   backend_.run_forward(inputs, shape, [&] {
-    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, observe);
+    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit, observe);
   });
   if (n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
@@ -168,7 +183,8 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
 
 void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
                             std::int64_t n_tokens, float* logits_out,
-                            const DraftVocabulary* vocabulary, const Observe& observe) {
+                            const DraftVocabulary* vocabulary, bool early_exit,
+                            const Observe& observe) {
   const std::int64_t hidden = config_.hidden_size;
   float* x = x_.as<float>();
   const bool observing = static_cast<bool>(observe);
@@ -177,16 +193,33 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
   all_reduce(x, n_tokens * hidden);
   if (observing) observe("embed", -1, x, n_tokens);
 
-  for (int l = 0; l < config_.num_layers; ++l) {
-    if (plan.runs_attention(l)) attention_block(l, kv, n_tokens);
+  // With the exit head's layer in the cache: its K/V after layer N - 1 (side branch), or, for an
+  // early-exit forward, the head itself in place of layers [N, L).
+  const bool head_in_cache = kv.num_layers() == config_.num_layers + 1;
+  const int n_exit = head_in_cache ? exit_head_->exit_layer : -1;
+  const int last = early_exit ? n_exit : static_cast<int>(config_.num_layers);
+  for (int l = 0; l < last; ++l) {
+    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(l)];
+    if (l == n_exit && !early_exit) exit_kv_branch(kv, n_tokens);
+    if (plan.runs_attention(l)) attention_block(w, l, kv, n_tokens);
     if (observing) {
       flush_residual(n_tokens);
       observe("attn_out", l, x, n_tokens);
     }
-    if (plan.runs_mlp(l)) mlp_block(l, n_tokens);
+    if (plan.runs_mlp(l)) mlp_block(w, n_tokens);
     if (observing) {
       flush_residual(n_tokens);
       observe("mlp_out", l, x, n_tokens);
+    }
+  }
+  if (early_exit) {
+    const LayerWeights& w = exit_head_->weights;
+    const auto kv_layer = static_cast<int>(config_.num_layers);
+    attention_block(w, kv_layer, kv, n_tokens);
+    mlp_block(w, n_tokens);
+    if (observing) {
+      flush_residual(n_tokens);
+      observe("exit_out", kv_layer, x, n_tokens);
     }
   }
   flush_residual(n_tokens);
@@ -213,8 +246,31 @@ void LlamaModel::lm_head(std::int64_t n_rows, float* logits_out, const DraftVoca
                            vocab_local(), -std::numeric_limits<float>::infinity(), logits_out);
 }
 
-void LlamaModel::attention_block(int layer, KvCache& kv, std::int64_t n_tokens) {
-  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
+void LlamaModel::exit_kv_branch(KvCache& kv, std::int64_t n_tokens) {
+  // The residual stream as the next layer sees it (the same bits add_rmsnorm would give it), the
+  // head's input norm into the scratch h, then only K and V: the head's attention output is not
+  // needed for tokens the target computes.
+  const LayerWeights& w = exit_head_->weights;
+  const std::int64_t hd = config_.head_dim;
+  const std::int64_t kv_width = kv_local_ * hd;
+  const auto layer = static_cast<int>(config_.num_layers);
+  flush_residual(n_tokens);
+  backend_.rmsnorm(x_.as<float>(), w.attention_norm.ptr(), static_cast<float>(config_.rms_norm_eps),
+                   n_tokens, config_.hidden_size, h_.as<float>());
+  float* k = k_.as<float>();
+  float* v = v_.as<float>();
+  backend_.matmul(h_.as<float>(), n_tokens, w.wk.view(), k);
+  backend_.matmul(h_.as<float>(), n_tokens, w.wv.view(), v);
+  if (!w.bk.empty()) {
+    backend_.add_bias(k, w.bk.ptr(), n_tokens, kv_width);
+    backend_.add_bias(v, w.bv.ptr(), n_tokens, kv_width);
+  }
+  backend_.rope(k, kv_width, kv_local_, hd, inv_freq_.as<float>());
+  backend_.write_kv(k, v, kv_local_, hd, kv.capacity(), kv.keys(layer), kv.values(layer));
+}
+
+void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
+                                 std::int64_t n_tokens) {
   const std::int64_t hidden = config_.hidden_size;
   const std::int64_t hd = config_.head_dim;
   const std::int64_t q_width = q_local_ * hd;
@@ -247,8 +303,7 @@ void LlamaModel::attention_block(int layer, KvCache& kv, std::int64_t n_tokens) 
   pending_ = o;
 }
 
-void LlamaModel::mlp_block(int layer, std::int64_t n_tokens) {
-  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
+void LlamaModel::mlp_block(const LayerWeights& w, std::int64_t n_tokens) {
   const std::int64_t hidden = config_.hidden_size;
   float* h = h_.as<float>();
   float* gate = gate_.as<float>();

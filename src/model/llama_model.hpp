@@ -29,6 +29,7 @@
 #include "comm/communicator.hpp"
 #include "model/attention_mask.hpp"
 #include "model/draft_vocabulary.hpp"
+#include "model/exit_head.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_weights.hpp"
@@ -37,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -60,6 +62,10 @@ struct ForwardArgs {
   // nullptr: the full LM head. Otherwise the logits of the kept ids only, -inf elsewhere (draft
   // forwards; the vocabulary must have been built for this model).
   const DraftVocabulary* draft_vocabulary = nullptr;
+  // An early-exit draft forward: the model's layers [0, N) (under `plan`), then the attached exit
+  // head's layer, then the final norm and LM head. Needs an attached head and a KV cache made
+  // with its layer.
+  bool early_exit = false;
 };
 
 // Counters for the per-phase breakdown of benchmarks.
@@ -85,8 +91,16 @@ class LlamaModel {
   Backend& backend() { return backend_; }
   std::int64_t vocab_local() const { return shard_.vocab.size(); }
 
-  // A KV cache for this rank's heads holding `capacity` token slots.
+  // A KV cache for this rank's heads holding `capacity` token slots (with an exit head
+  // attached: one more layer, the head's, at index num_layers).
   KvCache make_kv_cache(std::int64_t capacity) const;
+
+  // Attaches an early-exit head (model/exit_head.hpp). From then on every forward over a cache
+  // with the head's layer also writes that layer's K/V from the residual stream after layer N - 1
+  // (a side branch that leaves the model's own computation bit for bit unchanged), so the head's
+  // cache always holds what the target's hidden states give; early-exit forwards run the head.
+  void attach_exit_head(ExitHead head);
+  const ExitHead* exit_head() const { return exit_head_ ? &*exit_head_ : nullptr; }
 
   // Runs the tokens through the model (every rank, same arguments), appending their K/V at slots
   // [kv.length(), kv.length() + T) and extending kv by T. Fills `logits` with this rank's vocab
@@ -102,7 +116,7 @@ class LlamaModel {
   // Backend::run_forward (a recording backend may replay them instead of calling this).
   void run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
                   std::int64_t n_tokens, float* logits_out, const DraftVocabulary* vocabulary,
-                  const Observe& observe);
+                  bool early_exit, const Observe& observe);
   // The final norm and the LM head (full, or the draft vocabulary's) for the logit rows.
   void lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
                const Observe& observe);
@@ -111,8 +125,11 @@ class LlamaModel {
   void norm(const Vector& weight, std::int64_t n_tokens);
   // Adds a pending residual delta to x (before observers, the final norm, skipped blocks).
   void flush_residual(std::int64_t n_tokens);
-  void attention_block(int layer, KvCache& kv, std::int64_t n_tokens);
-  void mlp_block(int layer, std::int64_t n_tokens);
+  // A layer's sublayers; kv_layer: the KV cache layer its attention reads and writes.
+  void attention_block(const LayerWeights& w, int kv_layer, KvCache& kv, std::int64_t n_tokens);
+  void mlp_block(const LayerWeights& w, std::int64_t n_tokens);
+  // The exit head's K/V for the current tokens, from the residual stream (side branch).
+  void exit_kv_branch(KvCache& kv, std::int64_t n_tokens);
   float* workspace(DeviceBuffer& buffer, std::size_t floats);
 
   ModelConfig config_;
@@ -131,6 +148,7 @@ class LlamaModel {
   DeviceBuffer draft_logits_;  // [rows × V'_local]: a draft vocabulary's logits before scattering
   const float* pending_ = nullptr;  // residual delta not yet added to x_
   ForwardCounters counters_;
+  std::optional<ExitHead> exit_head_;
 };
 
 }  // namespace selfspec

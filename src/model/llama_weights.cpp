@@ -56,8 +56,7 @@ Vector load_vector(Backend& backend, const TensorSource& source, const std::stri
 
 }  // namespace
 
-std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
-  const LayerWeights& layer = layers[index];
+std::uint64_t layer_weight_bytes(const LayerWeights& layer) {
   std::uint64_t bytes = 0;
   for (const Matrix* m :
        {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
@@ -70,6 +69,48 @@ std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
   return bytes;
 }
 
+std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
+  return layer_weight_bytes(layers[index]);
+}
+
+LayerWeights load_layer_weights(const TensorSource& source,
+                                const std::function<std::string(std::string_view)>& name_of,
+                                const ModelConfig& config, const ShardPlan& plan,
+                                std::optional<DType> convert_to, Backend& backend) {
+  const std::int64_t hd = config.head_dim;
+  const IndexRange all_hidden{0, config.hidden_size};
+  const IndexRange q_rows{plan.q_heads.begin * hd, plan.q_heads.end * hd};
+  const IndexRange kv_rows{plan.kv_heads.begin * hd, plan.kv_heads.end * hd};
+  LayerWeights layer;
+  layer.attention_norm =
+      load_vector(backend, source, name_of("input_layernorm.weight"), all_hidden);
+  layer.mlp_norm =
+      load_vector(backend, source, name_of("post_attention_layernorm.weight"), all_hidden);
+  layer.wq = load_matrix(backend, source, name_of("self_attn.q_proj.weight"), q_rows, all_hidden,
+                         convert_to);
+  layer.wk = load_matrix(backend, source, name_of("self_attn.k_proj.weight"), kv_rows, all_hidden,
+                         convert_to);
+  layer.wv = load_matrix(backend, source, name_of("self_attn.v_proj.weight"), kv_rows, all_hidden,
+                         convert_to);
+  layer.wo = load_matrix(backend, source, name_of("self_attn.o_proj.weight"), all_hidden, q_rows,
+                         convert_to);
+  if (config.attention_bias) {
+    layer.bq = load_vector(backend, source, name_of("self_attn.q_proj.bias"), q_rows);
+    layer.bk = load_vector(backend, source, name_of("self_attn.k_proj.bias"), kv_rows);
+    layer.bv = load_vector(backend, source, name_of("self_attn.v_proj.bias"), kv_rows);
+  }
+  if (config.o_proj_bias()) {
+    layer.bo = load_vector(backend, source, name_of("self_attn.o_proj.bias"), all_hidden);
+  }
+  layer.w_gate = load_matrix(backend, source, name_of("mlp.gate_proj.weight"), plan.intermediate,
+                             all_hidden, convert_to);
+  layer.w_up = load_matrix(backend, source, name_of("mlp.up_proj.weight"), plan.intermediate,
+                           all_hidden, convert_to);
+  layer.w_down = load_matrix(backend, source, name_of("mlp.down_proj.weight"), all_hidden,
+                             plan.intermediate, convert_to);
+  return layer;
+}
+
 std::uint64_t LlamaWeights::bytes() const {
   std::uint64_t total = embedding.bytes() + (tied ? 0 : lm_head.bytes()) + final_norm.bytes();
   for (std::size_t l = 0; l < layers.size(); ++l) total += layer_bytes(l);
@@ -80,11 +121,7 @@ LlamaWeights LlamaWeights::load(const TensorSource& source, const ModelConfig& c
                                 const ShardPlan& plan, std::optional<DType> convert_to,
                                 Backend& backend) {
   source.validate(config);
-  const std::int64_t hidden = config.hidden_size;
-  const std::int64_t hd = config.head_dim;
-  const IndexRange all_hidden{0, hidden};
-  const IndexRange q_rows{plan.q_heads.begin * hd, plan.q_heads.end * hd};
-  const IndexRange kv_rows{plan.kv_heads.begin * hd, plan.kv_heads.end * hd};
+  const IndexRange all_hidden{0, config.hidden_size};
 
   LlamaWeights weights;
   weights.tied = config.tie_word_embeddings;
@@ -93,37 +130,9 @@ LlamaWeights LlamaWeights::load(const TensorSource& source, const ModelConfig& c
       load_matrix(backend, source, "model.embed_tokens.weight", plan.vocab, all_hidden, convert_to);
   weights.layers.resize(static_cast<std::size_t>(config.num_layers));
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
-    LayerWeights& layer = weights.layers[static_cast<std::size_t>(l)];
-    layer.attention_norm =
-        load_vector(backend, source, layer_tensor_name(l, "input_layernorm.weight"), all_hidden);
-    layer.mlp_norm = load_vector(
-        backend, source, layer_tensor_name(l, "post_attention_layernorm.weight"), all_hidden);
-    layer.wq = load_matrix(backend, source, layer_tensor_name(l, "self_attn.q_proj.weight"), q_rows,
-                           all_hidden, convert_to);
-    layer.wk = load_matrix(backend, source, layer_tensor_name(l, "self_attn.k_proj.weight"),
-                           kv_rows, all_hidden, convert_to);
-    layer.wv = load_matrix(backend, source, layer_tensor_name(l, "self_attn.v_proj.weight"),
-                           kv_rows, all_hidden, convert_to);
-    layer.wo = load_matrix(backend, source, layer_tensor_name(l, "self_attn.o_proj.weight"),
-                           all_hidden, q_rows, convert_to);
-    if (config.attention_bias) {
-      layer.bq =
-          load_vector(backend, source, layer_tensor_name(l, "self_attn.q_proj.bias"), q_rows);
-      layer.bk =
-          load_vector(backend, source, layer_tensor_name(l, "self_attn.k_proj.bias"), kv_rows);
-      layer.bv =
-          load_vector(backend, source, layer_tensor_name(l, "self_attn.v_proj.bias"), kv_rows);
-    }
-    if (config.o_proj_bias()) {
-      layer.bo =
-          load_vector(backend, source, layer_tensor_name(l, "self_attn.o_proj.bias"), all_hidden);
-    }
-    layer.w_gate = load_matrix(backend, source, layer_tensor_name(l, "mlp.gate_proj.weight"),
-                               plan.intermediate, all_hidden, convert_to);
-    layer.w_up = load_matrix(backend, source, layer_tensor_name(l, "mlp.up_proj.weight"),
-                             plan.intermediate, all_hidden, convert_to);
-    layer.w_down = load_matrix(backend, source, layer_tensor_name(l, "mlp.down_proj.weight"),
-                               all_hidden, plan.intermediate, convert_to);
+    weights.layers[static_cast<std::size_t>(l)] = load_layer_weights(
+        source, [l](std::string_view suffix) { return layer_tensor_name(l, suffix); }, config, plan,
+        convert_to, backend);
     progress.update(l + 1);
   }
   weights.final_norm = load_vector(backend, source, "model.norm.weight", all_hidden);

@@ -12,8 +12,10 @@
 #include "model_io/tensor_source.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace selfspec {
@@ -48,6 +50,15 @@ struct LayerWeights {
                       // all-reduce
   Matrix w_gate, w_up, w_down;
 };
+
+// One layer's slices for this rank, tensors named name_of("input_layernorm.weight") etc. (HF
+// layer suffixes), checked against the config's shapes by the source.
+LayerWeights load_layer_weights(const TensorSource& source,
+                                const std::function<std::string(std::string_view)>& name_of,
+                                const ModelConfig& config, const ShardPlan& plan,
+                                std::optional<DType> convert_to, Backend& backend);
+// Bytes of one layer's weights in memory.
+std::uint64_t layer_weight_bytes(const LayerWeights& layer);
 
 struct LlamaWeights {
   Matrix embedding;  // vocab rows of this rank
