@@ -136,7 +136,8 @@ def split_sequences(spans, heldout_fraction, seed):
     if heldout_fraction > 0:
         heldout = max(heldout, 1)
     if heldout >= count:
-        raise DataError(f"--heldout {heldout_fraction} of {count} sequences leaves none to train on")
+        raise DataError(f"--heldout {heldout_fraction} of {count} sequences leaves none to "
+                        "train on")
     chosen = set(np.random.default_rng(seed).permutation(count)[:heldout].tolist())
     train = [s for i, s in enumerate(spans) if i not in chosen]
     held = [s for i, s in enumerate(spans) if i in chosen]
