@@ -3,7 +3,7 @@
 
     scripts/train_exit_head.py DATA_DIR --out exit_head.safetensors [--epochs 3] [--lr 1e-3]
         [--batch 64] [--heldout 0.1] [--negatives 512] [--kl-weight 1.0] [--ce-weight 1.0]
-        [--max-len 1024] [--seed 0] [--threads N] [--allow-incomplete] [--json]
+        [--max-len 1024] [--loss-chunk 1024] [--seed 0] [--threads N] [--allow-incomplete] [--json]
 
 The exit head is one transformer layer, initialised from layer N's weights (DATA_DIR's
 init_layer.safetensors), that maps the residual stream after layer N-1 (the recorded `hidden`) to
@@ -62,6 +62,8 @@ def parse_args(argv):
     parser.add_argument("--negatives", type=int, default=512,
                         help="random vocabulary ids added to each batch's sampled softmax "
                              "(>= vocab size: the exact full softmax)")
+    parser.add_argument("--loss-chunk", type=int, default=1024,
+                        help="positions whose sampled-softmax logits are held at once (memory)")
     parser.add_argument("--kl-weight", type=float, default=1.0)
     parser.add_argument("--ce-weight", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -70,7 +72,7 @@ def parse_args(argv):
                         help="train on a collection whose manifest says complete: false")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     args = parser.parse_args(argv)
-    for name in ("epochs", "batch", "max_len", "threads"):
+    for name in ("epochs", "batch", "max_len", "loss_chunk", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if not 0.0 <= args.heldout < 1.0 or args.negatives < 0 or args.lr <= 0:
@@ -167,6 +169,25 @@ def heldout_agreement(model, head, data, windows, batch_size):
     return float((predicted == target).double().mean())
 
 
+def backward_in_chunks(z, rows, head, data, args, generator):
+    """Back-propagates the mean loss over the batch's positions (final states z [M, H], data rows
+    `rows`) and returns its sum. The loss runs over --loss-chunk positions at a time, each with
+    its own sampled candidate set, into the gradient of a detached z, so that only one chunk's
+    [positions, candidates] logits are held at once; then that gradient flows through the layer."""
+    leaf = z.detach().requires_grad_()
+    total = 0.0
+    for begin in range(0, len(rows), args.loss_chunk):
+        chunk = rows[begin:begin + args.loss_chunk]
+        loss, _, _ = distillation_loss(
+            leaf[begin:begin + args.loss_chunk], head, torch.from_numpy(data.topk_ids[chunk]),
+            torch.from_numpy(data.topk_logprobs[chunk]), torch.from_numpy(data.next_token[chunk]),
+            args.negatives, generator, args.kl_weight, args.ce_weight)
+        (loss * (len(chunk) / len(rows))).backward()
+        total += float(loss) * len(chunk)
+    z.backward(leaf.grad)
+    return total
+
+
 def train_epoch(model, head, optimiser, data, windows, args, rng, generator):
     """(mean loss, positions, seconds) of one pass over the train windows in a random order."""
     model.train()
@@ -174,16 +195,11 @@ def train_epoch(model, head, optimiser, data, windows, args, rng, generator):
     total, count, start = 0.0, 0, time.monotonic()
     for begin in range(0, len(order), args.batch):
         batch = Batch(data, [windows[i] for i in order[begin:begin + args.batch]])
-        rows = batch.rows.numpy()
-        loss, _, _ = distillation_loss(
-            final_states(model, head, batch), head, torch.from_numpy(data.topk_ids[rows]),
-            torch.from_numpy(data.topk_logprobs[rows]), torch.from_numpy(data.next_token[rows]),
-            args.negatives, generator, args.kl_weight, args.ce_weight)
         optimiser.zero_grad()
-        loss.backward()
+        total += backward_in_chunks(final_states(model, head, batch), batch.rows.numpy(), head,
+                                    data, args, generator)
         optimiser.step()
-        total += float(loss) * len(rows)
-        count += len(rows)
+        count += len(batch.rows)
     model.eval()
     return total / max(count, 1), count, time.monotonic() - start
 

@@ -196,6 +196,19 @@ class TrainExitHeadTest(unittest.TestCase):
                          round(summary["agreement_after"], 4))
         self.assertIn("sampled", metadata["loss"])
 
+    def test_loss_chunks_do_not_change_an_exact_softmax_step(self):
+        noisy = {k: v * 1.2 for k, v in self.teacher.items()}
+        data = make_data_dir(self.temp.name, noisy, self.teacher, self.rng, sequences=12)
+        losses = []
+        for chunk in ("7", "4096"):  # --negatives >= vocab: the softmax is over all 300 ids
+            code, summary, err = run_trainer(
+                [data, "--out", os.path.join(self.temp.name, f"h{chunk}.safetensors"), "--epochs",
+                 "2", "--lr", "1e-2", "--batch", "3", "--negatives", "300", "--loss-chunk", chunk,
+                 "--json", "--threads", "1"])
+            self.assertEqual(code, 0, err)
+            losses.append(summary["train_loss"])
+        np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+
     def test_incomplete_collection_is_refused_unless_allowed(self):
         data = make_data_dir(self.temp.name, self.teacher, self.teacher, self.rng, sequences=6,
                              complete=False)
