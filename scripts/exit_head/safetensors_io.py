@@ -87,7 +87,10 @@ def write_safetensors(path, tensors, metadata):
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as the package writes it
     directory = os.path.dirname(os.path.abspath(path))
     fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 would stay on the renamed file
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(text)))
             f.write(text)

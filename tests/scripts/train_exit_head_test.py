@@ -256,6 +256,13 @@ class SafetensorsIoTest(unittest.TestCase):
             np.testing.assert_allclose(bf16_to_f32(tensors["b"]), values, rtol=2 ** -8)
             self.assertEqual(dtype_of(path), {"a": "F32", "b": "BF16"})
             self.assertEqual(os.path.getsize(path) % 8, 0)  # 8-aligned header, 24 data bytes
+            umask = os.umask(0o022)
+            try:
+                write_safetensors(path, {"a": values}, {})
+            finally:
+                os.umask(umask)
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
+            self.assertEqual(os.listdir(temp), ["t.safetensors"])  # no temporary file left
 
 
 if __name__ == "__main__":
