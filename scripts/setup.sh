@@ -14,6 +14,9 @@ packages=(
   clang libclang-rt-dev libomp-dev
   # scripts/get-prompts.sh fetches HumanEval with pip; scripts/plot_bench.py draws with matplotlib.
   python3-pip python3-matplotlib
+  # scripts/train_exit_head.py (EESD exit heads) runs on the system python with PyTorch 1.13 and
+  # numpy (python3-torch: about 135 MB of downloads with its dependencies).
+  python3-torch python3-numpy
   # Slurm for scripts/slurm/ and the slurm_cpu_smoke test (a one-node cluster on localhost);
   # libpmix-dev: Slurm's mpi_pmix plugin dlopen()s its unversioned libpmix.so (srun --mpi=pmix).
   slurmctld slurmd slurm-client munge libpmix-dev

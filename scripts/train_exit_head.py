@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""Trains an EESD exit head (issue 11) by self-distillation from `selfspec collect-exit-data`.
+
+    scripts/train_exit_head.py DATA_DIR --out exit_head.safetensors [--epochs 3] [--lr 1e-3]
+        [--batch 64] [--heldout 0.1] [--negatives 512] [--kl-weight 1.0] [--ce-weight 1.0]
+        [--max-len 1024] [--loss-chunk 1024] [--seed 0] [--threads N] [--allow-incomplete] [--json]
+
+The exit head is one transformer layer, initialised from layer N's weights (DATA_DIR's
+init_layer.safetensors), that maps the residual stream after layer N-1 (the recorded `hidden`) to
+a state whose final norm + LM head (frozen.safetensors, not trained) should predict what the full
+model predicts. Loss (EESD §3.2): KL(full model's top-k distribution, renormalised || student)
++ cross-entropy on the full model's next token, with AdamW. The student's softmax runs over a
+sampled candidate set (the batch's top-k ids and next tokens plus --negatives uniformly random
+vocabulary ids), not the full vocabulary: a full LM head per position is too slow on a CPU.
+A batch is --batch sequences (sequences longer than --max-len are cut into overlapping windows,
+each position trained once). Sequences, never positions, are split into train and held-out.
+
+Per epoch (stderr): train loss, held-out top-1 agreement (argmax of the student's FULL-vocabulary
+logits against the full model's most likely token, on held-out positions; also before training),
+tokens/s. The head is written atomically in the exit-head format (EESD formats, section 2) with
+F32 tensors; --json prints a summary object on stdout. Needs Debian's python3-torch (torch 1.13)
+and python3-numpy (scripts/setup.sh), run with /usr/bin/python3.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from exit_head.dataset import (DataError, load_manifest, load_positions, model_spec,  # noqa: E402
+                               sequence_spans, split_sequences, windows_of)
+from exit_head.exit_layer import ExitLayer, FrozenHead  # noqa: E402
+from exit_head.losses import distillation_loss  # noqa: E402
+from exit_head.safetensors_io import (SafetensorsError, bf16_to_f32, dtype_of,  # noqa: E402
+                                      read_safetensors, write_safetensors)
+
+kHeadFormat = "selfspec-exit-head"
+kPrefix = "exit_layer."
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description="Train an EESD exit head by self-distillation (sampled-softmax KL + CE).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("data_dir", metavar="DATA_DIR", help="written by collect-exit-data")
+    parser.add_argument("--out", required=True, help="the exit head .safetensors to write")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
+    parser.add_argument("--batch", type=int, default=64,
+                        help="sequences (windows of --max-len positions) per optimiser step")
+    parser.add_argument("--max-len", type=int, default=1024,
+                        help="longer sequences are cut into windows overlapping by half")
+    parser.add_argument("--heldout", type=float, default=0.1,
+                        help="fraction of sequences held out for the agreement figure")
+    parser.add_argument("--negatives", type=int, default=512,
+                        help="random vocabulary ids added to each batch's sampled softmax "
+                             "(>= vocab size: the exact full softmax)")
+    parser.add_argument("--loss-chunk", type=int, default=1024,
+                        help="positions whose sampled-softmax logits are held at once (memory)")
+    parser.add_argument("--kl-weight", type=float, default=1.0)
+    parser.add_argument("--ce-weight", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="train on a collection whose manifest says complete: false")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    args = parser.parse_args(argv)
+    for name in ("epochs", "batch", "max_len", "loss_chunk", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0.0 <= args.heldout < 1.0 or args.negatives < 0 or args.lr <= 0:
+        parser.error("need 0 <= --heldout < 1, --negatives >= 0 and --lr > 0")
+    return args
+
+
+def log(message):
+    print(f"train_exit_head: {message}", file=sys.stderr, flush=True)
+
+
+def load_init_layer(path, spec, manifest):
+    """The state dict (names without the "exit_layer." prefix) of init_layer.safetensors."""
+    tensors, metadata = read_safetensors(path)
+    _check(metadata.get("model_identity") == spec.identity, path,
+           f"model_identity {metadata.get('model_identity')!r} is not the manifest's "
+           f"{spec.identity!r}")
+    _check(metadata.get("exit_layer") == str(manifest["exit_layer"]), path,
+           f"exit_layer {metadata.get('exit_layer')!r} is not the manifest's "
+           f"{manifest['exit_layer']}")
+    expected = ExitLayer(spec).state_dict()
+    dtypes = dtype_of(path)
+    state = {}
+    for name, like in expected.items():
+        key = kPrefix + name
+        _check(key in tensors, path, f"missing tensor {key}")
+        value = tensors[key]
+        value = bf16_to_f32(value) if dtypes[key] == "BF16" else np.asarray(value, np.float32)
+        _check(tuple(value.shape) == tuple(like.shape), path,
+               f"tensor {key} is {list(value.shape)}, expected {list(like.shape)}")
+        state[name] = torch.from_numpy(np.array(value, dtype=np.float32))
+    extra = sorted(set(tensors) - {kPrefix + n for n in expected})
+    _check(not extra, path, f"unexpected tensors {extra} (attention_bias / o_proj_bias?)")
+    return state
+
+
+def load_frozen(path, spec):
+    tensors, _ = read_safetensors(path)
+    dtypes = dtype_of(path)
+    for name in ("model.norm.weight", "lm_head.weight"):
+        _check(name in tensors, path, f"missing tensor {name}")
+    norm, lm_head = tensors["model.norm.weight"], tensors["lm_head.weight"]
+    _check(norm.shape == (spec.hidden_size,) and dtypes["model.norm.weight"] != "BF16", path,
+           f"model.norm.weight is {dtypes['model.norm.weight']} {list(norm.shape)}, expected "
+           f"F32 [{spec.hidden_size}]")
+    _check(lm_head.shape == (spec.vocab_size, spec.hidden_size) and
+           dtypes["lm_head.weight"] == "BF16", path,
+           f"lm_head.weight is {dtypes['lm_head.weight']} {list(lm_head.shape)}, expected BF16 "
+           f"[{spec.vocab_size}, {spec.hidden_size}]")
+    return FrozenHead(norm, np.array(lm_head), spec.rms_norm_eps)
+
+
+class Batch:
+    """Windows padded to one length: x [B, T, H], positions/valid/loss [B, T], rows [M] (the data
+    rows of the loss positions, in the order of x[loss])."""
+
+    def __init__(self, data, windows):
+        length = max(w.end - w.start for w in windows)
+        hidden = data.hidden.shape[1]
+        x = np.zeros((len(windows), length, hidden), dtype=np.float32)
+        positions = np.zeros((len(windows), length), dtype=np.int64)
+        valid = np.zeros((len(windows), length), dtype=bool)
+        loss = np.zeros((len(windows), length), dtype=bool)
+        for b, w in enumerate(windows):
+            n = w.end - w.start
+            x[b, :n] = bf16_to_f32(data.hidden[w.start:w.end])
+            positions[b, :n] = data.position[w.start:w.end]
+            valid[b, :n] = True
+            loss[b, w.loss_from - w.start:n] = True
+        self.rows = torch.from_numpy(np.concatenate(
+            [np.arange(w.loss_from, w.end) for w in windows]))
+        self.x, self.positions = torch.from_numpy(x), torch.from_numpy(positions)
+        self.valid, self.loss = torch.from_numpy(valid), torch.from_numpy(loss)
+
+
+def final_states(model, head, batch):
+    """Normed final states [M, H] of the batch's loss positions."""
+    return head.normed(model(batch.x, batch.positions, batch.valid)[batch.loss])
+
+
+def heldout_agreement(model, head, data, windows, batch_size):
+    """Fraction of held-out positions where the student's full-vocabulary argmax is the full
+    model's most likely token (topk_ids[:, 0]); None without held-out positions."""
+    if not windows:
+        return None
+    states, rows = [], []
+    with torch.no_grad():
+        for begin in range(0, len(windows), batch_size):
+            batch = Batch(data, windows[begin:begin + batch_size])
+            states.append(final_states(model, head, batch))
+            rows.append(batch.rows)
+    predicted = head.argmax(torch.cat(states))
+    target = torch.from_numpy(data.topk_ids[torch.cat(rows).numpy(), 0])
+    return float((predicted == target).double().mean())
+
+
+def backward_in_chunks(z, rows, head, data, args, generator):
+    """Back-propagates the mean loss over the batch's positions (final states z [M, H], data rows
+    `rows`) and returns its sum. The loss runs over --loss-chunk positions at a time, each with
+    its own sampled candidate set, into the gradient of a detached z, so that only one chunk's
+    [positions, candidates] logits are held at once; then that gradient flows through the layer."""
+    leaf = z.detach().requires_grad_()
+    total = 0.0
+    for begin in range(0, len(rows), args.loss_chunk):
+        chunk = rows[begin:begin + args.loss_chunk]
+        loss, _, _ = distillation_loss(
+            leaf[begin:begin + args.loss_chunk], head, torch.from_numpy(data.topk_ids[chunk]),
+            torch.from_numpy(data.topk_logprobs[chunk]), torch.from_numpy(data.next_token[chunk]),
+            args.negatives, generator, args.kl_weight, args.ce_weight)
+        (loss * (len(chunk) / len(rows))).backward()
+        total += float(loss) * len(chunk)
+    z.backward(leaf.grad)
+    return total
+
+
+def train_epoch(model, head, optimiser, data, windows, args, rng, generator):
+    """(mean loss, positions, seconds) of one pass over the train windows in a random order."""
+    model.train()
+    order = rng.permutation(len(windows))
+    total, count, start = 0.0, 0, time.monotonic()
+    for begin in range(0, len(order), args.batch):
+        batch = Batch(data, [windows[i] for i in order[begin:begin + args.batch]])
+        optimiser.zero_grad()
+        total += backward_in_chunks(final_states(model, head, batch), batch.rows.numpy(), head,
+                                    data, args, generator)
+        optimiser.step()
+        count += len(batch.rows)
+    model.eval()
+    return total / max(count, 1), count, time.monotonic() - start
+
+
+def head_metadata(manifest, spec, args, summary):
+    loss = (f"{args.kl_weight} * KL(teacher top-{manifest['top_k']} renormalised || student) + "
+            f"{args.ce_weight} * CE(next token); student softmax sampled over the batch's top-k "
+            f"and next-token ids plus {args.negatives} uniform random vocabulary ids")
+    metadata = {
+        "format": kHeadFormat, "model_identity": spec.identity,
+        "exit_layer": str(manifest["exit_layer"]), "hidden_size": str(spec.hidden_size),
+        "num_layers": str(spec.num_layers),
+        "trained_on": (f"{os.path.abspath(args.data_dir)}, {summary['positions']} positions "
+                       f"({summary['train_positions']} train / {summary['heldout_positions']} "
+                       f"held out), {args.epochs} epochs"),
+        "loss": loss,
+        "optimizer": f"AdamW lr {args.lr} weight_decay {args.weight_decay}, batch {args.batch} "
+                     f"sequences (windows of <= {args.max_len} positions), seed {args.seed}",
+    }
+    if summary["agreement_after"] is not None:
+        metadata["heldout_top1_agreement"] = f"{summary['agreement_after']:.4f}"
+        metadata["heldout_top1_agreement_before"] = f"{summary['agreement_before']:.4f}"
+    return metadata
+
+
+def train(args):
+    """Loads, trains, writes the head; returns the summary dict."""
+    start = time.monotonic()
+    manifest = load_manifest(args.data_dir, args.allow_incomplete)
+    spec = model_spec(manifest, os.path.join(args.data_dir, "manifest.json"))
+    data = load_positions(args.data_dir, manifest, spec)
+    head = load_frozen(os.path.join(args.data_dir, manifest["frozen"]), spec)
+    model = ExitLayer(spec)
+    model.load_state_dict(load_init_layer(os.path.join(args.data_dir, manifest["init_layer"]),
+                                          spec, manifest))
+    model.eval()
+    train_spans, heldout_spans = split_sequences(sequence_spans(data), args.heldout, args.seed)
+    train_windows = windows_of(train_spans, args.max_len)
+    heldout_windows = windows_of(heldout_spans, args.max_len)
+    summary = {"epochs": args.epochs, "positions": len(data),
+               "train_sequences": len(train_spans), "heldout_sequences": len(heldout_spans),
+               "train_positions": sum(e - s for s, e in train_spans),
+               "heldout_positions": sum(e - s for s, e in heldout_spans)}
+    log(f"{len(data)} positions in {len(train_spans) + len(heldout_spans)} sequences: "
+        f"{summary['train_positions']} train, {summary['heldout_positions']} held out; "
+        f"exit layer {manifest['exit_layer']} of {spec.num_layers}, vocab {spec.vocab_size}")
+    before = heldout_agreement(model, head, data, heldout_windows, args.batch)
+    log(f"before training: held-out top-1 agreement {_fmt(before)}")
+    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
+    after, losses = before, []
+    for epoch in range(1, args.epochs + 1):
+        loss, count, seconds = train_epoch(model, head, optimiser, data, train_windows, args, rng,
+                                           generator)
+        after = heldout_agreement(model, head, data, heldout_windows, args.batch)
+        losses.append(loss)
+        log(f"epoch {epoch}/{args.epochs}: train loss {loss:.4f}, held-out top-1 agreement "
+            f"{_fmt(after)} (before {_fmt(before)}), {count / max(seconds, 1e-9):.0f} tokens/s")
+    summary.update(agreement_before=before, agreement_after=after, train_loss=losses)
+    write_safetensors(args.out, {kPrefix + k: v.detach().contiguous().numpy()
+                                 for k, v in model.state_dict().items()},
+                      head_metadata(manifest, spec, args, summary))
+    summary.update(out=os.path.abspath(args.out), seconds=round(time.monotonic() - start, 3))
+    log(f"wrote {args.out} in {summary['seconds']:.1f} s")
+    return summary
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    try:
+        summary = train(args)
+    except (DataError, SafetensorsError, OSError) as error:
+        log(f"error: {error}")
+        return 1
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+def _check(condition, path, message):
+    if not condition:
+        raise DataError(f"{path}: {message}")
+
+
+def _fmt(value):
+    return "n/a (no held-out sequences)" if value is None else f"{value:.4f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
