@@ -201,14 +201,17 @@ std::vector<std::int32_t> make_sequence(Engine& engine, const CollectExitDataOpt
 
 // Root: writes the pending rows as the next shard and the manifest after it.
 void flush_shard(const std::filesystem::path& dir, ExitDataManifest& manifest,
-                 ExitDataRows& pending, std::int64_t& pending_sequences) {
+                 ExitDataRows& pending, std::int64_t& pending_sequences, double positions_per_s) {
   if (pending_sequences == 0) return;
   const std::string file = fmt::format("shard-{:05}.safetensors", manifest.shards.size());
   write_exit_data_shard(pending, dir / file);
   manifest.shards.push_back({file, pending_sequences, pending.positions()});
   save_exit_data_manifest(dir, manifest);
-  log::info("collect-exit-data: {} ({} sequences, {} positions); {} sequences so far", file,
-            pending_sequences, pending.positions(), manifest.sequences());
+  log::info(
+      "collect-exit-data: {} ({} sequences, {} positions); {} sequences, {} positions so far, "
+      "{:.0f} positions/s",
+      file, pending_sequences, pending.positions(), manifest.sequences(), manifest.positions(),
+      positions_per_s);
   pending.clear();
   pending_sequences = 0;
 }
@@ -241,6 +244,12 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
   std::int64_t pending_sequences = 0;
   CollectionTotals totals;
   const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const auto rate = [&] {
+    return static_cast<double>(totals.positions) / std::max(seconds(), 1e-9);
+  };
   log::Progress progress("collecting exit data (sequences)",
                          static_cast<std::int64_t>(plan.size()) - first);
   for (auto index = first; index < static_cast<std::int64_t>(plan.size()); ++index) {
@@ -257,12 +266,12 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
     pending.append(rows);
     ++pending_sequences;
     if (pending.positions() >= o.shard_positions) {
-      flush_shard(dir, manifest, pending, pending_sequences);
+      flush_shard(dir, manifest, pending, pending_sequences, rate());
     }
   }
   progress.finish();
-  if (comm.is_root()) flush_shard(dir, manifest, pending, pending_sequences);
-  totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (comm.is_root()) flush_shard(dir, manifest, pending, pending_sequences, rate());
+  totals.seconds = seconds();
   return totals;
 }
 
