@@ -1,0 +1,34 @@
+// The full model's view of one sequence for early-exit training data: one teacher-forced forward
+// of the whole sequence (in chunks of positions, each a prefill forward that extends the KV cache)
+// observing the residual stream that enters layer N — ForwardObserver's ("mlp_out", N-1), the
+// same on every rank — and, from the vocab-sharded logits of every position, the full model's
+// top-k next tokens with their log-probabilities under the full softmax (temperature 1):
+//   ids:      SamplingParams{temperature 1, top_k k}'s warp, most likely first (logit descending,
+//             id ascending), the first k;
+//   logprob:  l_x − M − log Z, with M and Z the row's max and Σexp (logit_statistics.hpp's
+//             canonical arithmetic, in double) and l_x the id's logit (ShardedLogits::logits_of).
+// Every rank calls it with the same arguments (it runs collectives); the rows are filled on rank 0.
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "launch/exit_data_rows.hpp"
+#include "model/llama_model.hpp"
+
+#include <cstdint>
+#include <span>
+
+namespace selfspec::launch {
+
+struct ExitTargetOptions {
+  int exit_layer = 1;        // N: the hidden rows are the input of layer N
+  std::int32_t top_k = 32;   // k
+  std::int64_t chunk = 256;  // positions per forward (bounds the logits' memory)
+};
+
+// The rows of `sequence` (global index `sequence_index`): every position, in order. next_token is
+// the sequence's next token, and at the last position the full model's greedy token.
+ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
+                               std::span<const std::int32_t> sequence, std::int64_t sequence_index,
+                               const ExitTargetOptions& options);
+
+}  // namespace selfspec::launch

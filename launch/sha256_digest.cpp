@@ -1,0 +1,49 @@
+#include "launch/sha256_digest.hpp"
+
+#include "core/error.hpp"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <array>
+#include <fstream>
+#include <memory>
+
+namespace selfspec::launch {
+namespace {
+
+struct DigestContextFree {
+  void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
+};
+using DigestContext = std::unique_ptr<EVP_MD_CTX, DigestContextFree>;
+
+void hash_file(EVP_MD_CTX* context, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SELFSPEC_CHECK(in.good(), "{}: cannot open the file to hash it", path);
+  std::array<char, 1 << 16> buffer{};
+  while (in) {
+    in.read(buffer.data(), buffer.size());
+    const auto n = static_cast<std::size_t>(in.gcount());
+    SELFSPEC_CHECK(EVP_DigestUpdate(context, buffer.data(), n) == 1, "{}: SHA-256 update failed",
+                   path);
+  }
+  SELFSPEC_CHECK(in.eof(), "{}: read error while hashing", path);
+}
+
+}  // namespace
+
+std::string sha256_of_files(const std::vector<std::string>& paths) {
+  const DigestContext context(EVP_MD_CTX_new());
+  SELFSPEC_CHECK(context != nullptr && EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) == 1,
+                 "cannot start a SHA-256 digest");
+  for (const std::string& path : paths) hash_file(context.get(), path);
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  SELFSPEC_CHECK(EVP_DigestFinal_ex(context.get(), digest.data(), &length) == 1,
+                 "cannot finish a SHA-256 digest");
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+}  // namespace selfspec::launch

@@ -1,0 +1,15 @@
+// SHA-256 digests of files, as lowercase hex (OpenSSL's EVP interface): what a data set records to
+// tell whether the input files it was made from have changed (collect-exit-data's prompts_sha256).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace selfspec::launch {
+
+// The SHA-256 of the files' bytes concatenated in order (64 hex digits). Throws naming the file
+// that cannot be read.
+std::string sha256_of_files(const std::vector<std::string>& paths);
+
+}  // namespace selfspec::launch
