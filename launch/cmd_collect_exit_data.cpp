@@ -23,7 +23,7 @@
 #include "launch/exit_data_manifest.hpp"
 #include "launch/exit_data_rows.hpp"
 #include "launch/exit_data_targets.hpp"
-#include "launch/exit_head_files.hpp"
+#include "model_io/exit_head_files.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"

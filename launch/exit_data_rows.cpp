@@ -1,7 +1,7 @@
 #include "launch/exit_data_rows.hpp"
 
 #include "core/error.hpp"
-#include "launch/safetensors_file_output.hpp"
+#include "model_io/safetensors_file_output.hpp"
 #include "model_io/safetensors_writer.hpp"
 
 #include <cstring>

@@ -36,6 +36,12 @@ std::string model_identity(const TensorSource& source, const ModelConfig& config
   std::vector<float> norm(static_cast<std::size_t>(config.hidden_size));
   source.read("model.norm.weight", {0, config.hidden_size, 0, 0}, DType::kF32, norm.data());
   hash.bytes(norm.data(), norm.size() * sizeof(float));
+  // Two embedding rows too: norm weights are all ones in some models (and in made-up ones).
+  for (const std::int64_t row : {std::int64_t{0}, config.vocab_size - 1}) {
+    source.read("model.embed_tokens.weight", {row, row + 1, 0, config.hidden_size}, DType::kF32,
+                norm.data());
+    hash.bytes(norm.data(), norm.size() * sizeof(float));
+  }
   return fmt::format("{:016x}", hash.value());
 }
 

@@ -11,12 +11,19 @@
 //    drafted round's draft and verdict;
 //  * token trees (--tree: alternatives beside each drawn draft token, verified under a tree mask,
 //    the accepted path's KV rows compacted) keep greedy output token-identical, the KV cache equal
-//    to a fresh run's, and sampling distribution-exact.
+//    to a fresh run's, and sampling distribution-exact;
+//  * early-exit drafts (the first N layers and an exit head) likewise, chains and trees.
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
+#include "core/error.hpp"
 #include "decode/decoder.hpp"
+#include "draft/early_exit_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "model/draft_vocabulary.hpp"
+#include "model/exit_head.hpp"
+#include "model_io/exit_head_files.hpp"
+#include "model_io/model_identity.hpp"
+#include "model_io/safetensors.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -28,6 +35,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 
 namespace selfspec::testing {
 namespace {
@@ -44,16 +52,29 @@ std::vector<std::int32_t> autoregressive(LlamaModel& model, Communicator& comm,
 GenerationResult speculative(LlamaModel& model, Communicator& comm,
                              const std::vector<std::int32_t>& prompt,
                              const GenerationOptions& generation, const LayerPlan& plan,
-                             const ControllerOptions& controller_options,
-                             KvCache* kv_out = nullptr) {
+                             const ControllerOptions& controller_options, KvCache* kv_out = nullptr,
+                             Drafter* other_drafter = nullptr) {
   KvCache kv =
       model.make_kv_cache(static_cast<std::int64_t>(prompt.size()) + generation.max_new_tokens);
-  LayerSkipDrafter drafter(plan, "test");
+  LayerSkipDrafter skip_drafter(plan, "test");
+  Drafter& drafter = other_drafter != nullptr ? *other_drafter : skip_drafter;
   auto controller = make_draft_length_controller(controller_options);
   Decoder decoder(model, comm, drafter, *controller);
   GenerationResult result = decoder.generate(prompt, generation, kv);
   if (kv_out != nullptr) *kv_out = std::move(kv);
   return result;
+}
+
+// Attaches an untrained early-exit head (layer `n`'s own weights, as collect-exit-data's
+// init_layer.safetensors) to a model loaded from the tiny checkpoint in `dir`.
+void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& dir, int n) {
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  const CheckpointSource source(checkpoint);
+  const std::string identity = model_identity(source, model.config());
+  const auto path = dir / "exit_head.safetensors";
+  write_init_layer(source, model.config(), n, identity, path);
+  model.attach_exit_head(
+      load_exit_head(path, model.config(), identity, model.shard(), std::nullopt, model.backend()));
 }
 
 class SpeculativeGreedy : public ::testing::Test {
@@ -277,6 +298,57 @@ TEST_F(SpeculativeGreedy, TreesKeepTheOutputTokenIdentical) {
   EXPECT_GT(alternatives_accepted, 0) << "no alternative was ever accepted: trees untested";
 }
 
+// Early exit (EESD): the first N layers and an exit head draft; the output never changes, for
+// every N, controller, K, chains and trees, both logits modes. Attaching the head (its K/V side
+// branch in every forward) leaves plain decoding's output unchanged too.
+TEST_F(SpeculativeGreedy, EarlyExitDraftsKeepTheOutputTokenIdentical) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> expected = autoregressive(*model_, comm_, prompt_, generation);
+  for (int n : {1, 2, 3}) {
+    model_ = load_model(dir_.path(), comm_);
+    attach_layer_as_exit_head(*model_, dir_.path(), n);
+    EXPECT_EQ(autoregressive(*model_, comm_, prompt_, generation), expected) << "N " << n;
+    EarlyExitDrafter drafter(4, n, "layer copy");
+    std::int64_t accepted = 0;
+    for (const char* kind : {"fixed", "threshold", "adaptive", "thompson"}) {
+      for (int k : {1, 4}) {
+        for (const char* tree : {"none", "0.6:3,1:1"}) {
+          for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+            ControllerOptions controller;
+            controller.kind = kind;
+            controller.max_draft = k;
+            controller.threshold = 0.3;
+            GenerationOptions g = generation;
+            g.logits = mode;
+            g.tree = TreeWidths::parse(tree);
+            const GenerationResult r = speculative(*model_, comm_, prompt_, g, LayerPlan::full(4),
+                                                   controller, nullptr, &drafter);
+            EXPECT_EQ(r.tokens, expected) << "N " << n << " / " << kind << " / K " << k << " / "
+                                          << tree << " / " << logits_mode_name(mode);
+            EXPECT_GT(r.stats.drafted, 0);
+            accepted += r.stats.accepted;
+          }
+        }
+      }
+    }
+    EXPECT_GT(accepted, 0) << "N " << n;
+  }
+}
+
+TEST_F(SpeculativeGreedy, AnEarlyExitForwardNeedsAHeadAndItsCacheLayer) {
+  EarlyExitDrafter drafter(4, 2, "none attached");
+  ControllerOptions controller;
+  GenerationOptions g;
+  g.max_new_tokens = 4;
+  EXPECT_THROW(
+      speculative(*model_, comm_, prompt_, g, LayerPlan::full(4), controller, nullptr, &drafter),
+      Error);
+  EXPECT_THROW(EarlyExitDrafter(4, 4, "past the last layer"), Error);
+  EXPECT_THROW(EarlyExitDrafter(4, 0, "no layer"), Error);
+}
+
 TEST_F(SpeculativeGreedy, KvCacheAfterTreeRoundsEqualsAFreshRun) {
   GenerationOptions generation;
   generation.max_new_tokens = 33;
@@ -415,6 +487,7 @@ struct SamplingCase {
   LogitsMode logits;
   bool pruned = false;        // the draft forwards use a pruned vocabulary (8 of the 12 ids)
   std::string tree = "none";  // --tree widths
+  bool early_exit = false;    // draft with an early-exit head after layer 1 (its layer's copy)
 };
 void PrintTo(const SamplingCase& c, std::ostream* os) {
   *os << c.name;
@@ -494,6 +567,11 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
   const LayerPlan full = LayerPlan::full(3);
   const LayerPlan draft = LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0, 2});
   constexpr int kDepth = 3;
+  std::optional<EarlyExitDrafter> early_exit;
+  if (c.early_exit) {
+    attach_layer_as_exit_head(*model_, dir_.path(), 1);
+    early_exit.emplace(3, 1, "layer 1's copy");
+  }
   const std::vector<double> target = exact_distribution(c.params, full, kDepth);
   const std::vector<double> draft_only = exact_distribution(c.params, draft, kDepth);
 
@@ -520,7 +598,8 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.logits = c.logits;
     if (c.pruned) g.draft_vocabulary = &vocabulary;
     g.tree = TreeWidths::parse(c.tree);
-    const GenerationResult r = speculative(*model_, comm_, prompt_, g, draft, controller);
+    const GenerationResult r = speculative(*model_, comm_, prompt_, g, draft, controller, nullptr,
+                                           early_exit ? &*early_exit : nullptr);
     alternatives_accepted += r.stats.alternatives_accepted;
     ASSERT_EQ(r.tokens.size(), static_cast<std::size_t>(kDepth + 1));
     outside += std::count_if(r.tokens.begin(), r.tokens.end(), [&](std::int32_t t) {
@@ -575,7 +654,19 @@ INSTANTIATE_TEST_SUITE_P(
         SamplingCase{
             "tree_topk_topp_gather", {1.5, 6, 0.95, 0}, LogitsMode::kGather, false, "swift"},
         SamplingCase{"tree_topp_local", {1.5, 0, 0.95, 0}, LogitsMode::kLocal, false, "1:3"},
-        SamplingCase{"tree_pruned_topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal, true, "1:4"}),
+        SamplingCase{"tree_pruned_topk_local", {1.0, 5, 1.0, 0}, LogitsMode::kLocal, true, "1:4"},
+        SamplingCase{"early_exit_temperature_local",
+                     {1.0, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     true},
+        SamplingCase{"early_exit_tree_topk_gather",
+                     {1.2, 6, 1.0, 0},
+                     LogitsMode::kGather,
+                     false,
+                     "0.6:3,1:2",
+                     true}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace

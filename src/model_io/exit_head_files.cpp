@@ -1,8 +1,8 @@
-#include "launch/exit_head_files.hpp"
+#include "model_io/exit_head_files.hpp"
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "launch/safetensors_file_output.hpp"
+#include "model_io/safetensors_file_output.hpp"
 #include "model_io/checkpoint_layout.hpp"
 #include "model_io/safetensors_writer.hpp"
 
@@ -10,7 +10,7 @@
 
 #include <map>
 
-namespace selfspec::launch {
+namespace selfspec {
 namespace {
 
 // The expected shape of every tensor of the model, by name.
@@ -81,4 +81,4 @@ void write_frozen_tensors(const TensorSource& source, const ModelConfig& config,
   write_safetensors_file(writer, path);
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

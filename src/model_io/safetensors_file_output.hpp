@@ -7,9 +7,9 @@
 
 #include <filesystem>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 // Writes `writer`'s tensors as `path` (replacing any file there). The parent directory must exist.
 void write_safetensors_file(const SafetensorsWriter& writer, const std::filesystem::path& path);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

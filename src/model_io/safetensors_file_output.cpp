@@ -1,10 +1,10 @@
-#include "launch/safetensors_file_output.hpp"
+#include "model_io/safetensors_file_output.hpp"
 
 #include "core/error.hpp"
 
 #include <system_error>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 void write_safetensors_file(const SafetensorsWriter& writer, const std::filesystem::path& path) {
   const std::filesystem::path staging = path.string() + ".partial";
@@ -19,4 +19,4 @@ void write_safetensors_file(const SafetensorsWriter& writer, const std::filesyst
   std::filesystem::remove_all(staging, error);
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 // The exit head's layer suffixes a model with `config` has, in the format's order (biases only
 // when the architecture has them).
@@ -24,4 +24,4 @@ void write_init_layer(const TensorSource& source, const ModelConfig& config, int
 void write_frozen_tensors(const TensorSource& source, const ModelConfig& config,
                           const std::filesystem::path& path);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec
