@@ -100,6 +100,31 @@ TEST_F(EarlyExitCli, CollectTrainLoadDraft) {
   expect_plain_output(head);
 }
 
+// The trainer's layer is the engine's: with N = L - 1 the untrained head is the model's own last
+// layer, so the trainer's draft must agree with the full model at every held-out position (the
+// data's hidden states are BF16, the rest is exact enough not to flip an argmax here).
+TEST_F(EarlyExitCli, TheTrainersLayerIsTheEnginesLayer) {
+  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (scripts/setup.sh installs python3-torch)";
+  }
+  const auto data = dir_ / "data-last";
+  const CommandResult collected = run(fmt::format(
+      "collect-exit-data --model {} --tokenizer {} --prompts-file {} --exit-layer 3 --top-k 8 "
+      "--generate 24 --out {}",
+      model_.string(), tokenizer_.string(), suite_.string(), data.string()));
+  ASSERT_EQ(collected.exit_code, 0) << collected.err;
+  const auto summary = dir_ / "train.json";
+  const std::string train = fmt::format(
+      "OMP_NUM_THREADS=1 timeout 120 /usr/bin/python3 {} {} --out {} --epochs 1 --batch 4 "
+      "--heldout 0.5 --threads 1 --json > {} 2> {}",
+      (kSource / "scripts/train_exit_head.py").string(), data.string(),
+      (dir_ / "last.safetensors").string(), summary.string(), (dir_ / "train.log").string());
+  ASSERT_EQ(std::system(train.c_str()), 0) << read_file(dir_ / "train.log");
+  const nlohmann::json result = nlohmann::json::parse(read_file(summary));
+  EXPECT_EQ(result["agreement_before"].get<double>(), 1.0);
+  EXPECT_GT(result["heldout_positions"].get<int>(), 20);
+}
+
 TEST_F(EarlyExitCli, AHeadForAnotherModelAndMisplacedOptionsAreRefused) {
   const auto data = collect();
   const auto other = make_model("other", 6);
