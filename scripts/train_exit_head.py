@@ -1,25 +1,42 @@
 #!/usr/bin/python3
-"""Trains an EESD exit head (issue 11) by self-distillation from `selfspec collect-exit-data`.
+"""Trains an EESD exit head (issue 11) by self-distillation from `selfspec collect-exit-data`,
+or, with --predictor, EESD's Cali-TS acceptance predictor from `selfspec collect-cali-data`.
 
     scripts/train_exit_head.py DATA_DIR --out exit_head.safetensors [--epochs 3] [--lr 1e-4]
         [--batch 64] [--heldout 0.1] [--negatives 512] [--kl-weight 1.0] [--ce-weight 1.0]
         [--max-len 1024] [--loss-chunk 1024] [--seed 0] [--threads N] [--allow-incomplete] [--json]
+    scripts/train_exit_head.py --predictor CALI_DIR --out predictor.safetensors [--epochs 20]
+        [--lr 1e-3] [--batch 64] [--weight-decay 0.01] [--heldout 0.1] [--seed 0] [--threads N]
+        [--allow-incomplete] [--json]
 
-The exit head is one transformer layer, initialised from layer N's weights (DATA_DIR's
-init_layer.safetensors), that maps the residual stream after layer N-1 (the recorded `hidden`) to
-a state whose final norm + LM head (frozen.safetensors, not trained) should predict what the full
-model predicts. Loss (EESD §3.2): KL(full model's top-k distribution, renormalised || student)
-+ cross-entropy on the full model's next token, with AdamW. The student's softmax runs over a
-sampled candidate set (the batch's top-k ids and next tokens plus --negatives uniformly random
-vocabulary ids), not the full vocabulary: a full LM head per position is too slow on a CPU.
+Exit head (DATA_DIR). The exit head is one transformer layer, initialised from layer N's weights
+(DATA_DIR's init_layer.safetensors), that maps the residual stream after layer N-1 (the recorded
+`hidden`) to a state whose final norm + LM head (frozen.safetensors, not trained) should predict
+what the full model predicts. Loss (EESD §3.2): KL(full model's top-k distribution, renormalised
+|| student) + cross-entropy on the full model's next token, with AdamW. The student's softmax runs
+over a sampled candidate set (the batch's top-k ids and next tokens plus --negatives uniformly
+random vocabulary ids), not the full vocabulary: a full LM head per position is too slow on a CPU.
 A batch is --batch sequences (sequences longer than --max-len are cut into overlapping windows,
 each position trained once). Sequences, never positions, are split into train and held-out.
-
 Per epoch (stderr): train loss, held-out top-1 agreement (argmax of the student's FULL-vocabulary
 logits against the full model's most likely token, on held-out positions; also before training),
 tokens/s. The head is written atomically in the exit-head format (EESD formats, section 2) with
-F32 tensors; --json prints a summary object on stdout. Needs Debian's python3-torch (torch 1.13)
-and python3-numpy (scripts/setup.sh), run with /usr/bin/python3.
+F32 tensors.
+
+Cali-TS predictor (--predictor CALI_DIR; EESD §3.3 eq. 5, App. B; exit_head/cali_predictor.py).
+θ_M = sigmoid(w[:d] · (W^i h_T) + w[d:] · h_D + b), i = min(step, S = the manifest's "steps"),
+predicts whether the draft's step-th token of a round is accepted from the target's final hidden
+state h_T at the round's root and the draft's final hidden state h_D at the drafted token. W^i
+start as the identity, w as zero, b as the logit of the training rows' acceptance rate. Binary
+cross-entropy, AdamW, --batch rows per step; whole sequences are held out (--heldout > 0 needed).
+Per epoch (stderr), and before training: train BCE, held-out BCE, accuracy, RMSE. The epoch with
+the lowest held-out BCE is kept (S·d² parameters overfit small data) and written atomically in the
+predictor format (Cali-TS formats, section 2: F32 cali.step_transforms [S, d, d], cali.weight
+[2d], cali.bias [1]; sigma_m = the kept epoch's held-out RMSE of θ_M against the 0/1 label).
+
+--json prints a summary object on stdout. Bad data exits 1 with a one-line message naming the
+file and the field or tensor. Needs Debian's python3-torch (torch 1.13) and python3-numpy
+(scripts/setup.sh), run with /usr/bin/python3.
 """
 
 import argparse
@@ -33,6 +50,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from exit_head.cali_data import load_cali_data, split_by_sequence  # noqa: E402
+from exit_head.cali_predictor import (FitOptions, fit, initial_predictor,  # noqa: E402
+                                      parameter_count, predictor_metadata)
 from exit_head.dataset import (DataError, load_manifest, load_positions, model_spec,  # noqa: E402
                                sequence_spans, split_sequences, windows_of)
 from exit_head.exit_layer import ExitLayer, FrozenHead  # noqa: E402
@@ -44,44 +64,90 @@ kHeadFormat = "selfspec-exit-head"
 kPrefix = "exit_layer."
 
 
+# Options of the exit-head mode (DATA_DIR) only, and their defaults there.
+kExitHeadOnly = {"negatives": 512, "max_len": 1024, "loss_chunk": 1024, "kl_weight": 1.0,
+                 "ce_weight": 1.0}
+# Options whose defaults differ by mode: (exit head, Cali-TS predictor).
+kModeDefaults = {"epochs": (3, 20), "lr": (1e-4, 1e-3)}
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except for the options whose default depends on the mode (None here)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        description="Train an EESD exit head by self-distillation (sampled-softmax KL + CE).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("data_dir", metavar="DATA_DIR", help="written by collect-exit-data")
-    parser.add_argument("--out", required=True, help="the exit head .safetensors to write")
-    parser.add_argument("--epochs", type=int, default=3)
+        description="Train an EESD exit head by self-distillation (sampled-softmax KL + CE), "
+                    "or, with --predictor, EESD's Cali-TS acceptance predictor (eq. 5).",
+        formatter_class=_HelpFormatter)
+    parser.add_argument("data_dir", metavar="DATA_DIR", nargs="?",
+                        help="written by collect-exit-data: train an exit head")
+    parser.add_argument("--predictor", metavar="CALI_DIR",
+                        help="written by collect-cali-data: train the Cali-TS predictor instead")
+    parser.add_argument("--out", required=True,
+                        help="the exit head (or predictor) .safetensors to write")
+    parser.add_argument("--epochs", type=int, help="default 3; 20 with --predictor")
     # EESD trains at 1e-3; starting from a pretrained layer that is destructive here: on SmolLM2
     # with N = 29 (the head initialised to the model's own last layer, agreement 1.0) one epoch at
-    # 1e-3 drops held-out agreement to 0.77, at 1e-4 it stays 1.0.
-    parser.add_argument("--lr", type=float, default=1e-4,
-                        help="AdamW learning rate (EESD: 1e-3, too high from a pretrained layer)")
+    # 1e-3 drops held-out agreement to 0.77, at 1e-4 it stays 1.0. The predictor starts from
+    # scratch: EESD's 1e-3.
+    parser.add_argument("--lr", type=float,
+                        help="AdamW learning rate; default 1e-4 (EESD: 1e-3, too high from a "
+                             "pretrained layer); 1e-3 with --predictor")
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
     parser.add_argument("--batch", type=int, default=64,
-                        help="sequences (windows of --max-len positions) per optimiser step")
-    parser.add_argument("--max-len", type=int, default=1024,
-                        help="longer sequences are cut into windows overlapping by half")
+                        help="sequences (windows of --max-len positions) per optimiser step; "
+                             "with --predictor, rows")
+    parser.add_argument("--max-len", type=int,
+                        help="longer sequences are cut into windows overlapping by half "
+                             "(default 1024; exit head only)")
     parser.add_argument("--heldout", type=float, default=0.1,
-                        help="fraction of sequences held out for the agreement figure")
-    parser.add_argument("--negatives", type=int, default=512,
+                        help="fraction of sequences held out (agreement; predictor: the kept "
+                             "epoch and sigma_m)")
+    parser.add_argument("--negatives", type=int,
                         help="random vocabulary ids added to each batch's sampled softmax "
-                             "(>= vocab size: the exact full softmax)")
-    parser.add_argument("--loss-chunk", type=int, default=1024,
-                        help="positions whose sampled-softmax logits are held at once (memory)")
-    parser.add_argument("--kl-weight", type=float, default=1.0)
-    parser.add_argument("--ce-weight", type=float, default=1.0)
+                             "(>= vocab size: the exact full softmax; default 512; exit head only)")
+    parser.add_argument("--loss-chunk", type=int,
+                        help="positions whose sampled-softmax logits are held at once (memory; "
+                             "default 1024; exit head only)")
+    parser.add_argument("--kl-weight", type=float, help="default 1.0; exit head only")
+    parser.add_argument("--ce-weight", type=float, help="default 1.0; exit head only")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="train on a collection whose manifest says complete: false")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     args = parser.parse_args(argv)
+    _resolve_mode_options(parser, args)
     for name in ("epochs", "batch", "max_len", "loss_chunk", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if not 0.0 <= args.heldout < 1.0 or args.negatives < 0 or args.lr <= 0:
         parser.error("need 0 <= --heldout < 1, --negatives >= 0 and --lr > 0")
+    if args.predictor is not None and args.heldout <= 0.0:
+        parser.error("--predictor needs --heldout > 0 (sigma_m and the kept epoch come from "
+                     "the held-out sequences)")
     return args
+
+
+def _resolve_mode_options(parser, args):
+    """Checks that exactly one mode is given and fills in the mode-dependent defaults."""
+    if (args.data_dir is None) == (args.predictor is None):
+        parser.error("give exactly one of DATA_DIR (train an exit head) and --predictor "
+                     "CALI_DIR (train the Cali-TS predictor)")
+    predictor = args.predictor is not None
+    for name, default in kExitHeadOnly.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        elif predictor:
+            parser.error(f"--{name.replace('_', '-')} applies to the exit head (DATA_DIR), not "
+                         "to --predictor")
+    for name, defaults in kModeDefaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, defaults[1] if predictor else defaults[0])
 
 
 def log(message):
@@ -271,12 +337,47 @@ def train(args):
     return summary
 
 
+def train_predictor(args):
+    """Loads the calibration data, trains the Cali-TS predictor (EESD eq. 5), keeps the epoch
+    with the lowest held-out BCE, writes it; returns the summary dict."""
+    start = time.monotonic()
+    manifest, rows = load_cali_data(args.predictor, args.allow_incomplete)
+    split = split_by_sequence(rows, args.heldout, args.seed)
+    hidden_size, steps = manifest["hidden_size"], manifest["steps"]
+    log(f"{len(rows)} rows ({rows.accepted.mean():.4f} accepted) in "
+        f"{split.train_sequences + split.heldout_sequences} sequences: {len(split.train)} train, "
+        f"{len(split.heldout)} held out; hidden size {hidden_size}, S = {steps} step transforms, "
+        f"{parameter_count(hidden_size, steps)} parameters")
+    model = initial_predictor(rows, split.train, hidden_size, steps)
+    options = FitOptions(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
+                         batch=args.batch, seed=args.seed)
+    result = fit(model, rows, split, options, log)
+    kept = result.kept
+    log(f"keeping epoch {result.kept_epoch} of {args.epochs}, the one with the lowest held-out "
+        f"BCE {kept.bce:.4f} (the predictor's S·d² parameters can overfit small data: the best "
+        f"held-out epoch is kept, not the last): sigma_m {kept.rmse:.4f}, accuracy "
+        f"{kept.accuracy:.4f} against a held-out base rate of {kept.base_rate:.4f} accepted")
+    write_safetensors(args.out, model.tensors(),
+                      predictor_metadata(manifest, result, len(split.train)))
+    summary = {"mode": "predictor", "rows": len(rows), "train_rows": len(split.train),
+               "heldout_rows": len(split.heldout), "train_sequences": split.train_sequences,
+               "heldout_sequences": split.heldout_sequences,
+               "train_base_rate": float(rows.accepted[split.train].mean()),
+               "base_rate": kept.base_rate, "epochs": args.epochs,
+               "kept_epoch": result.kept_epoch, "sigma_m": kept.rmse,
+               "heldout_accuracy": kept.accuracy, "heldout_bce": kept.bce,
+               "history": result.history, "out": os.path.abspath(args.out),
+               "seconds": round(time.monotonic() - start, 3)}
+    log(f"wrote {args.out} in {summary['seconds']:.1f} s")
+    return summary
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     try:
-        summary = train(args)
+        summary = train_predictor(args) if args.predictor is not None else train(args)
     except (DataError, SafetensorsError, OSError) as error:
         log(f"error: {error}")
         return 1
