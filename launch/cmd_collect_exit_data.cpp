@@ -23,12 +23,12 @@
 #include "launch/exit_data_manifest.hpp"
 #include "launch/exit_data_rows.hpp"
 #include "launch/exit_data_targets.hpp"
-#include "model_io/exit_head_files.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/sha256_digest.hpp"
 #include "launch/suite_prompts.hpp"
+#include "model_io/exit_head_files.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -410,25 +410,9 @@ void add_collect_exit_data_command(CLI::App& app, CommandBody& run) {
       "collect training data for an early-exit draft head (EESD): the input of layer N and the "
       "full model's top-k next tokens at every position of calibration sequences, resumable");
   options->engine.add_to(*command);
-  command
-      ->add_option("--prompts-file", options->prompts_files,
-                   "calibration prompts: JSON Lines files (bench/prompts/README.md), "
-                   "comma-separated")
-      ->required()
-      ->check(CLI::ExistingFile)
-      ->delimiter(',');
-  command
-      ->add_option("--split", options->selection.split,
-                   "prompts to collect on: calibration (evaluation prompts are refused)")
-      ->check(CLI::IsMember(kPromptSplitChoices))
-      ->capture_default_str();
-  command->add_option("--tasks", options->selection.tasks, "only these tasks' prompts")
-      ->check(CLI::IsMember(known_prompt_tasks()))
-      ->delimiter(',');
-  command
-      ->add_option("--max-prompts-per-task", options->selection.max_per_task,
-                   "at most this many prompts of each task")
-      ->check(CLI::PositiveNumber);
+  add_prompt_selection_options(
+      *command, options->prompts_files, options->selection,
+      "prompts to collect on: calibration (evaluation prompts are refused)");
   options->chat.add_to(*command, "each prompt");
   add_collection_options(*command, *options);
   add_json_flag(*command, options->json, "the summary");

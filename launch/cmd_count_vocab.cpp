@@ -117,25 +117,9 @@ void add_count_vocab_command(CLI::App& app, CommandBody& run) {
       "count the token ids of calibration prompts and of the model's greedy continuations, most "
       "frequent first (a pruned draft vocabulary for --draft-vocab)");
   options->engine.add_to(*command);
-  command
-      ->add_option("--prompts-file", options->prompts_files,
-                   "prompt suites (JSON Lines: id, task, split, prompt), comma-separated")
-      ->check(CLI::ExistingFile)
-      ->delimiter(',')
-      ->required();
-  command
-      ->add_option("--split", options->selection.split,
-                   "suite prompts to count: calibration (default: tuning never reads the "
-                   "evaluation prompts), evaluation or all")
-      ->check(CLI::IsMember(kPromptSplitChoices))
-      ->capture_default_str();
-  command->add_option("--tasks", options->selection.tasks, "only these tasks (comma-separated)")
-      ->check(CLI::IsMember(known_prompt_tasks()))
-      ->delimiter(',');
-  command
-      ->add_option("--max-prompts-per-task", options->selection.max_per_task,
-                   "at most this many prompts of each task (the first in file order)")
-      ->check(CLI::PositiveNumber);
+  add_prompt_selection_options(*command, options->prompts_files, options->selection,
+                               "suite prompts to count: calibration (default: tuning never reads "
+                               "the evaluation prompts), evaluation or all");
   options->chat.add_to(*command, "each prompt");
   command
       ->add_option("--generate", options->generate,

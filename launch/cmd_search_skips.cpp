@@ -418,25 +418,8 @@ void add_search_skips_command(CLI::App& app, CommandBody& run) {
       "search the skip set of a layer-skip draft on calibration prompts (Draft & Verify §3.3 "
       "Bayesian optimisation of the expected speedup), resumable");
   options->engine.add_to(*command);
-  command
-      ->add_option("--prompts-file", options->prompts_files,
-                   "calibration prompts: JSON Lines files (bench/prompts/README.md), "
-                   "comma-separated")
-      ->required()
-      ->check(CLI::ExistingFile)
-      ->delimiter(',');
-  command
-      ->add_option("--split", options->selection.split,
-                   "prompts to tune on: calibration (evaluation prompts are refused)")
-      ->check(CLI::IsMember(kPromptSplitChoices))
-      ->capture_default_str();
-  command->add_option("--tasks", options->selection.tasks, "only these tasks' prompts")
-      ->check(CLI::IsMember(known_prompt_tasks()))
-      ->delimiter(',');
-  command
-      ->add_option("--max-prompts-per-task", options->selection.max_per_task,
-                   "at most this many prompts of each task")
-      ->check(CLI::PositiveNumber);
+  add_prompt_selection_options(*command, options->prompts_files, options->selection,
+                               "prompts to tune on: calibration (evaluation prompts are refused)");
   options->chat.add_to(*command, "each calibration prompt");
   add_search_options(*command, *options);
   add_json_flag(*command, options->json, "the summary");

@@ -67,6 +67,27 @@ CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft) {
       ->capture_default_str();
 }
 
+void add_prompt_selection_options(CLI::App& command, std::vector<std::string>& files,
+                                  PromptSelection& selection, std::string_view split_help) {
+  command
+      .add_option("--prompts-file", files,
+                  "prompt suites: JSON Lines files (id, task, split, prompt; "
+                  "bench/prompts/README.md), comma-separated")
+      ->required()
+      ->check(CLI::ExistingFile)
+      ->delimiter(',');
+  command.add_option("--split", selection.split, std::string(split_help))
+      ->check(CLI::IsMember(kPromptSplitChoices))
+      ->capture_default_str();
+  command.add_option("--tasks", selection.tasks, "only these tasks' prompts (comma-separated)")
+      ->check(CLI::IsMember(known_prompt_tasks()))
+      ->delimiter(',');
+  command
+      .add_option("--max-prompts-per-task", selection.max_per_task,
+                  "at most this many prompts of each task (the first in file order)")
+      ->check(CLI::PositiveNumber);
+}
+
 CLI::Option* add_seed_option(CLI::App& command, std::uint64_t& seed, std::string_view help) {
   return command.add_option("--seed", seed, std::string(help))->capture_default_str();
 }

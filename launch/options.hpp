@@ -8,6 +8,7 @@
 #include "decode/sampler.hpp"
 #include "engine/engine.hpp"
 #include "launch/jsonl_writer.hpp"
+#include "launch/prompt_suite.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <CLI/CLI.hpp>
@@ -47,6 +48,11 @@ CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk);
 // --max-draft K in [1, 63]: most tokens drafted per round. A control message carries at most 64
 // tokens, the K drafts and the target's own token.
 CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft);
+// The prompt-suite selection of the tuning commands (count-vocab, search-skips,
+// collect-exit-data): --prompts-file (required), --split (`split_help` says what it selects for),
+// --tasks, --max-prompts-per-task.
+void add_prompt_selection_options(CLI::App& command, std::vector<std::string>& files,
+                                  PromptSelection& selection, std::string_view split_help);
 
 // --seed S, with the command's help (what the seed seeds).
 CLI::Option* add_seed_option(CLI::App& command, std::uint64_t& seed, std::string_view help);

@@ -305,28 +305,10 @@ int TokenPicker::accept_sparse(std::span<const std::int32_t> drafted, std::int32
     return accepted;
   }
   // Rejected: draw from norm(max(0, p − q)) over p's support (q's mass outside it only lowers the
-  // residual to zero there), in p's order.
-  std::unordered_map<std::int32_t, double> q_of;
-  for (std::size_t i = 0; i < q_dists_[j].ids.size(); ++i)
-    q_of[q_dists_[j].ids[i]] = q_dists_[j].probs[i];
-  TokenDistribution residual;
-  double mass = 0.0;
-  for (std::size_t i = 0; i < p[j].ids.size(); ++i) {
-    const auto it = q_of.find(p[j].ids[i]);
-    const double weight = p[j].probs[i] - (it == q_of.end() ? 0.0 : it->second);
-    if (weight > 0.0) {
-      residual.ids.push_back(p[j].ids[i]);
-      residual.probs.push_back(weight);
-      mass += weight;
-    }
-  }
+  // residual to zero there), in p's order; p itself when the residual has no mass.
+  TokenDistribution residual = p[j];
   const double u = uniform();
-  if (mass > 0.0) {
-    for (double& w : residual.probs) w /= mass;
-    next = draw_from(residual, u);
-  } else {
-    next = draw_from(p[j], uniform());
-  }
+  next = subtract(residual, q_dists_[j]) ? draw_from(residual, u) : draw_from(p[j], uniform());
   return accepted;
 }
 

@@ -1,6 +1,8 @@
 #include "model/exit_head.hpp"
 
 #include "core/error.hpp"
+#include "model_io/checkpoint_layout.hpp"
+#include "model_io/exit_head_files.hpp"
 #include "model_io/safetensors.hpp"
 #include "model_io/tensor_source.hpp"
 
@@ -30,29 +32,6 @@ std::int64_t metadata_int(const std::map<std::string, std::string>& metadata,
   SELFSPEC_CHECK(error == std::errc{} && end == text.data() + text.size(),
                  "exit head {}: metadata '{}' = '{}' is not an integer", path.string(), key, text);
   return value;
-}
-
-// Every tensor the head must have, with its full (unsharded) shape.
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_tensors(
-    const ModelConfig& c) {
-  const std::int64_t h = c.hidden_size;
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out = {
-      {"input_layernorm.weight", {h}},
-      {"post_attention_layernorm.weight", {h}},
-      {"self_attn.q_proj.weight", {c.q_dim(), h}},
-      {"self_attn.k_proj.weight", {c.kv_dim(), h}},
-      {"self_attn.v_proj.weight", {c.kv_dim(), h}},
-      {"self_attn.o_proj.weight", {h, c.q_dim()}},
-      {"mlp.gate_proj.weight", {c.intermediate_size, h}},
-      {"mlp.up_proj.weight", {c.intermediate_size, h}},
-      {"mlp.down_proj.weight", {h, c.intermediate_size}}};
-  if (c.attention_bias) {
-    out.push_back({"self_attn.q_proj.bias", {c.q_dim()}});
-    out.push_back({"self_attn.k_proj.bias", {c.kv_dim()}});
-    out.push_back({"self_attn.v_proj.bias", {c.kv_dim()}});
-  }
-  if (c.o_proj_bias()) out.push_back({"self_attn.o_proj.bias", {h}});
-  return out;
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -93,7 +72,11 @@ ExitHead load_exit_head(const std::filesystem::path& path, const ModelConfig& co
                  "exit head {}: exit_layer {} is outside [1, {}]", path.string(), info.exit_layer,
                  config.num_layers - 1);
   const Checkpoint checkpoint = Checkpoint::open(path);
-  for (const auto& [suffix, shape] : expected_tensors(config)) {
+  // Every tensor of a model layer (model_io/exit_head_files.hpp), with the model's shapes.
+  std::map<std::string, std::vector<std::int64_t>> layer_shapes;
+  for (const ExpectedTensor& t : expected_tensors(config)) layer_shapes[t.name] = t.shape;
+  for (const std::string& suffix : exit_layer_suffixes(config)) {
+    const std::vector<std::int64_t>& shape = layer_shapes.at(layer_tensor_name(0, suffix));
     const std::string name = std::string(kPrefix) + suffix;
     SELFSPEC_CHECK(checkpoint.contains(name), "exit head {}: tensor '{}' is missing", path.string(),
                    name);

@@ -251,16 +251,21 @@ void LlamaModel::exit_kv_branch(KvCache& kv, std::int64_t n_tokens) {
   // head's input norm into the scratch h, then only K and V: the head's attention output is not
   // needed for tokens the target computes.
   const LayerWeights& w = exit_head_->weights;
-  const std::int64_t hd = config_.head_dim;
-  const std::int64_t kv_width = kv_local_ * hd;
-  const auto layer = static_cast<int>(config_.num_layers);
   flush_residual(n_tokens);
   backend_.rmsnorm(x_.as<float>(), w.attention_norm.ptr(), static_cast<float>(config_.rms_norm_eps),
                    n_tokens, config_.hidden_size, h_.as<float>());
+  write_layer_kv(w, static_cast<int>(config_.num_layers), kv, n_tokens);
+}
+
+void LlamaModel::write_layer_kv(const LayerWeights& w, int layer, KvCache& kv,
+                                std::int64_t n_tokens) {
+  const std::int64_t hd = config_.head_dim;
+  const std::int64_t kv_width = kv_local_ * hd;
+  const float* h = h_.as<float>();
   float* k = k_.as<float>();
   float* v = v_.as<float>();
-  backend_.matmul(h_.as<float>(), n_tokens, w.wk.view(), k);
-  backend_.matmul(h_.as<float>(), n_tokens, w.wv.view(), v);
+  backend_.matmul(h, n_tokens, w.wk.view(), k);
+  backend_.matmul(h, n_tokens, w.wv.view(), v);
   if (!w.bk.empty()) {
     backend_.add_bias(k, w.bk.ptr(), n_tokens, kv_width);
     backend_.add_bias(v, w.bv.ptr(), n_tokens, kv_width);
@@ -274,26 +279,14 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   const std::int64_t hidden = config_.hidden_size;
   const std::int64_t hd = config_.head_dim;
   const std::int64_t q_width = q_local_ * hd;
-  const std::int64_t kv_width = kv_local_ * hd;
-  float* h = h_.as<float>();
   float* q = q_.as<float>();
-  float* k = k_.as<float>();
-  float* v = v_.as<float>();
   float* o = o_.as<float>();
 
   norm(w.attention_norm, n_tokens);
-  backend_.matmul(h, n_tokens, w.wq.view(), q);
-  backend_.matmul(h, n_tokens, w.wk.view(), k);
-  backend_.matmul(h, n_tokens, w.wv.view(), v);
-  if (!w.bq.empty()) {
-    backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
-    backend_.add_bias(k, w.bk.ptr(), n_tokens, kv_width);
-    backend_.add_bias(v, w.bv.ptr(), n_tokens, kv_width);
-  }
-  const float* inv_freq = inv_freq_.as<float>();
-  backend_.rope(q, q_width, q_local_, hd, inv_freq);
-  backend_.rope(k, kv_width, kv_local_, hd, inv_freq);
-  backend_.write_kv(k, v, kv_local_, hd, kv.capacity(), kv.keys(layer), kv.values(layer));
+  backend_.matmul(h_.as<float>(), n_tokens, w.wq.view(), q);
+  if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
+  backend_.rope(q, q_width, q_local_, hd, inv_freq_.as<float>());
+  write_layer_kv(w, layer, kv, n_tokens);
   backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());

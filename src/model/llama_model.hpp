@@ -130,6 +130,8 @@ class LlamaModel {
   void mlp_block(const LayerWeights& w, std::int64_t n_tokens);
   // The exit head's K/V for the current tokens, from the residual stream (side branch).
   void exit_kv_branch(KvCache& kv, std::int64_t n_tokens);
+  // K and V of the normed rows in h_ (w's projections, biases, RoPE) into KV-cache layer `layer`.
+  void write_layer_kv(const LayerWeights& w, int layer, KvCache& kv, std::int64_t n_tokens);
   float* workspace(DeviceBuffer& buffer, std::size_t floats);
 
   ModelConfig config_;
