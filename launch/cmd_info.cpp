@@ -59,32 +59,6 @@ std::string dtype_counts(const nlohmann::json& counts) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-// A GGUF split is refused when a rank's columns of a row-parallel weight (o_proj, down_proj)
-// would cut a quantization block: the reason, or nullopt when every rank's slice is whole.
-std::optional<std::string> gguf_block_problem(const ModelSource& source, int tp) {
-  const GgufFile file(source.model_path);
-  const ModelConfig& config = source.config;
-  for (int rank = 0; rank < tp; ++rank) {
-    const ShardPlan plan = ShardPlan::make(config, tp, rank);
-    const IndexRange o_cols{plan.q_heads.begin * config.head_dim,
-                            plan.q_heads.end * config.head_dim};
-    for (std::int64_t layer = 0; layer < config.num_layers; ++layer) {
-      for (const auto& [suffix, cols] : {std::pair{"attn_output.weight", o_cols},
-                                         std::pair{"ffn_down.weight", plan.intermediate}}) {
-        const GgufTensorInfo& info = file.tensor(fmt::format("blk.{}.{}", layer, suffix));
-        const std::int64_t block = ggml_block_elements(info.type);
-        if (cols.begin % block == 0 && cols.end % block == 0) continue;
-        return fmt::format(
-            "rank {} would hold columns [{}, {}) of {} ({}, {}-element blocks), cutting a "
-            "quantization block; choose a TP degree that splits its {} columns into whole "
-            "blocks",
-            rank, cols.begin, cols.end, info.name, ggml_type_name(info.type), block, info.cols());
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 std::string attention_kind(const ModelConfig& config) {
   return config.num_kv_heads == config.num_heads ? "multi-head" : "grouped-query";
 }
@@ -190,7 +164,6 @@ int run_info(const InfoOptions& options) {
   nlohmann::json checkpoint = nullptr;
   const DType dtype = weight_dtype(options, source, checkpoint);
   std::optional<std::string> tp_problem = ShardPlan::check(config, options.tp);
-  if (!tp_problem && source.gguf) tp_problem = gguf_block_problem(source, options.tp);
   std::vector<RankPlan> ranks;
   if (!tp_problem) ranks = plan_ranks(config, options.tp, dtype, context);
 

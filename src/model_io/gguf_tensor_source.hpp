@@ -5,8 +5,9 @@
 // llama.cpp's converter permutes the rows of Q and K of `llama` models within each head (it
 // interleaves the two rotary halves for ggml's RoPE): reading HF row h*d + i*d/2 + k returns GGUF
 // row h*d + 2k + i (convert_hf_to_gguf.py, LlamaModel.permute). `qwen2` files are not permuted.
-// A column slice (the row-parallel o_proj/down_proj of a rank) must start and end on a whole block
-// of the tensor's type; otherwise the read is refused with the reason.
+// A column slice (the row-parallel o_proj/down_proj of a rank) may cut a quantization block: the
+// blocks covering it are dequantized whole and only its columns are kept, so every TP degree reads
+// the values a whole-row read gives.
 #pragma once
 
 #include "model_io/gguf_file.hpp"

@@ -58,7 +58,7 @@ void dequantize_tensors(const selfspec::GgufFile& file) {
 }
 
 // The loader's reads: each expected weight whole, and a 2-D weight's column halves (a row-parallel
-// rank of TP 2; refused with an error when a half cuts a block).
+// rank of TP 2, which may cut a quantization block).
 void load_weights(const selfspec::GgufFile& file, const selfspec::ModelConfig& config) {
   const selfspec::GgufTensorSource source(file, config);
   source.validate(config);
