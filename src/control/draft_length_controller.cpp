@@ -5,6 +5,7 @@
 #include "control/draft_length_controller.hpp"
 
 #include "control/adaptive_threshold_controller.hpp"
+#include "control/calibrated_thompson_controller.hpp"
 #include "control/confidence_threshold_controller.hpp"
 #include "control/fixed_length_controller.hpp"
 #include "control/thompson_sampling_controller.hpp"
@@ -16,7 +17,7 @@ namespace selfspec {
 namespace {
 
 constexpr int kMaxDraftLimit = 64;
-constexpr std::string_view kKnownKinds = "fixed, threshold, adaptive, thompson";
+constexpr std::string_view kKnownKinds = "fixed, threshold, adaptive, thompson, cali-ts";
 
 // Written so that NaN fails every check.
 bool in_closed_unit(double value) {
@@ -24,7 +25,8 @@ bool in_closed_unit(double value) {
 }
 
 void check_kind(const std::string& kind) {
-  if (kind != "fixed" && kind != "threshold" && kind != "adaptive" && kind != "thompson") {
+  if (kind != "fixed" && kind != "threshold" && kind != "adaptive" && kind != "thompson" &&
+      kind != "cali-ts") {
     fail("--controller must be one of {} (got '{}')", kKnownKinds, kind);
   }
 }
@@ -52,6 +54,13 @@ void ControllerOptions::validate() const {
   if (!(prior_beta > 0.0 && std::isfinite(prior_beta))) {
     fail("--prior-beta must be finite and > 0 (got {})", prior_beta);
   }
+  if (!(sigma_m < 0.0 || (sigma_m > 0.0 && std::isfinite(sigma_m)))) {
+    fail("--cali-sigma-m must be finite and > 0 (got {})", sigma_m);
+  }
+  if (!(sigma_s > 0.0 && std::isfinite(sigma_s))) {
+    fail("--cali-sigma-s must be finite and > 0 (got {})", sigma_s);
+  }
+  if (!in_closed_unit(theta0)) fail("--cali-theta0 must be in [0, 1] (got {})", theta0);
 }
 
 std::unique_ptr<DraftLengthController> make_draft_length_controller(
@@ -61,6 +70,7 @@ std::unique_ptr<DraftLengthController> make_draft_length_controller(
   if (options.kind == "threshold") return std::make_unique<ConfidenceThresholdController>(options);
   if (options.kind == "adaptive") return std::make_unique<AdaptiveThresholdController>(options);
   if (options.kind == "thompson") return std::make_unique<ThompsonSamplingController>(options);
+  if (options.kind == "cali-ts") return std::make_unique<CalibratedThompsonController>(options);
   // Unreachable: validate() has checked the kind.
   fail("--controller must be one of {} (got '{}')", kKnownKinds, options.kind);
 }

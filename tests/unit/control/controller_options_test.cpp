@@ -74,7 +74,7 @@ TEST(ControllerOptions, OutOfRangeValuesNameTheOptionAndValue) {
   const double inf = std::numeric_limits<double>::infinity();
   const std::vector<BadOption> cases = {
       {[](ControllerOptions& o) { o.kind = "greedy"; },
-       "--controller must be one of fixed, threshold, adaptive, thompson (got 'greedy')"},
+       "--controller must be one of fixed, threshold, adaptive, thompson, cali-ts (got 'greedy')"},
       {[](ControllerOptions& o) { o.max_draft = 0; }, "--max-draft must be in [1, 64] (got 0)"},
       {[](ControllerOptions& o) { o.max_draft = 65; }, "--max-draft must be in [1, 64] (got 65)"},
       {[](ControllerOptions& o) { o.threshold = -0.1; },
@@ -102,6 +102,11 @@ TEST(ControllerOptions, OutOfRangeValuesNameTheOptionAndValue) {
        "--prior-beta must be finite and > 0 (got -1)"},
       {[=](ControllerOptions& o) { o.prior_beta = nan; },
        "--prior-beta must be finite and > 0 (got nan)"},
+      {[](ControllerOptions& o) { o.sigma_m = 0.0; },
+       "--cali-sigma-m must be finite and > 0 (got 0)"},
+      {[](ControllerOptions& o) { o.sigma_s = 0.0; },
+       "--cali-sigma-s must be finite and > 0 (got 0)"},
+      {[](ControllerOptions& o) { o.theta0 = 1.5; }, "--cali-theta0 must be in [0, 1] (got 1.5)"},
   };
   for (const BadOption& bad : cases) {
     ControllerOptions options;
@@ -130,7 +135,7 @@ TEST(ControllerFactory, UnknownKindListsTheKnownOnes) {
     FAIL() << "no error for an unknown kind";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("'eagle'"));
-    EXPECT_THAT(error.what(), HasSubstr("fixed, threshold, adaptive, thompson"));
+    EXPECT_THAT(error.what(), HasSubstr("fixed, threshold, adaptive, thompson, cali-ts"));
   }
 }
 
