@@ -513,7 +513,9 @@ nlohmann::json suite_bench_json(const Bench& bench, const RunMatrix& m) {
   out["prompts"] = bench.suite.size();
   out["ignore_eos"] = options.ignore_eos;
   out["chat"] = options.chat.chat;
-  out["controller_options"] = to_json(options.spec.controller);
+  ControllerOptions controller = options.spec.controller;
+  controller.predictor = options.spec.predictor;  // for σ_M when it comes from the predictor
+  out["controller_options"] = to_json(controller);
   out["autoregressive"] = to_json(m.ar);
   out.update(suite_json(suite_results(bench, m)));
   return out;
@@ -679,7 +681,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       result.bandwidth = measure_bandwidth(job.comm(), options);
     }
     engine.load();
-    options.spec.attach_exit_head(engine);
+    options.spec.attach_drafting_files(engine);
     for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
       bench.vocabularies.push_back(
           ids.empty() ? nullptr : std::make_unique<DraftVocabulary>(engine.model(), ids));

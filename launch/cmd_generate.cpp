@@ -230,7 +230,7 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
     engine.load();
-    options.spec.attach_exit_head(engine);
+    options.spec.attach_drafting_files(engine);
     std::optional<DraftVocabulary> vocabulary;
     if (!vocab_ids.empty()) {
       vocabulary.emplace(engine.model(), vocab_ids);

@@ -1,5 +1,7 @@
 #include "launch/report.hpp"
 
+#include "control/acceptance_predictor.hpp"
+
 #include <string>
 
 namespace selfspec::launch {
@@ -111,7 +113,12 @@ nlohmann::json to_json(const ControllerOptions& controller) {
           {"beta2", controller.beta2},
           {"target_acceptance", controller.target_acceptance},
           {"prior_alpha", controller.prior_alpha},
-          {"prior_beta", controller.prior_beta}};
+          {"prior_beta", controller.prior_beta},
+          {"cali_sigma_m", controller.sigma_m < 0 && controller.predictor != nullptr
+                               ? controller.predictor->sigma_m()
+                               : controller.sigma_m},
+          {"cali_sigma_s", controller.sigma_s},
+          {"cali_theta0", controller.theta0}};
 }
 
 nlohmann::json to_json(const GroupFigures& figures, bool greedy) {

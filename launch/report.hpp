@@ -57,7 +57,8 @@ nlohmann::json to_json(const ArTotals& totals);
 nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, bool greedy);
 
 // The draft-length controllers' parameters: {max_draft, threshold, gamma0, epsilon, beta1, beta2,
-// target_acceptance, prior_alpha, prior_beta} (the kind is reported per configuration).
+// target_acceptance, prior_alpha, prior_beta, cali_sigma_m, cali_sigma_s, cali_theta0} (the kind
+// is reported per configuration; cali_sigma_m is the predictor's when not given, -1 without one).
 nlohmann::json to_json(const ControllerOptions& controller);
 
 // bench --prompts-file: one configuration's medians over a task or all prompts: {prompts,

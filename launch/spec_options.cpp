@@ -5,6 +5,7 @@
 #include "draft/cosine_skip_drafter.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "launch/acceptance_predictor_file.hpp"
 #include "launch/draft_vocab_file.hpp"
 #include "launch/options.hpp"
 
@@ -114,7 +115,7 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
       ->add_option("--controller", controller.kind,
                    lists ? "draft-length controllers to compare (comma-separated)"
                          : "draft-length controller")
-      ->check(member_or_list({"fixed", "threshold", "adaptive", "thompson"}, lists))
+      ->check(member_or_list({"fixed", "threshold", "adaptive", "thompson", "cali-ts"}, lists))
       ->capture_default_str();
   add_max_draft_option(*group, controller.max_draft);
   group
@@ -144,6 +145,24 @@ void SpecCliOptions::add_to(CLI::App& command, bool lists) {
       ->capture_default_str();
   group->add_option("--prior-beta", controller.prior_beta, "thompson controller: Beta prior β0")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  group
+      ->add_option("--cali-predictor", cali_predictor,
+                   "cali-ts controller: the acceptance predictor (scripts/train_exit_head.py "
+                   "--predictor)")
+      ->check(CLI::ExistingFile);
+  group
+      ->add_option("--cali-sigma-m", controller.sigma_m,
+                   "cali-ts controller: σ_M, the prediction's error (default: the predictor's "
+                   "held-out error)")
+      ->check(CLI::PositiveNumber);
+  group
+      ->add_option("--cali-sigma-s", controller.sigma_s,
+                   "cali-ts controller: σ_S, the per-round acceptance mean's deviation")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  group->add_option("--cali-theta0", controller.theta0, "cali-ts controller: the prior θ̂_0")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   group
       ->add_option("--logits", logits,
@@ -243,7 +262,17 @@ void SpecCliOptions::validate(const CLI::App& command) const {
   if (command.count("--draft-vocab-size") > 0) parse_sizes(draft_vocab_size);
   if (spec == "asd") asd.validate();
   if (spec == "swift") swift.validate();
-  for (const std::string& kind : controller_kinds()) {
+  const std::vector<std::string> kinds = controller_kinds();
+  const bool cali = std::find(kinds.begin(), kinds.end(), "cali-ts") != kinds.end();
+  SELFSPEC_CHECK(cali == (command.count("--cali-predictor") > 0),
+                 "--controller cali-ts and --cali-predictor FILE go together");
+  SELFSPEC_CHECK(!cali || spec == "early-exit",
+                 "--controller cali-ts needs --spec early-exit (its predictor reads the exit "
+                 "head's hidden states)");
+  for (const char* name : {"--cali-sigma-m", "--cali-sigma-s", "--cali-theta0"}) {
+    SELFSPEC_CHECK(cali || command.count(name) == 0, "{} needs --controller cali-ts", name);
+  }
+  for (const std::string& kind : kinds) {
     ControllerOptions checked = controller;
     checked.kind = kind;
     checked.validate();
@@ -300,14 +329,19 @@ ControllerOptions SpecCliOptions::controller_options(const std::string& kind,
   ControllerOptions options = controller;
   options.kind = kind;
   options.seed = sampling_seed ^ kControllerSeedSalt;
+  options.predictor = predictor;
   return options;
 }
 
-void SpecCliOptions::attach_exit_head(Engine& engine) const {
+void SpecCliOptions::attach_drafting_files(Engine& engine) const {
   if (spec != "early-exit") return;
-  engine.model().attach_exit_head(load_exit_head(exit_head, engine.config(),
-                                                 engine.model_identity(), engine.shard(),
-                                                 engine.load_dtype(), engine.backend()));
+  ExitHead head = load_exit_head(exit_head, engine.config(), engine.model_identity(),
+                                 engine.shard(), engine.load_dtype(), engine.backend());
+  if (!cali_predictor.empty()) {
+    predictor = load_acceptance_predictor(
+        cali_predictor, {engine.model_identity(), head.exit_layer, engine.config().hidden_size});
+  }
+  engine.model().attach_exit_head(std::move(head));
 }
 
 void SpecCliOptions::apply_tree(GenerationOptions& generation) const {

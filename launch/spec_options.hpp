@@ -33,8 +33,9 @@ inline constexpr std::uint64_t kControllerSeedSalt = 0x7468656d70736f6eull;
 inline constexpr std::uint64_t kSwiftSeedSalt = 0x7377696674736b70ull;
 
 struct SpecCliOptions {
-  std::string spec = "none";  // none | layer-skip | swift | asd | early-exit
-  std::string exit_head;      // --exit-head: the early-exit head file (--spec early-exit)
+  std::string spec = "none";   // none | layer-skip | swift | asd | early-exit
+  std::string exit_head;       // --exit-head: the early-exit head file (--spec early-exit)
+  std::string cali_predictor;  // --cali-predictor: Cali-TS's prediction head (--controller cali-ts)
   std::string skip_config;
   std::string skip_attn;
   std::string skip_mlp;
@@ -49,6 +50,8 @@ struct SpecCliOptions {
   std::string draft_vocab_size;  // --draft-vocab-size: V' (bench: a list); 0: the full head
   std::string tree = "none";     // --tree: none, swift, or bins P:K,... (draft/tree_widths.hpp)
   int tree_max_nodes = 32;       // --tree-max-nodes: draft nodes per round's tree
+  // --cali-predictor's content, loaded by attach_drafting_files once the model is known.
+  mutable std::shared_ptr<const AcceptancePredictor> predictor;
 
   // lists: --controller and --logits accept comma-separated lists (bench compares them).
   void add_to(CLI::App& command, bool lists = false);
@@ -76,9 +79,11 @@ struct SpecCliOptions {
   // the sampling seed (kControllerSeedSalt).
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   LogitsMode logits_mode() const;
-  // --spec early-exit: loads --exit-head (checked against the model) and attaches it to the
-  // engine's model; nothing otherwise. After Engine::load, before any KV cache is made.
-  void attach_exit_head(Engine& engine) const;
+  // After Engine::load, before any KV cache is made: with --spec early-exit, loads --exit-head
+  // (checked against the model) and attaches it to the engine's model; with --cali-predictor,
+  // loads the acceptance predictor (checked against the model and the exit head) for
+  // controller_options(). Nothing otherwise.
+  void attach_drafting_files(Engine& engine) const;
   // --tree and --tree-max-nodes into a run's options.
   void apply_tree(GenerationOptions& generation) const;
   // The pruned draft vocabularies asked for, one per --draft-vocab-size item (one when the option

@@ -38,6 +38,12 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
   SELFSPEC_CHECK(options_.tree_max_nodes >= 1 && options_.tree_max_nodes <= kMaxDraftPerRound,
                  "a draft tree of at most {} nodes: choose 1 to {}", options_.tree_max_nodes,
                  kMaxDraftPerRound);
+  if (comm_.is_root() && controller_ != nullptr && controller_->uses_hidden_states()) {
+    keep_hidden_ = [this](std::string_view name, int /*layer*/, std::span<const float> data,
+                          std::int64_t /*rows*/) {
+      if (name == "final_norm") hidden_rows_.assign(data.begin(), data.end());
+    };
+  }
   if (comm_.is_root() && !options_.trace.empty()) {
     trace_.open(options_.trace, std::ios::trunc);
     SELFSPEC_CHECK(trace_.good(), "--trace {}: cannot open for writing", options_.trace.string());
@@ -68,6 +74,14 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
   const std::int64_t chunk = std::max<std::int64_t>(options_.prefill_chunk, 1);
   // The drafter may watch the prompt go in (every rank, every chunk): Drafter::begin_request.
   const ForwardObserver* observer = drafter_ != nullptr ? drafter_->begin_request(n) : nullptr;
+  // A controller that uses hidden states needs the root's: the last prompt row's final norm.
+  ForwardObserver both;
+  if (keep_hidden_) {
+    both = [&](std::string_view name, int layer, std::span<const float> data, std::int64_t rows) {
+      if (observer != nullptr && *observer) (*observer)(name, layer, data, rows);
+      keep_hidden_(name, layer, data, rows);
+    };
+  }
   log::Progress progress("prefill (tokens)", n);
   for (std::int64_t begin = 0; begin < n; begin += chunk) {
     const std::int64_t end = std::min(n, begin + chunk);
@@ -80,11 +94,12 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
         prompt.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
     args.positions = forward_positions_;
     if (end == n) args.logit_rows = {&last_row, 1};
-    args.observer = observer;
+    args.observer = keep_hidden_ && end == n ? &both : observer;
     model_.forward(args, kv_, logits_);
     if (n > chunk) progress.update(end);
   }
   if (n > chunk) progress.finish();
+  if (keep_hidden_) root_hidden_ = hidden_rows_;
 }
 
 // --- the round's plan ----------------------------------------------------------------------
@@ -176,6 +191,7 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.logit_rows = {&row, 1};
   args.draft_vocabulary = options_.draft_vocabulary;
   args.early_exit = early_exit_;
+  args.observer = hidden_observer();
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.draft_forwards;
 
@@ -186,6 +202,7 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
     const int alternatives = alternatives_for(draft, choice);
     const int nodes = draft.size() + 1 + alternatives;
     const int drafted = draft.drawn() + 1;
+    if (keep_hidden_) controller_->observe_hidden(drafted, root_hidden_, hidden_row(0));
     const bool more = drafted < cap_ && nodes < node_budget() &&
                       controller_->continue_drafting(drafted, choice.confidence);
     message_.command = more ? ControlCommand::kDraft : ControlCommand::kVerify;
@@ -216,6 +233,19 @@ int DecodingRun::alternatives_for(const Draft& draft, const DraftChoice& choice)
   return std::max(0, std::min({wanted, room, static_cast<int>(choice.alternatives.size())}));
 }
 
+const ForwardObserver* DecodingRun::hidden_observer() const {
+  return keep_hidden_ ? &keep_hidden_ : nullptr;
+}
+
+std::span<const float> DecodingRun::hidden_row(std::int64_t row) const {
+  const auto d = static_cast<std::size_t>(model_.config().hidden_size);
+  const auto at = static_cast<std::size_t>(row) * d;
+  SELFSPEC_CHECK(at + d <= hidden_rows_.size(),
+                 "final hidden state of row {} wanted, {} rows observed", row,
+                 hidden_rows_.size() / d);
+  return std::span<const float>(hidden_rows_).subspan(at, d);
+}
+
 // --- verify ----------------------------------------------------------------------------------
 
 Verdict DecodingRun::verify(const Draft& draft) {
@@ -240,13 +270,21 @@ Verdict DecodingRun::verify(const Draft& draft) {
   args.positions = forward_positions_;
   args.logit_rows = forward_rows_;
   if (tree) args.mask = &mask;
+  args.observer = hidden_observer();
   timer_.forward(PhaseTimer::Forward::kVerify, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.verify_forwards;
 
   Verdict verdict;
   timer_.control([&] {
     verdict = picker_.verify(logits_, draft);
-    if (comm_.is_root()) decide_round(draft, verdict);
+    if (!comm_.is_root()) return;
+    if (keep_hidden_) {
+      // The next root's logits came from the last accepted node's row (node k is row k + 1).
+      const int row = verdict.accepted.empty() ? 0 : verdict.accepted.back() + 1;
+      const std::span<const float> root = hidden_row(row);
+      root_hidden_.assign(root.begin(), root.end());
+    }
+    decide_round(draft, verdict);
   });
   channel_.broadcast_tokens(message_, kv_);
   if (!comm_.is_root()) verdict = verdict_from_message(draft);

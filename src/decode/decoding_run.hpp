@@ -88,6 +88,11 @@ class DecodingRun final : public DraftContext {
   // node budget).
   int alternatives_for(const Draft& draft, const DraftChoice& choice) const;
   void trace_round(const Draft& draft, const Verdict& verdict);
+  // Rank 0, for a controller that uses hidden states: the observer that keeps a forward's final
+  // hidden states (hidden_rows_), or nullptr when none is wanted.
+  const ForwardObserver* hidden_observer() const;
+  // Rank 0: row `row` of the last observed forward's final hidden states.
+  std::span<const float> hidden_row(std::int64_t row) const;
 
   LlamaModel& model_;
   Communicator& comm_;
@@ -113,6 +118,9 @@ class DecodingRun final : public DraftContext {
   std::unique_ptr<ShardedLogits> score_reader_;  // score_plan's argmax (local reduction)
   std::vector<std::int32_t> forward_tokens_, forward_positions_, forward_rows_;
   std::ofstream trace_;
+  ForwardObserver keep_hidden_;     // set when the controller uses hidden states (rank 0)
+  std::vector<float> hidden_rows_;  // the last observed forward's final norm output, row-major
+  std::vector<float> root_hidden_;  // the target's final hidden state at the round's root
 };
 
 }  // namespace selfspec

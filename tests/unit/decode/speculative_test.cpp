@@ -14,6 +14,7 @@
 //    to a fresh run's, and sampling distribution-exact;
 //  * early-exit drafts (the first N layers and an exit head) likewise, chains and trees.
 #include "comm/local_comm.hpp"
+#include "control/acceptance_predictor.hpp"
 #include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
 #include "decode/decoder.hpp"
@@ -36,6 +37,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 
 namespace selfspec::testing {
 namespace {
@@ -63,6 +65,21 @@ GenerationResult speculative(LlamaModel& model, Communicator& comm,
   GenerationResult result = decoder.generate(prompt, generation, kv);
   if (kv_out != nullptr) *kv_out = std::move(kv);
   return result;
+}
+
+// A Cali-TS acceptance predictor with random weights (its decisions vary with the hidden states).
+std::shared_ptr<const AcceptancePredictor> random_predictor(std::int64_t hidden_size) {
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> normal(0.0F, 0.5F);
+  AcceptancePredictorWeights w;
+  w.hidden_size = hidden_size;
+  w.steps = 3;
+  w.step_transforms.resize(static_cast<std::size_t>(3 * hidden_size * hidden_size));
+  for (float& v : w.step_transforms) v = normal(rng);
+  w.weight.resize(static_cast<std::size_t>(2 * hidden_size));
+  for (float& v : w.weight) v = normal(rng);
+  w.sigma_m = 0.3;
+  return std::make_shared<const AcceptancePredictor>(w);
 }
 
 // Attaches an untrained early-exit head (layer `n`'s own weights, as collect-exit-data's
@@ -312,7 +329,7 @@ TEST_F(SpeculativeGreedy, EarlyExitDraftsKeepTheOutputTokenIdentical) {
     EXPECT_EQ(autoregressive(*model_, comm_, prompt_, generation), expected) << "N " << n;
     EarlyExitDrafter drafter(4, n, "layer copy");
     std::int64_t accepted = 0;
-    for (const char* kind : {"fixed", "threshold", "adaptive", "thompson"}) {
+    for (const char* kind : {"fixed", "threshold", "adaptive", "thompson", "cali-ts"}) {
       for (int k : {1, 4}) {
         for (const char* tree : {"none", "0.6:3,1:1"}) {
           for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
@@ -320,6 +337,7 @@ TEST_F(SpeculativeGreedy, EarlyExitDraftsKeepTheOutputTokenIdentical) {
             controller.kind = kind;
             controller.max_draft = k;
             controller.threshold = 0.3;
+            controller.predictor = random_predictor(model_->config().hidden_size);
             GenerationOptions g = generation;
             g.logits = mode;
             g.tree = TreeWidths::parse(tree);
