@@ -233,8 +233,10 @@ int DecodingRun::alternatives_for(const Draft& draft, const DraftChoice& choice)
   return std::max(0, std::min({wanted, room, static_cast<int>(choice.alternatives.size())}));
 }
 
-const ForwardObserver* DecodingRun::hidden_observer() const {
-  return keep_hidden_ ? &keep_hidden_ : nullptr;
+const ForwardObserver* DecodingRun::hidden_observer() {
+  if (!keep_hidden_) return nullptr;
+  hidden_rows_.clear();  // a forward that observes nothing leaves no stale rows to be read
+  return &keep_hidden_;
 }
 
 std::span<const float> DecodingRun::hidden_row(std::int64_t row) const {

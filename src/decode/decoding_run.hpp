@@ -88,9 +88,9 @@ class DecodingRun final : public DraftContext {
   // node budget).
   int alternatives_for(const Draft& draft, const DraftChoice& choice) const;
   void trace_round(const Draft& draft, const Verdict& verdict);
-  // Rank 0, for a controller that uses hidden states: the observer that keeps a forward's final
-  // hidden states (hidden_rows_), or nullptr when none is wanted.
-  const ForwardObserver* hidden_observer() const;
+  // Rank 0, for a controller that uses hidden states: the observer that keeps the next forward's
+  // final hidden states (hidden_rows_, emptied now), or nullptr when none is wanted.
+  const ForwardObserver* hidden_observer();
   // Rank 0: row `row` of the last observed forward's final hidden states.
   std::span<const float> hidden_row(std::int64_t row) const;
 
