@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# EESD on Qwen2.5-Coder-1.5B (issue 11), one exit layer N: exit-head data from 16 HumanEval
+# calibration problems (each continued by the full model for 96 tokens, half sampled, plus the
+# problem's own text), the head trained 2 epochs, Cali-TS data from early-exit drafting at K 10 on
+# 8 of the same problems (32 tokens each: a CPU core drafts about 1 token/s this way), the
+# predictor, then a bench on 4 HumanEval evaluation problems with fixed K 1 and 3, Beta-TS and
+# Cali-TS (1 thread).
+#   run-qwen.sh N
+set -euo pipefail
+cd "$(dirname "$0")"
+S=../../../build/bin/selfspec
+T=../../../scripts/train_exit_head.py
+M=~/.cache/selfspec/models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf
+H=~/.cache/selfspec/prompts/humaneval.jsonl
+n=$1
+q=qwen-n$n
+if ! { [ -f data-$q/manifest.json ] && grep -q '"complete": *true' data-$q/manifest.json; }; then
+  $S collect-exit-data --model $M --prompts-file $H --max-prompts-per-task 16 --exit-layer $n \
+    --top-k 32 --generate 96 --sampled-fraction 0.5 --temperature 0.8 --seed 1 --open-text \
+    --threads 1 --out data-$q --json > collect-$q.json 2> collect-$q.log
+fi
+[ -f head-$q.safetensors ] ||
+  OMP_NUM_THREADS=1 /usr/bin/python3 $T data-$q --out head-$q.safetensors --epochs 2 --batch 8 \
+    --lr 1e-4 --negatives 512 --threads 1 --json > train-$q.json 2> train-$q.log
+[ -f cali-$q/manifest.json ] ||
+  $S collect-cali-data --model $M --prompts-file $H --max-prompts-per-task 8 \
+    --exit-head head-$q.safetensors --generate 32 --max-draft 10 --threads 1 --out cali-$q --json \
+    > cali-collect-$q.json 2> cali-collect-$q.log
+[ -f predictor-$q.safetensors ] ||
+  OMP_NUM_THREADS=1 /usr/bin/python3 $T --predictor cali-$q --out predictor-$q.safetensors --threads 1 \
+    --json > cali-train-$q.json 2> cali-train-$q.log
+B=(bench --model $M --gen 48 --max-prompts-per-task 4 --prompts-file $H --threads 1
+   --spec early-exit --exit-head head-$q.safetensors)
+$S "${B[@]}" --controller fixed,thompson,cali-ts --cali-predictor predictor-$q.safetensors --max-draft 3 \
+  --out bench-$q-k3.json > bench-$q-k3.log 2>&1
+$S "${B[@]}" --controller fixed --max-draft 1 --out bench-$q-k1.json > bench-$q-k1.log 2>&1

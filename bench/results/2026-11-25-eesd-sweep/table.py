@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Table (table.md) and plot (plots/sweep.png) of the EESD exit-layer sweep made by run.sh."""
+import glob
+import json
+import os
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:  # a log whose last line is the JSON summary
+        return json.loads(text.splitlines()[-1])
+
+
+def bench_rows(n):
+    rows = []
+    for k in (1, 3):
+        bench = load(f"bench-n{n}-k{k}.json")
+        if bench is None:
+            continue
+        for result in bench["results"]:
+            label = result["controller"] + (f" K {k}" if result["controller"] == "fixed" else "")
+            rows.append((label, result["overall"]))
+    return rows
+
+
+def main():
+    ns = sorted(int(p.split("-n")[1].split(".")[0]) for p in glob.glob("train-n*.json"))
+    lines = ["| N | collect (s) | train (s) | agreement before → after | Cali data rows (accepted) | "
+             "predictor held-out acc. / base rate / σ_M | controller | speedup | α | M | c | "
+             "lossless |", "|" + "---|" * 12]
+    curves = {}
+    for n in ns:
+        collect, train = load(f"collect-n{n}.json"), load(f"train-n{n}.json")
+        cali, pred = load(f"cali-collect-n{n}.json"), load(f"cali-train-n{n}.json")
+        first = True
+        for label, o in bench_rows(n):
+            head = ["", "", "", "", "", ""]
+            if first:
+                head = [str(n),
+                        f"{collect['seconds']:.0f}" if collect else "",
+                        f"{train['seconds']:.0f}" if train else "",
+                        f"{train['agreement_before']:.3f} → {train['agreement_after']:.3f}" if train else "",
+                        f"{cali['rows']} ({cali['accepted_rows']})" if cali else "",
+                        (f"{pred['heldout_accuracy']:.3f} / {pred['base_rate']:.3f} / "
+                         f"{pred['sigma_m']:.3f}") if pred else ""]
+                first = False
+            lines.append("| " + " | ".join(head + [
+                label, f"{o['speedup']:.2f}x", f"{o['acceptance_rate']:.3f}",
+                f"{o['mean_accepted_length']:.2f}", f"{o['cost_ratio_c']:.3f}",
+                f"{o['lossless_prompts']}/{o['prompts']}"]) + " |")
+            curves.setdefault(label, []).append((n, o["speedup"], o["acceptance_rate"]))
+    with open("table.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    os.makedirs("plots", exist_ok=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, points in sorted(curves.items()):
+        xs = [p[0] for p in points]
+        left.plot(xs, [p[1] for p in points], marker="o", label=label)
+        right.plot(xs, [p[2] for p in points], marker="o", label=label)
+    left.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    left.set(xlabel="exit layer N", ylabel="speedup vs plain decoding", title="SmolLM2-135M, EESD")
+    right.set(xlabel="exit layer N", ylabel="acceptance rate α", title="draft acceptance")
+    left.legend()
+    fig.tight_layout()
+    fig.savefig("plots/sweep.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()
