@@ -6,18 +6,9 @@
 #include "model_io/safetensors_writer.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace selfspec::launch {
 namespace {
-
-template <typename T>
-SafetensorsWriter::FillFn copy_of(const std::vector<T>& values) {
-  return [&values](std::span<std::byte> out) {
-    SELFSPEC_CHECK(out.size() == values.size() * sizeof(T), "cali shard column size mismatch");
-    std::memcpy(out.data(), values.data(), out.size());
-  };
-}
 
 void append_bf16(std::vector<std::uint16_t>& to, std::span<const float> values) {
   for (const float v : values) to.push_back(f32_to_bf16(v));
@@ -42,11 +33,13 @@ void write_cali_shard(const CaliRows& rows, const std::filesystem::path& path) {
   SELFSPEC_CHECK(r > 0, "{}: a shard needs at least one row", path.string());
   SafetensorsWriter writer;
   writer.set_metadata("format", "selfspec-cali-data-shard");
-  writer.add("target_hidden", DType::kBF16, {r, rows.hidden_size}, copy_of(rows.target_hidden));
-  writer.add("draft_hidden", DType::kBF16, {r, rows.hidden_size}, copy_of(rows.draft_hidden));
-  writer.add("step", DType::kF32, {r}, copy_of(rows.step));
-  writer.add("accepted", DType::kF32, {r}, copy_of(rows.accepted));
-  writer.add("sequence", DType::kF32, {r}, copy_of(rows.sequence));
+  writer.add("target_hidden", DType::kBF16, {r, rows.hidden_size},
+             SafetensorsWriter::copy_of(rows.target_hidden));
+  writer.add("draft_hidden", DType::kBF16, {r, rows.hidden_size},
+             SafetensorsWriter::copy_of(rows.draft_hidden));
+  writer.add("step", DType::kF32, {r}, SafetensorsWriter::copy_of(rows.step));
+  writer.add("accepted", DType::kF32, {r}, SafetensorsWriter::copy_of(rows.accepted));
+  writer.add("sequence", DType::kF32, {r}, SafetensorsWriter::copy_of(rows.sequence));
   write_safetensors_file(writer, path);
 }
 

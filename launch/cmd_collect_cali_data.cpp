@@ -15,6 +15,7 @@
 #include "control/fixed_length_controller.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/text_file_output.hpp"
 #include "decode/decoder.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "engine/engine.hpp"
@@ -33,7 +34,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 namespace selfspec::launch {
@@ -145,17 +145,6 @@ nlohmann::ordered_json manifest_json(const CollectCaliDataOptions& o, const Engi
           {"complete", true}};
 }
 
-void write_manifest(const std::filesystem::path& dir, const nlohmann::ordered_json& manifest) {
-  const std::filesystem::path path = dir / "manifest.json";
-  const std::filesystem::path partial = dir / "manifest.json.partial";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << manifest.dump(2) << "\n";
-    SELFSPEC_CHECK(out.good(), "{}: cannot write", partial.string());
-  }
-  std::filesystem::rename(partial, path);
-}
-
 int run_collect_cali_data(const CollectCaliDataOptions& o) {
   return run_job(o.engine.threads, [&](Job& job) {
     Engine engine(o.engine.engine_options(), job.comm());
@@ -180,7 +169,7 @@ int run_collect_cali_data(const CollectCaliDataOptions& o) {
     if (!job.is_root()) return 0;
     const nlohmann::ordered_json manifest =
         manifest_json(o, engine, exit_layer, collection, prompts.size());
-    write_manifest(dir, manifest);
+    write_text_file_atomically(dir / "manifest.json", manifest.dump(2) + "\n", "manifest");
     nlohmann::ordered_json summary = manifest;
     summary.erase("shards");
     summary["out"] = o.out;

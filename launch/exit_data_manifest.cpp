@@ -1,9 +1,9 @@
 #include "launch/exit_data_manifest.hpp"
 
 #include "core/error.hpp"
+#include "core/text_file_output.hpp"
 
 #include <fstream>
-#include <system_error>
 #include <utility>
 
 namespace selfspec::launch {
@@ -133,18 +133,8 @@ std::filesystem::path exit_data_manifest_path(const std::filesystem::path& dir) 
 }
 
 void save_exit_data_manifest(const std::filesystem::path& dir, const ExitDataManifest& manifest) {
-  const std::filesystem::path path = exit_data_manifest_path(dir);
-  const std::filesystem::path staging = path.string() + ".partial";
-  {
-    std::ofstream out(staging);
-    out << manifest.to_json().dump(2) << "\n";
-    out.close();
-    SELFSPEC_CHECK(out.good(), "{}: cannot write the manifest", staging.string());
-  }
-  std::error_code error;
-  std::filesystem::rename(staging, path, error);
-  SELFSPEC_CHECK(!error, "{}: cannot rename {} into place: {}", path.string(), staging.string(),
-                 error.message());
+  write_text_file_atomically(exit_data_manifest_path(dir), manifest.to_json().dump(2) + "\n",
+                             "manifest");
 }
 
 std::optional<ExitDataManifest> load_exit_data_manifest(const std::filesystem::path& dir) {

@@ -4,7 +4,6 @@
 #include "model_io/safetensors_file_output.hpp"
 #include "model_io/safetensors_writer.hpp"
 
-#include <cstring>
 #include <span>
 
 namespace selfspec::launch {
@@ -13,15 +12,6 @@ namespace {
 template <typename T>
 void append_all(std::vector<T>& to, const std::vector<T>& from) {
   to.insert(to.end(), from.begin(), from.end());
-}
-
-// A column's bytes as the writer's fill callback (the vector outlives the write).
-template <typename T>
-SafetensorsWriter::FillFn copy_of(const std::vector<T>& values) {
-  return [&values](std::span<std::byte> out) {
-    SELFSPEC_CHECK(out.size() == values.size() * sizeof(T), "shard column size mismatch");
-    std::memcpy(out.data(), values.data(), out.size());
-  };
 }
 
 }  // namespace
@@ -54,13 +44,15 @@ void write_exit_data_shard(const ExitDataRows& rows, const std::filesystem::path
   SELFSPEC_CHECK(p > 0, "{}: a shard needs at least one position", path.string());
   SafetensorsWriter writer;
   writer.set_metadata("format", "selfspec-exit-data-shard");
-  writer.add("hidden", DType::kBF16, {p, rows.hidden_size}, copy_of(rows.hidden));
-  writer.add("sequence", DType::kF32, {p}, copy_of(rows.sequence));
-  writer.add("position", DType::kF32, {p}, copy_of(rows.position));
-  writer.add("token", DType::kF32, {p}, copy_of(rows.token));
-  writer.add("next_token", DType::kF32, {p}, copy_of(rows.next_token));
-  writer.add("topk_ids", DType::kF32, {p, rows.top_k}, copy_of(rows.topk_ids));
-  writer.add("topk_logprobs", DType::kF32, {p, rows.top_k}, copy_of(rows.topk_logprobs));
+  writer.add("hidden", DType::kBF16, {p, rows.hidden_size},
+             SafetensorsWriter::copy_of(rows.hidden));
+  writer.add("sequence", DType::kF32, {p}, SafetensorsWriter::copy_of(rows.sequence));
+  writer.add("position", DType::kF32, {p}, SafetensorsWriter::copy_of(rows.position));
+  writer.add("token", DType::kF32, {p}, SafetensorsWriter::copy_of(rows.token));
+  writer.add("next_token", DType::kF32, {p}, SafetensorsWriter::copy_of(rows.next_token));
+  writer.add("topk_ids", DType::kF32, {p, rows.top_k}, SafetensorsWriter::copy_of(rows.topk_ids));
+  writer.add("topk_logprobs", DType::kF32, {p, rows.top_k},
+             SafetensorsWriter::copy_of(rows.topk_logprobs));
   write_safetensors_file(writer, path);
 }
 

@@ -5,9 +5,11 @@
 #pragma once
 
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -21,6 +23,18 @@ class SafetensorsWriter {
  public:
   // Fills the bytes of one tensor (already sized: numel × dtype size), in its storage dtype.
   using FillFn = std::function<void(std::span<std::byte> out)>;
+
+  // A fill that copies a column held in memory (its elements in the storage dtype's layout, e.g.
+  // BF16 bits as std::uint16_t). `values` must outlive write().
+  template <typename T>
+  static FillFn copy_of(const std::vector<T>& values) {
+    return [&values](std::span<std::byte> out) {
+      SELFSPEC_CHECK(out.size() == values.size() * sizeof(T),
+                     "safetensors writer: a column of {} bytes for a tensor of {}",
+                     values.size() * sizeof(T), out.size());
+      std::memcpy(out.data(), values.data(), out.size());
+    };
+  }
 
   void add(std::string name, DType dtype, std::vector<std::int64_t> shape, FillFn fill);
   void set_metadata(std::string key, std::string value);

@@ -2,6 +2,7 @@
 #include "search/search_state.hpp"
 
 #include "core/error.hpp"
+#include "core/text_file_output.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -82,18 +83,7 @@ nlohmann::json SearchState::to_json() const {
 }
 
 void save_search_state(const std::filesystem::path& path, const SearchState& state) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    SELFSPEC_CHECK(out.good(), "cannot write the search state {}", tmp.string());
-    out << state.to_json().dump(1) << "\n";
-    out.flush();
-    SELFSPEC_CHECK(out.good(), "writing the search state {} failed", tmp.string());
-  }
-  std::error_code error;
-  std::filesystem::rename(tmp, path, error);
-  SELFSPEC_CHECK(!error, "cannot replace the search state {}: {}", path.string(), error.message());
+  write_text_file_atomically(path, state.to_json().dump(1) + "\n", "search state");
 }
 
 SearchState load_search_state(const std::filesystem::path& path) {
