@@ -488,6 +488,7 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
         ratio(r.traffic.effective_all_gbps(), r.device->peak_all_gbps);
     out["cuda_graphs"] = engine.backend().graphs_enabled();
   }
+  out["reduction"] = std::string(reduction_order_name(engine.model().reduction_order()));
   if (bench.speculative()) {
     out["autoregressive"] = to_json(m.ar);
     out["speculative"] = nlohmann::json::array();

@@ -208,6 +208,13 @@ void EngineCliOptions::add_to(CLI::App& command) {
                   "record decode/verification forwards as CUDA graphs and replay them")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  command
+      .add_option("--reduction", reduction,
+                  "how row-parallel projections add the ranks' partial sums: rank-order (fast) "
+                  "or tp-invariant (a fixed partition, and rank 0 decides from whole logit "
+                  "rows: the same bits and draws at every TP degree; CPU backend)")
+      ->check(CLI::IsMember({"rank-order", "tp-invariant"}))
+      ->capture_default_str();
 }
 
 EngineOptions EngineCliOptions::engine_options() const {
@@ -223,6 +230,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.ctx_size = ctx_size;
   options.device = device;
   options.cuda_graphs = cuda_graphs == "on";
+  options.reduction = parse_reduction_order(reduction).value_or(ReductionOrder::kRankOrder);
   return options;
 }
 

@@ -122,6 +122,7 @@ struct EngineCliOptions {
   int threads = 0;
   std::string device = "auto";
   std::string cuda_graphs = "on";
+  std::string reduction = "rank-order";  // model/reduction_order.hpp
 
   void add_to(CLI::App& command);
   EngineOptions engine_options() const;

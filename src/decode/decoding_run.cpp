@@ -8,11 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <numeric>
 
 namespace selfspec {
 namespace {
+// What a controller that uses hidden states (Cali-TS) observes: the final norm's rows only, so a
+// device backend copies nothing else to the host.
+constexpr std::array<std::string_view, 1> kFinalNormOnly = {"final_norm"};
 
 constexpr int kMaxDraftPerRound = ControlMessage::kMaxTokens - 1;  // + the target's own token
 
@@ -28,7 +32,8 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
       options_(options),
       kv_(kv),
       picker_(options.logits, comm, model.shard(), options.sampling,
-              drafter != nullptr ? options.tree.max_width() - 1 : 0),
+              drafter != nullptr ? options.tree.max_width() - 1 : 0,
+              model.reduction_order() == ReductionOrder::kTpInvariant),
       channel_(comm, options, on_token, result_.tokens),
       timer_(model, picker_, channel_),
       model_comm_at_start_(model.counters().comm_seconds),
@@ -95,6 +100,8 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
     args.positions = forward_positions_;
     if (end == n) args.logit_rows = {&last_row, 1};
     args.observer = keep_hidden_ && end == n ? &both : observer;
+    // The controller alone watches: the final norm is all it needs.
+    if (keep_hidden_ && end == n && observer == nullptr) args.observe_only = kFinalNormOnly;
     model_.forward(args, kv_, logits_);
     if (n > chunk) progress.update(end);
   }
@@ -192,6 +199,7 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.draft_vocabulary = options_.draft_vocabulary;
   args.early_exit = early_exit_;
   args.observer = hidden_observer();
+  if (args.observer != nullptr) args.observe_only = kFinalNormOnly;
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.draft_forwards;
 
@@ -273,6 +281,7 @@ Verdict DecodingRun::verify(const Draft& draft) {
   args.logit_rows = forward_rows_;
   if (tree) args.mask = &mask;
   args.observer = hidden_observer();
+  if (args.observer != nullptr) args.observe_only = kFinalNormOnly;
   timer_.forward(PhaseTimer::Forward::kVerify, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.verify_forwards;
 

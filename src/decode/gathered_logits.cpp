@@ -1,6 +1,7 @@
 // Gather-based access to vocab-sharded logits: every row is assembled on rank 0 (MPI gather of
 // each rank's contiguous vocab range) and everything else is a local computation there, over the
-// same shard ranges the local-reduction variant uses (logit_statistics.hpp).
+// same shard ranges the local-reduction variant uses (logit_statistics.hpp), or over whole rows
+// (Statistics::kWholeRows, for results that do not depend on the TP degree).
 #include "decode/gathered_logits.hpp"
 
 #include "core/error.hpp"
@@ -10,11 +11,13 @@
 
 namespace selfspec {
 
-GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard)
+GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard, Statistics statistics)
     : comm_(comm), counts_(shard.vocab_counts) {
   offsets_.resize(counts_.size());
   std::exclusive_scan(counts_.begin(), counts_.end(), offsets_.begin(), std::int64_t{0});
   vocab_ = std::accumulate(counts_.begin(), counts_.end(), std::int64_t{0});
+  stat_counts_ = statistics == Statistics::kWholeRows ? std::vector<std::int64_t>{vocab_} : counts_;
+  stat_offsets_ = statistics == Statistics::kWholeRows ? std::vector<std::int64_t>{0} : offsets_;
 }
 
 void GatheredLogits::set_rows(std::span<const float> local_rows, std::int64_t rows) {
@@ -52,8 +55,8 @@ std::span<const float> GatheredLogits::row(std::int64_t r) const {
 
 std::span<const float> GatheredLogits::shard_of(std::span<const float> full_row,
                                                 std::size_t s) const {
-  return full_row.subspan(static_cast<std::size_t>(offsets_[s]),
-                          static_cast<std::size_t>(counts_[s]));
+  return full_row.subspan(static_cast<std::size_t>(stat_offsets_[s]),
+                          static_cast<std::size_t>(stat_counts_[s]));
 }
 
 int GatheredLogits::retain(std::int64_t r) {
@@ -69,10 +72,10 @@ int GatheredLogits::retain(std::int64_t r) {
 std::vector<RowStats> GatheredLogits::row_stats(double inv_temperature) {
   std::vector<RowStats> stats;
   if (!comm_.is_root()) return stats;
-  std::vector<ShardStats> shards(counts_.size());
+  std::vector<ShardStats> shards(stat_counts_.size());
   for (std::int64_t r = 0; r < rows_; ++r) {
-    for (std::size_t s = 0; s < counts_.size(); ++s) {
-      shards[s] = shard_stats(shard_of(row(r), s), offsets_[s], inv_temperature);
+    for (std::size_t s = 0; s < stat_counts_.size(); ++s) {
+      shards[s] = shard_stats(shard_of(row(r), s), stat_offsets_[s], inv_temperature);
     }
     stats.push_back(combine_shards(shards));
   }
@@ -94,7 +97,7 @@ DrawnToken GatheredLogits::sample_dense(std::int64_t r, const RowStats& stats,
   const ShardPick pick = pick_shard(stats.shard_mass, target);
   const auto s = static_cast<std::size_t>(pick.shard);
   const double local_target = pick.remainder * std::exp(stats.max - stats.shard_max[s]);
-  const std::int32_t id = walk_softmax(shard_of(row(r), s), offsets_[s], inv_temperature,
+  const std::int32_t id = walk_softmax(shard_of(row(r), s), stat_offsets_[s], inv_temperature,
                                        stats.shard_max[s], local_target);
   return {id, row(r)[static_cast<std::size_t>(id)]};
 }
@@ -103,16 +106,17 @@ std::optional<std::int32_t> GatheredLogits::sample_residual(std::int64_t r, int 
                                                             const DensePair& pair, double u) {
   if (!comm_.is_root()) return std::nullopt;
   const std::span<const float> q_row(retained_[static_cast<std::size_t>(slot)]);
-  std::vector<double> masses(counts_.size());
+  std::vector<double> masses(stat_counts_.size());
   double total = 0.0;
-  for (std::size_t s = 0; s < counts_.size(); ++s) {
+  for (std::size_t s = 0; s < stat_counts_.size(); ++s) {
     masses[s] = residual_mass(shard_of(row(r), s), shard_of(q_row, s), pair);
     total += masses[s];
   }
   if (!(total > 0.0)) return std::nullopt;
   const ShardPick pick = pick_shard(masses, u * total);
   const auto s = static_cast<std::size_t>(pick.shard);
-  return walk_residual(shard_of(row(r), s), shard_of(q_row, s), offsets_[s], pair, pick.remainder);
+  return walk_residual(shard_of(row(r), s), shard_of(q_row, s), stat_offsets_[s], pair,
+                       pick.remainder);
 }
 
 std::vector<TokenDistribution> GatheredLogits::warp(const SamplingParams& params) {

@@ -7,7 +7,13 @@ namespace selfspec {
 
 class GatheredLogits final : public ShardedLogits {
  public:
-  GatheredLogits(Communicator& comm, const ShardPlan& shard);
+  // Over which ranges the row statistics, sampling walks and residual masses are computed:
+  // kRankShards, the ranks' vocab shards (the same arithmetic as LocalReductionLogits, so both
+  // modes decide alike), or kWholeRows, one range per row (the same arithmetic at every TP
+  // degree: the tp-invariant reduction's choice, model/reduction_order.hpp).
+  enum class Statistics { kRankShards, kWholeRows };
+  GatheredLogits(Communicator& comm, const ShardPlan& shard,
+                 Statistics statistics = Statistics::kRankShards);
   std::string_view name() const override { return "gather"; }
   bool shares_nothing() const override { return true; }
   void set_rows(std::span<const float> local_rows, std::int64_t rows) override;
@@ -28,8 +34,10 @@ class GatheredLogits final : public ShardedLogits {
   std::span<const float> shard_of(std::span<const float> full_row, std::size_t s) const;
 
   Communicator& comm_;
-  std::vector<std::int64_t> counts_;
+  std::vector<std::int64_t> counts_;  // the ranks' vocab shards (the gather)
   std::vector<std::int64_t> offsets_;
+  std::vector<std::int64_t> stat_counts_;  // the statistics' ranges (Statistics)
+  std::vector<std::int64_t> stat_offsets_;
   std::int64_t vocab_ = 0;
   std::int64_t rows_ = 0;
   std::vector<float> rank_major_;

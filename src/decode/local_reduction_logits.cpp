@@ -211,7 +211,10 @@ std::vector<TokenDistribution> LocalReductionLogits::warp(const SamplingParams& 
 }
 
 std::unique_ptr<ShardedLogits> make_sharded_logits(LogitsMode mode, Communicator& comm,
-                                                   const ShardPlan& shard) {
+                                                   const ShardPlan& shard, bool tp_invariant) {
+  if (tp_invariant) {
+    return std::make_unique<GatheredLogits>(comm, shard, GatheredLogits::Statistics::kWholeRows);
+  }
   if (mode == LogitsMode::kLocal) return std::make_unique<LocalReductionLogits>(comm, shard);
   return std::make_unique<GatheredLogits>(comm, shard);
 }

@@ -73,7 +73,11 @@ class ShardedLogits {
   double comm_seconds_ = 0.0;
 };
 
+// tp_invariant: whole rows on rank 0 whatever the mode, with statistics over whole rows
+// (GatheredLogits::Statistics::kWholeRows), so that every decision is the same at every TP
+// degree (the model's tp-invariant reduction, model/reduction_order.hpp).
 std::unique_ptr<ShardedLogits> make_sharded_logits(LogitsMode mode, Communicator& comm,
-                                                   const ShardPlan& shard);
+                                                   const ShardPlan& shard,
+                                                   bool tp_invariant = false);
 
 }  // namespace selfspec

@@ -11,9 +11,9 @@
 namespace selfspec {
 
 TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-                         const SamplingParams& sampling, int max_alternatives)
+                         const SamplingParams& sampling, int max_alternatives, bool tp_invariant)
     : comm_(comm),
-      logits_(make_sharded_logits(mode, comm, shard)),
+      logits_(make_sharded_logits(mode, comm, shard, tp_invariant)),
       sampling_(sampling),
       max_alternatives_(max_alternatives),
       vocab_local_(shard.vocab.size()),

@@ -62,8 +62,9 @@ struct DraftChoice {
 class TokenPicker {
  public:
   // max_alternatives: the most alternatives a draft step may propose (tree drafting; 0: chains).
+  // tp_invariant: decide from whole rows, the same at every TP degree (make_sharded_logits).
   TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-              const SamplingParams& sampling, int max_alternatives = 0);
+              const SamplingParams& sampling, int max_alternatives = 0, bool tp_invariant = false);
 
   std::string_view mode_name() const { return logits_->name(); }
   const SamplingParams& sampling() const { return sampling_; }

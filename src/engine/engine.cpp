@@ -180,6 +180,7 @@ void Engine::load() {
   Communicator& activations = device_comm_ != nullptr ? *device_comm_ : comm_;
   model_ =
       std::make_unique<LlamaModel>(config, shard_, std::move(*weights), activations, *backend_);
+  model_->set_reduction_order(options_.reduction);
   // Ranks finish loading their shards at different times: wait for all of them here, under the
   // (long) load deadline, so the first forward's collectives start together and run under the
   // ordinary one.

@@ -33,6 +33,7 @@ struct EngineOptions {
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
   std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
   bool cuda_graphs = true;               // record and replay decode/verification forwards
+  ReductionOrder reduction = ReductionOrder::kRankOrder;  // row-parallel sums (--reduction)
 };
 
 class Engine {

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "model/rope_frequencies.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -45,6 +46,44 @@ void LlamaModel::attach_exit_head(ExitHead head) {
                  "exit head {}: exit layer {} is outside [1, {}]", head.path.string(),
                  head.exit_layer, config_.num_layers - 1);
   exit_head_ = std::move(head);
+  if (fixed_partition_) {
+    auto [wo, down] = cut_layer(exit_head_->weights);
+    wo_chunks_.resize(static_cast<std::size_t>(config_.num_layers));
+    down_chunks_.resize(static_cast<std::size_t>(config_.num_layers));
+    wo_chunks_.push_back(std::move(wo));
+    down_chunks_.push_back(std::move(down));
+  }
+}
+
+std::pair<FixedPartitionProjection::Weight, FixedPartitionProjection::Weight> LlamaModel::cut_layer(
+    const LayerWeights& w) const {
+  return {fixed_partition_->cut(w.wo, config_.num_heads, shard_.q_heads, config_.head_dim),
+          fixed_partition_->cut(w.w_down, config_.intermediate_size, shard_.intermediate, 1)};
+}
+
+void LlamaModel::set_reduction_order(ReductionOrder order) {
+  wo_chunks_.clear();
+  down_chunks_.clear();
+  fixed_partition_.reset();
+  if (order == ReductionOrder::kRankOrder) return;
+  fixed_partition_ = std::make_unique<FixedPartitionProjection>(
+      backend_, comm_, static_cast<int>(config_.num_heads));
+  for (const LayerWeights& w : weights_.layers) {
+    auto [wo, down] = cut_layer(w);
+    wo_chunks_.push_back(std::move(wo));
+    down_chunks_.push_back(std::move(down));
+  }
+  if (exit_head_) {
+    auto [wo, down] = cut_layer(exit_head_->weights);
+    wo_chunks_.push_back(std::move(wo));
+    down_chunks_.push_back(std::move(down));
+  }
+}
+
+bool LlamaModel::observes(const Observe& observe, std::string_view name) const {
+  if (!observe) return false;
+  return observe_only_.empty() ||
+         std::find(observe_only_.begin(), observe_only_.end(), name) != observe_only_.end();
 }
 
 float* LlamaModel::workspace(DeviceBuffer& buffer, std::size_t floats) {
@@ -58,6 +97,24 @@ void LlamaModel::all_reduce(float* data, std::int64_t count) {
   backend_.all_reduce(comm_, data, count);
   counters_.comm_seconds += seconds_since(start);
   ++counters_.all_reduces;
+}
+
+void LlamaModel::row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w, int layer,
+                              bool down, float* out) {
+  if (!fixed_partition_) {
+    backend_.matmul(x, n_tokens, w.view(), out);
+    all_reduce(out, n_tokens * config_.hidden_size);
+    return;
+  }
+  const auto& chunks = down ? down_chunks_ : wo_chunks_;
+  const auto index = static_cast<std::size_t>(layer);
+  SELFSPEC_CHECK(index < chunks.size(), "fixed-partition reduction: layer {} has no chunks", layer);
+  const auto start = Clock::now();
+  fixed_partition_->project(x, n_tokens, chunks[index], out);
+  if (comm_.size() > 1) {
+    counters_.comm_seconds += seconds_since(start);
+    ++counters_.all_reduces;
+  }
 }
 
 void LlamaModel::norm(const Vector& weight, std::int64_t n_tokens) {
@@ -138,6 +195,7 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
 
   std::vector<float> observed;  // host copy for observers when the backend memory is a device's
   const bool observing = args.observer != nullptr && *args.observer;
+  observe_only_ = args.observe_only;
   Observe observe;
   if (observing)
     observe = [&](std::string_view name, int layer, const float* data, std::int64_t rows) {
@@ -187,11 +245,10 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
                             const Observe& observe) {
   const std::int64_t hidden = config_.hidden_size;
   float* x = x_.as<float>();
-  const bool observing = static_cast<bool>(observe);
   pending_ = nullptr;
   backend_.embedding(weights_.embedding.view(), shard_.vocab.begin, x);
   all_reduce(x, n_tokens * hidden);
-  if (observing) observe("embed", -1, x, n_tokens);
+  if (observes(observe, "embed")) observe("embed", -1, x, n_tokens);
 
   // With the exit head's layer in the cache: its K/V after layer N - 1 (side branch), or, for an
   // early-exit forward, the head itself in place of layers [N, L).
@@ -202,12 +259,12 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(l)];
     if (l == n_exit && !early_exit) exit_kv_branch(kv, n_tokens);
     if (plan.runs_attention(l)) attention_block(w, l, kv, n_tokens);
-    if (observing) {
+    if (observes(observe, "attn_out")) {
       flush_residual(n_tokens);
       observe("attn_out", l, x, n_tokens);
     }
-    if (plan.runs_mlp(l)) mlp_block(w, n_tokens);
-    if (observing) {
+    if (plan.runs_mlp(l)) mlp_block(w, l, n_tokens);
+    if (observes(observe, "mlp_out")) {
       flush_residual(n_tokens);
       observe("mlp_out", l, x, n_tokens);
     }
@@ -216,8 +273,8 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
     const LayerWeights& w = exit_head_->weights;
     const auto kv_layer = static_cast<int>(config_.num_layers);
     attention_block(w, kv_layer, kv, n_tokens);
-    mlp_block(w, n_tokens);
-    if (observing) {
+    mlp_block(w, kv_layer, n_tokens);
+    if (observes(observe, "exit_out")) {
       flush_residual(n_tokens);
       observe("exit_out", kv_layer, x, n_tokens);
     }
@@ -235,7 +292,9 @@ void LlamaModel::lm_head(std::int64_t n_rows, float* logits_out, const DraftVoca
   backend_.gather_rows(x_.as<float>(), hidden, h);
   backend_.rmsnorm(h, weights_.final_norm.ptr(), static_cast<float>(config_.rms_norm_eps), n_rows,
                    hidden, h);
-  if (observe) observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
+  if (observes(observe, "final_norm")) {
+    observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
+  }
   if (vocabulary == nullptr) {
     backend_.matmul(h, n_rows, weights_.output_matrix().view(), logits_out);
     return;
@@ -290,14 +349,12 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
-  backend_.matmul(attn_.as<float>(), n_tokens, w.wo.view(), o);
-  all_reduce(o, n_tokens * hidden);
+  row_parallel(attn_.as<float>(), n_tokens, w.wo, layer, false, o);
   if (!w.bo.empty()) backend_.add_bias(o, w.bo.ptr(), n_tokens, hidden);
   pending_ = o;
 }
 
-void LlamaModel::mlp_block(const LayerWeights& w, std::int64_t n_tokens) {
-  const std::int64_t hidden = config_.hidden_size;
+void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens) {
   float* h = h_.as<float>();
   float* gate = gate_.as<float>();
   float* o = o_.as<float>();
@@ -305,8 +362,7 @@ void LlamaModel::mlp_block(const LayerWeights& w, std::int64_t n_tokens) {
   backend_.matmul(h, n_tokens, w.w_gate.view(), gate);
   backend_.matmul(h, n_tokens, w.w_up.view(), up_.as<float>());
   backend_.swiglu(gate, up_.as<float>(), gate, n_tokens * inter_local_);
-  backend_.matmul(gate, n_tokens, w.w_down.view(), o);
-  all_reduce(o, n_tokens * hidden);
+  row_parallel(gate, n_tokens, w.w_down, layer, true, o);
   pending_ = o;
 }
 

@@ -4,6 +4,9 @@
 //   x += AllReduce(o_proj(Attention(RoPE(q_proj(RMSNorm(x))), RoPE(k_proj(..)), v_proj(..))))
 //   x += AllReduce(down_proj(SiLU(gate_proj(RMSNorm(x))) * up_proj(RMSNorm(x))))
 // and finally logits = lm_head(RMSNorm(x)) for the requested rows (this rank's vocabulary shard).
+// Under ReductionOrder::kTpInvariant the o_proj/down_proj products and their all-reduce are one
+// fixed-partition projection instead (model/fixed_partition_projection.hpp), which makes the
+// forward bit-identical at every TP degree.
 // The embedding is vocab-parallel: each rank writes the rows it owns and zeros elsewhere, and an
 // all-reduce assembles them exactly.
 //
@@ -30,14 +33,17 @@
 #include "model/attention_mask.hpp"
 #include "model/draft_vocabulary.hpp"
 #include "model/exit_head.hpp"
+#include "model/fixed_partition_projection.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_weights.hpp"
+#include "model/reduction_order.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_config.hpp"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -59,6 +65,10 @@ struct ForwardArgs {
   const AttentionMask* mask = nullptr;       // nullptr: causal
   std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
   const ForwardObserver* observer = nullptr;
+  // Empty: the observer sees every named intermediate. Otherwise only these names reach it, and
+  // on a device backend only these are copied to the host (Cali-TS needs "final_norm" alone, not
+  // every layer's residual stream).
+  std::span<const std::string_view> observe_only;
   // nullptr: the full LM head. Otherwise the logits of the kept ids only, -inf elsewhere (draft
   // forwards; the vocabulary must have been built for this model).
   const DraftVocabulary* draft_vocabulary = nullptr;
@@ -102,6 +112,16 @@ class LlamaModel {
   void attach_exit_head(ExitHead head);
   const ExitHead* exit_head() const { return exit_head_ ? &*exit_head_ : nullptr; }
 
+  // How the row-parallel projections add up the ranks' partial products (model/
+  // reduction_order.hpp). kTpInvariant cuts o_proj and down_proj (and an attached exit head's)
+  // into the fixed partition of num_attention_heads chunks, so that every forward is
+  // bit-identical at every TP degree; it throws on a device-memory backend. Call it on every
+  // rank with the same value, between forwards.
+  void set_reduction_order(ReductionOrder order);
+  ReductionOrder reduction_order() const {
+    return fixed_partition_ ? ReductionOrder::kTpInvariant : ReductionOrder::kRankOrder;
+  }
+
   // Runs the tokens through the model (every rank, same arguments), appending their K/V at slots
   // [kv.length(), kv.length() + T) and extending kv by T. Fills `logits` with this rank's vocab
   // shard for each of args.logit_rows: [logit_rows.size() × vocab_local()].
@@ -121,18 +141,27 @@ class LlamaModel {
   void lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
                const Observe& observe);
   void all_reduce(float* data, std::int64_t count);
+  // out = x · Wᵀ summed over the ranks: o_proj or down_proj of layer `layer` (num_layers: the
+  // exit head), through the fixed partition under kTpInvariant.
+  void row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w, int layer, bool down,
+                    float* out);
+  // The fixed partition's chunks of a layer's o_proj and down_proj.
+  std::pair<FixedPartitionProjection::Weight, FixedPartitionProjection::Weight> cut_layer(
+      const LayerWeights& w) const;
   // The input norm of a sublayer, absorbing the previous sublayer's pending residual delta.
   void norm(const Vector& weight, std::int64_t n_tokens);
   // Adds a pending residual delta to x (before observers, the final norm, skipped blocks).
   void flush_residual(std::int64_t n_tokens);
   // A layer's sublayers; kv_layer: the KV cache layer its attention reads and writes.
   void attention_block(const LayerWeights& w, int kv_layer, KvCache& kv, std::int64_t n_tokens);
-  void mlp_block(const LayerWeights& w, std::int64_t n_tokens);
+  void mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens);
   // The exit head's K/V for the current tokens, from the residual stream (side branch).
   void exit_kv_branch(KvCache& kv, std::int64_t n_tokens);
   // K and V of the normed rows in h_ (w's projections, biases, RoPE) into KV-cache layer `layer`.
   void write_layer_kv(const LayerWeights& w, int layer, KvCache& kv, std::int64_t n_tokens);
   float* workspace(DeviceBuffer& buffer, std::size_t floats);
+  // Whether this forward's observer wants intermediate `name` (ForwardArgs::observe_only).
+  bool observes(const Observe& observe, std::string_view name) const;
 
   ModelConfig config_;
   ShardPlan shard_;
@@ -148,9 +177,14 @@ class LlamaModel {
   // Workspace in backend memory, grown to the largest T seen.
   DeviceBuffer x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
   DeviceBuffer draft_logits_;  // [rows × V'_local]: a draft vocabulary's logits before scattering
-  const float* pending_ = nullptr;  // residual delta not yet added to x_
+  const float* pending_ = nullptr;                  // residual delta not yet added to x_
+  std::span<const std::string_view> observe_only_;  // the current forward's filter
   ForwardCounters counters_;
   std::optional<ExitHead> exit_head_;
+  // kTpInvariant: the projection and, per layer (the exit head's at index num_layers), the
+  // chunks of o_proj and down_proj.
+  std::unique_ptr<FixedPartitionProjection> fixed_partition_;
+  std::vector<FixedPartitionProjection::Weight> wo_chunks_, down_chunks_;
 };
 
 }  // namespace selfspec

@@ -180,6 +180,89 @@ TEST_P(TensorParallel, GreedyTokensAndLogitsMatchSingleRank) {
   EXPECT_EQ(sharded_kv.length(), single_kv.length());
 }
 
+// The tp-invariant reduction (model/fixed_partition_projection.hpp): the sharded model's logits,
+// gathered from the vocab shards, and its final-norm hidden states are the single-rank model's
+// bits at every np, and so are its greedy tokens.
+TEST_P(TensorParallel, TpInvariantReductionIsBitIdenticalToSingleRank) {
+  MpiComm comm;
+  const TinyModelSpec& spec = GetParam().spec;
+  const std::filesystem::path dir = write_checkpoint(comm, spec);
+  LocalComm local;
+  auto single = load_model(dir, local);
+  auto sharded = load_model(dir, comm);
+  single->set_reduction_order(ReductionOrder::kTpInvariant);
+  sharded->set_reduction_order(ReductionOrder::kTpInvariant);
+
+  const std::vector<std::int32_t> prompt = {1, 11, 29, 3, 47, 8, 90, 15, 2, 64};
+  std::vector<std::int32_t> rows(prompt.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<float> single_hidden;
+  std::vector<float> sharded_hidden;
+  const auto keep = [](std::vector<float>& into) {
+    return ForwardObserver(
+        [&into](std::string_view name, int, std::span<const float> data, std::int64_t) {
+          if (name == "final_norm") into.assign(data.begin(), data.end());
+        });
+  };
+  const ForwardObserver single_observer = keep(single_hidden);
+  const ForwardObserver sharded_observer = keep(sharded_hidden);
+  KvCache single_kv = single->make_kv_cache(64);
+  KvCache sharded_kv = sharded->make_kv_cache(64);
+  const std::vector<float> expected =
+      forward_rows(*single, single_kv, prompt, rows, nullptr, nullptr, {}, &single_observer);
+  const std::vector<float> local_logits =
+      forward_rows(*sharded, sharded_kv, prompt, rows, nullptr, nullptr, {}, &sharded_observer);
+  EXPECT_TRUE(bit_identical(sharded_hidden, single_hidden)) << "rank " << comm.rank();
+  GatheredLogits gatherer(comm, sharded->shard());
+  gatherer.set_rows(local_logits, static_cast<std::int64_t>(prompt.size()));
+  if (comm.is_root()) {
+    std::vector<float> gathered;
+    for (std::size_t r = 0; r < prompt.size(); ++r) {
+      const std::span<const float> row = gatherer.row(static_cast<std::int64_t>(r));
+      gathered.insert(gathered.end(), row.begin(), row.end());
+    }
+    EXPECT_TRUE(bit_identical(gathered, expected)) << "logits differ from the single rank's";
+  }
+  // Rank 0's statistics over whole rows equal the single rank's, to the last bit of the doubles.
+  const auto invariant_logits =
+      make_sharded_logits(LogitsMode::kLocal, comm, sharded->shard(), true);
+  invariant_logits->set_rows(local_logits, static_cast<std::int64_t>(prompt.size()));
+  const auto single_logits = make_sharded_logits(LogitsMode::kLocal, local, single->shard());
+  single_logits->set_rows(expected, static_cast<std::int64_t>(prompt.size()));
+  const std::vector<RowStats> sharded_stats = invariant_logits->row_stats(1.0 / 0.7);
+  const std::vector<RowStats> single_stats = single_logits->row_stats(1.0 / 0.7);
+  if (comm.is_root()) {
+    ASSERT_EQ(sharded_stats.size(), single_stats.size());
+    for (std::size_t r = 0; r < single_stats.size(); ++r) {
+      EXPECT_EQ(sharded_stats[r].max, single_stats[r].max) << "row " << r;
+      EXPECT_EQ(sharded_stats[r].sum_exp, single_stats[r].sum_exp) << "row " << r;
+      EXPECT_EQ(sharded_stats[r].argmax, single_stats[r].argmax) << "row " << r;
+    }
+  }
+
+  // Decode steps one token at a time continue bit-identically (and so do the greedy tokens).
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  options.ignore_eos = true;
+  single_kv.clear();
+  sharded_kv.clear();
+  const GenerationResult reference = Decoder(*single, local).generate(prompt, options, single_kv);
+  const GenerationResult result = Decoder(*sharded, comm).generate(prompt, options, sharded_kv);
+  EXPECT_EQ(result.tokens, reference.tokens) << "rank " << comm.rank();
+
+  // Sampling (top-p, the local logits mode asked for) draws the same tokens for the same seed.
+  options.sampling.temperature = 1.3;
+  options.sampling.top_p = 0.95;
+  options.sampling.seed = 11;
+  options.logits = LogitsMode::kLocal;
+  single_kv.clear();
+  sharded_kv.clear();
+  const GenerationResult sampled_reference =
+      Decoder(*single, local).generate(prompt, options, single_kv);
+  const GenerationResult sampled = Decoder(*sharded, comm).generate(prompt, options, sharded_kv);
+  EXPECT_EQ(sampled.tokens, sampled_reference.tokens) << "rank " << comm.rank();
+}
+
 std::vector<TpVariant> tp_variants() {
   TinyModelSpec gqa;
   gqa.hidden = 64;

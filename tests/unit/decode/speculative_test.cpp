@@ -355,6 +355,53 @@ TEST_F(SpeculativeGreedy, EarlyExitDraftsKeepTheOutputTokenIdentical) {
   }
 }
 
+// Issue 11 item 1 asks whether verification may reuse the K/V that early-exit drafting wrote for
+// layers [0, N): it may, because the kernels are token-count invariant. The drafts' rows (one
+// token per forward) equal those of the verification forward over the round's tokens, bit for
+// bit. (The engine still recomputes them; see the early-exit section of docs/ARCHITECTURE.md.)
+TEST_F(SpeculativeGreedy, EarlyExitDraftRowsOfTheFirstLayersEqualTheVerificationRows) {
+  constexpr int kExit = 2;
+  attach_layer_as_exit_head(*model_, dir_.path(), kExit);
+  const std::vector<std::int32_t> round = {7, 33, 12, 5};  // root and three drafts
+  const auto rows_of = [&](const KvCache& kv, std::int64_t first, std::int64_t count) {
+    const std::int64_t kv_heads = model_->shard().kv_heads.size();
+    const std::int64_t hd = model_->config().head_dim;
+    std::vector<float> out;
+    for (int layer = 0; layer < kExit; ++layer) {
+      for (const float* base : {kv.keys(layer), kv.values(layer)}) {
+        for (std::int64_t h = 0; h < kv_heads; ++h) {
+          const float* slot = base + (h * kv.capacity() + first) * hd;
+          out.insert(out.end(), slot, slot + count * hd);
+        }
+      }
+    }
+    return out;
+  };
+  for (const ReductionOrder order : {ReductionOrder::kRankOrder, ReductionOrder::kTpInvariant}) {
+    model_->set_reduction_order(order);
+    KvCache kv = model_->make_kv_cache(32);
+    forward_all_rows(*model_, kv, prompt_);
+    const auto n = static_cast<std::int64_t>(prompt_.size());
+    for (std::size_t i = 0; i + 1 < round.size(); ++i) {  // the draft forwards, one token each
+      std::vector<float> logits;
+      const std::vector<std::int32_t> token = {round[i]};
+      const std::vector<std::int32_t> position = {static_cast<std::int32_t>(n + i)};
+      const std::vector<std::int32_t> row = {0};
+      ForwardArgs args;
+      args.tokens = token;
+      args.positions = position;
+      args.logit_rows = row;
+      args.early_exit = true;
+      model_->forward(args, kv, logits);
+    }
+    const std::int64_t drafted = static_cast<std::int64_t>(round.size()) - 1;
+    const std::vector<float> draft_rows = rows_of(kv, n, drafted);
+    kv.truncate(n);
+    forward_all_rows(*model_, kv, round);  // the verification forward
+    EXPECT_TRUE(bit_identical(rows_of(kv, n, drafted), draft_rows)) << reduction_order_name(order);
+  }
+}
+
 TEST_F(SpeculativeGreedy, AnEarlyExitForwardNeedsAHeadAndItsCacheLayer) {
   EarlyExitDrafter drafter(4, 2, "none attached");
   ControllerOptions controller;

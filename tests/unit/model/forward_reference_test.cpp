@@ -97,6 +97,35 @@ TEST_P(ForwardVsReference, AllPositionsMatchDoubleReference) {
   }
 }
 
+TEST_P(ForwardVsReference, TpInvariantReductionMatchesDoubleReferenceAndIsDeterministic) {
+  const Variant& variant = GetParam();
+  TempDir dir;
+  const ReferenceWeights reference = write_tiny_checkpoint(variant.spec, dir.path());
+  LocalComm comm;
+  auto model = load_model(dir.path(), comm, variant.convert_to);
+  std::vector<std::int32_t> tokens(kTokens.begin(), kTokens.end());
+  for (auto& t : tokens) t %= static_cast<std::int32_t>(variant.spec.vocab);
+  KvCache kv = model->make_kv_cache(32);
+  const std::vector<float> rank_order = forward_all_rows(*model, kv, tokens);
+  model->set_reduction_order(ReductionOrder::kTpInvariant);
+  ASSERT_EQ(model->reduction_order(), ReductionOrder::kTpInvariant);
+  kv.clear();
+  const std::vector<float> logits = forward_all_rows(*model, kv, tokens);
+  kv.clear();
+  EXPECT_TRUE(bit_identical(forward_all_rows(*model, kv, tokens), logits));
+  const auto expected = reference_forward(reference, tokens);
+  const auto vocab = static_cast<std::size_t>(variant.spec.vocab);
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const double error =
+        relative_max_error(std::span(logits).subspan(t * vocab, vocab), expected[t]);
+    EXPECT_LT(error, 2e-5) << "position " << t;
+  }
+  // Back to the rank-order reduction: the original bits.
+  model->set_reduction_order(ReductionOrder::kRankOrder);
+  kv.clear();
+  EXPECT_TRUE(bit_identical(forward_all_rows(*model, kv, tokens), rank_order));
+}
+
 TEST_P(ForwardVsReference, SkipPlanMatchesReferenceWithoutThoseSublayers) {
   const Variant& variant = GetParam();
   TempDir dir;

@@ -9,7 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
 
 namespace selfspec::testing {
 namespace {
@@ -147,6 +151,49 @@ TEST_P(Invariance, SkipPlanDraftThenFullVerifyEqualsFullRun) {
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_TRUE(bit_identical(row(verified, i), row(fresh, 6 + i))) << "token " << i;
   }
+}
+
+TEST_P(Invariance, ObservingChangesNothingAndTheFilterPicksTheNames) {
+  // An observer, with or without ForwardArgs::observe_only, sees the intermediates it asks for and
+  // leaves the logits bit for bit as a forward without one.
+  const std::span<const std::int32_t> prompt(tokens_.data(), 6);
+  KvCache kv = model_->make_kv_cache(16);
+  const std::vector<float> plain = forward_all_rows(*model_, kv, prompt);
+  std::vector<std::int32_t> rows(prompt.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  std::map<std::string, int> seen;
+  std::vector<float> final_norm;
+  const ForwardObserver observer = [&](std::string_view name, int, std::span<const float> data,
+                                       std::int64_t n) {
+    ++seen[std::string(name)];
+    EXPECT_EQ(data.size(), static_cast<std::size_t>(n * model_->config().hidden_size)) << name;
+    if (name == "final_norm") final_norm.assign(data.begin(), data.end());
+  };
+  kv.clear();
+  const std::vector<float> all =
+      forward_rows(*model_, kv, prompt, rows, nullptr, nullptr, {}, &observer);
+  EXPECT_TRUE(bit_identical(all, plain));
+  EXPECT_EQ(seen, (std::map<std::string, int>{
+                      {"embed", 1}, {"attn_out", 3}, {"mlp_out", 3}, {"final_norm", 1}}));
+  const std::vector<float> every_final_norm = final_norm;
+
+  const std::array<std::string_view, 2> only = {"final_norm", "embed"};
+  seen.clear();
+  final_norm.clear();
+  kv.clear();
+  std::vector<float> filtered;
+  std::vector<std::int32_t> positions(prompt.size());
+  std::iota(positions.begin(), positions.end(), 0);
+  ForwardArgs args;
+  args.tokens = prompt;
+  args.positions = positions;
+  args.logit_rows = rows;
+  args.observer = &observer;
+  args.observe_only = only;
+  model_->forward(args, kv, filtered);
+  EXPECT_TRUE(bit_identical(filtered, plain));
+  EXPECT_EQ(seen, (std::map<std::string, int>{{"embed", 1}, {"final_norm", 1}}));
+  EXPECT_TRUE(bit_identical(final_norm, every_final_norm));
 }
 
 TEST_P(Invariance, ForwardRejectsBadInputs) {
