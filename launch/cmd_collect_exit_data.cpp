@@ -46,8 +46,16 @@ namespace {
 constexpr const char* kInitLayerFile = "init_layer.safetensors";
 constexpr const char* kFrozenFile = "frozen.safetensors";
 
-struct CollectExitDataOptions {
+// The tp-invariant reduction (model/reduction_order.hpp) by default: the data is then the same
+// bits at every TP degree.
+EngineCliOptions tp_invariant_engine() {
   EngineCliOptions engine;
+  engine.reduction = "tp-invariant";
+  return engine;
+}
+
+struct CollectExitDataOptions {
+  EngineCliOptions engine = tp_invariant_engine();
   std::vector<std::string> prompts_files;
   PromptSelection selection{"calibration", {}, 0};
   ChatCli chat;
@@ -137,6 +145,17 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
                        o.open_text ? "; then the prompt's own text as it is" : "")}};
 }
 
+// How the data's forwards add up the ranks' partial sums: the same bits at every TP degree
+// under tp-invariant (chunks: the fixed partition's P).
+nlohmann::ordered_json reduction_json(const Engine& engine) {
+  const ReductionOrder order = engine.options().reduction;
+  nlohmann::ordered_json json = {{"order", std::string(reduction_order_name(order))}};
+  if (order == ReductionOrder::kTpInvariant) {
+    json["chunks"] = engine.config().num_heads;
+  }
+  return json;
+}
+
 ExitDataManifest fresh_manifest(const CollectExitDataOptions& o, const Engine& engine,
                                 const std::vector<PlannedSequence>& plan, std::size_t prompts) {
   ExitDataManifest manifest;
@@ -151,6 +170,7 @@ ExitDataManifest fresh_manifest(const CollectExitDataOptions& o, const Engine& e
                        {"split", o.selection.split},
                        {"mix", mix_json(o, plan, prompts)},
                        {"tp", engine.shard().tp},
+                       {"reduction", reduction_json(engine)},
                        {"init_layer", kInitLayerFile},
                        {"frozen", kFrozenFile}};
   return manifest;
@@ -185,6 +205,7 @@ std::vector<std::int32_t> make_sequence(Engine& engine, const CollectExitDataOpt
     GenerationOptions generation;
     generation.max_new_tokens = o.generate;
     generation.eos_ids = engine.eos_ids();
+    // Under the tp-invariant reduction the decoder reads whole rows whatever this says.
     generation.logits = LogitsMode::kLocal;
     if (planned.kind == SequenceKind::kSampled) {
       generation.sampling.temperature = o.temperature;

@@ -27,6 +27,7 @@ const std::vector<std::pair<std::string, std::string>>& collection_fields() {
       {"/mix/temperature", "--temperature"},
       {"/mix/seed", "--seed"},
       {"/mix/open_text", "--open-text"},
+      {"/reduction", "--reduction"},
   };
   return fields;
 }

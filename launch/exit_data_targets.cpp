@@ -100,7 +100,8 @@ ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
   rows.top_k = k;
   KvCache kv = model.make_kv_cache(length);
   const std::unique_ptr<ShardedLogits> logits =
-      make_sharded_logits(LogitsMode::kLocal, comm, model.shard());
+      make_sharded_logits(LogitsMode::kLocal, comm, model.shard(),
+                          model.reduction_order() == ReductionOrder::kTpInvariant);
   for (std::int64_t begin = 0; begin < length; begin += options.chunk) {
     const std::int64_t n = std::min(options.chunk, length - begin);
     ChunkForward chunk = run_chunk(

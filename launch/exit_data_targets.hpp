@@ -7,7 +7,9 @@
 //             id ascending), the first k;
 //   logprob:  l_x − M − log Z, with M and Z the row's max and Σexp (logit_statistics.hpp's
 //             canonical arithmetic, in double) and l_x the id's logit (ShardedLogits::logits_of).
-// Every rank calls it with the same arguments (it runs collectives); the rows are filled on rank 0.
+// Under the model's tp-invariant reduction the statistics come from whole rows on rank 0
+// (make_sharded_logits), so the rows are the same bits at every TP degree. Every rank calls it with
+// the same arguments (it runs collectives); the rows are filled on rank 0.
 #pragma once
 
 #include "comm/communicator.hpp"

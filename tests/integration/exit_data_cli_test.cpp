@@ -2,9 +2,10 @@
 // the GPT-2-style tokenizer fixture: the manifest and the shards follow issue 11's format (read
 // back with the engine's safetensors reader), the rows agree with the double-precision reference
 // model (the exit layer's input, the top-k log-probabilities under the full softmax), TP 1 and
-// mpirun -np 2 collect the same data, the model files hold layer N and the frozen head, --resume
-// continues exactly where a run stopped and refuses other settings, and bad options are refused
-// naming the option.
+// mpirun -np 2 and -np 4 collect the same bytes (the tp-invariant reduction; close values under
+// --reduction rank-order), the model files hold layer N and the frozen head, --resume continues
+// exactly where a run stopped and refuses other settings, and bad options are refused naming the
+// option.
 #include "core/dtype.hpp"
 #include "model_io/safetensors.hpp"
 #include "tests/integration/cli_fixture.hpp"
@@ -284,21 +285,48 @@ TEST_F(ExitDataCli, RowsAgreeWithTheReferenceModel) {
   }
 }
 
-TEST_F(ExitDataCli, TwoRanksCollectTheSameData) {
+// The default tp-invariant reduction: every column, hidden states and log-probabilities included,
+// is the same bytes at TP 1, 2 and 4 (the sampled continuations too: rank 0 sees whole rows).
+TEST_F(ExitDataCli, OneTwoAndFourRanksCollectTheSameBytes) {
   const auto one = collect("tp1", "--open-text --shard-positions 40");
-  const auto two = collect("tp2", "--open-text --shard-positions 40", 2);
+  const nlohmann::json m1 = manifest_of(one);
+  EXPECT_EQ(m1["reduction"], (nlohmann::json{{"order", "tp-invariant"}, {"chunks", 8}}));
+  const auto a = read_all_shards(one, m1);
+  for (const int ranks : {2, 4}) {
+    const auto other =
+        collect(fmt::format("tp{}", ranks), "--open-text --shard-positions 40", ranks);
+    const nlohmann::json m = manifest_of(other);
+    EXPECT_EQ(m["tp"], ranks);
+    EXPECT_EQ(m1["shards"], m["shards"]);
+    EXPECT_EQ(m1["model"], m["model"]);
+    EXPECT_EQ(m1["mix"], m["mix"]);
+    EXPECT_EQ(m1["reduction"], m["reduction"]);
+    const auto b = read_all_shards(other, m);
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, column] : a) {
+      EXPECT_FALSE(column.bytes.empty()) << name;
+      EXPECT_EQ(column.bytes, b.at(name).bytes) << name << " at TP " << ranks;
+    }
+    for (const char* file : {"init_layer.safetensors", "frozen.safetensors"}) {
+      EXPECT_EQ(read_file(one / file), read_file(other / file)) << file;
+    }
+  }
+}
+
+// --reduction rank-order: the usual all-reduce. The tokens and top-k ids still agree; the
+// hidden states and log-probabilities are close but round differently at TP 2.
+TEST_F(ExitDataCli, RankOrderReductionIsCloseAcrossTp) {
+  const auto one = collect("tp1", "--open-text --shard-positions 40 --reduction rank-order");
+  const auto two = collect("tp2", "--open-text --shard-positions 40 --reduction rank-order", 2);
   const nlohmann::json m1 = manifest_of(one);
   const nlohmann::json m2 = manifest_of(two);
-  EXPECT_EQ(m2["tp"], 2);
+  EXPECT_EQ(m1["reduction"], (nlohmann::json{{"order", "rank-order"}}));
   EXPECT_EQ(m1["shards"], m2["shards"]);
-  EXPECT_EQ(m1["model"], m2["model"]);
-  EXPECT_EQ(m1["mix"], m2["mix"]);
   const auto a = read_all_shards(one, m1);
   const auto b = read_all_shards(two, m2);
   for (const char* name : {"sequence", "position", "token", "next_token", "topk_ids"}) {
     EXPECT_EQ(a.at(name).bytes, b.at(name).bytes) << name;
   }
-  // The vocab-sharded LM head and the all-reduces round differently at TP 2: close, not equal.
   for (const char* name : {"hidden", "topk_logprobs"}) {
     const auto& x = a.at(name).values;
     const auto& y = b.at(name).values;
@@ -306,9 +334,6 @@ TEST_F(ExitDataCli, TwoRanksCollectTheSameData) {
     for (std::size_t i = 0; i < x.size(); ++i) {
       ASSERT_NEAR(x[i], y[i], 1e-2 * std::abs(x[i]) + 1e-4) << name << " " << i;
     }
-  }
-  for (const char* file : {"init_layer.safetensors", "frozen.safetensors"}) {
-    EXPECT_EQ(read_file(one / file), read_file(two / file)) << file;
   }
 }
 
@@ -393,6 +418,10 @@ TEST_F(ExitDataCli, ResumeContinuesExactlyAndRefusesOtherSettings) {
   expect_error(
       run(collect_args(part, extra + " --resume", "--exit-layer 2 --top-k 4 --temperature 0.8")),
       "top_k");
+  const CommandResult rank_order =
+      run(collect_args(part, extra + " --resume --reduction rank-order"));
+  expect_error(rank_order, "reduction");
+  EXPECT_THAT(rank_order.err, HasSubstr("--reduction"));
 }
 
 TEST_F(ExitDataCli, BadOptionsAreRefusedNamingTheOption) {

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Exit-head training data collected at TP 1 and TP > 1 (issue 11: "collected data identical, bit
+# for bit"): SmolLM2-135M at TP 1 and 3 (N = 8; the first calibration prompt of each of the four
+# prompt sets, continued by 64 generated tokens, half sampled, plus their own text) and
+# Qwen2.5-Coder-1.5B at TP 1 and 2 (N = 8; the first HumanEval calibration problem, 16 generated
+# tokens), each with the default --reduction tp-invariant and with --reduction rank-order. Every
+# data column is compared byte for byte (compare.py); the collections' positions/s show what the
+# fixed-partition reduction costs. One thread per rank.
+set -uo pipefail
+cd "$(dirname "$0")"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
+B=../../../build/bin/selfspec
+P=../../prompts
+SMOL=~/.cache/selfspec/models/SmolLM2-135M-Instruct.Q4_1.gguf
+QWEN=~/.cache/selfspec/models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf
+H=~/.cache/selfspec/prompts/humaneval.jsonl
+S=(collect-exit-data --model "$SMOL" --chat --prompts-file $P/chat.jsonl $P/qa.jsonl
+   $P/summarisation.jsonl $P/maths.jsonl --max-prompts-per-task 1 --exit-layer 8 --top-k 32
+   --generate 64 --sampled-fraction 0.5 --temperature 0.8 --seed 1 --open-text --threads 1 --json)
+Q=(collect-exit-data --model "$QWEN" --prompts-file "$H" --max-prompts-per-task 1 --exit-layer 8
+   --top-k 8 --generate 16 --threads 1 --json)
+collect() {  # name ranks command...
+  local name=$1 ranks=$2; shift 2
+  rm -rf "data-$name"
+  local launcher=()
+  [ "$ranks" -gt 1 ] && launcher=(mpirun -np "$ranks")
+  timeout 1800 "${launcher[@]}" "$@" --out "data-$name" > "$name.json" 2> "$name.log"
+  echo "$name rc $?"
+}
+for order in tp-invariant rank-order; do
+  collect smol-$order-np1 1 $B "${S[@]}" --reduction $order
+  collect smol-$order-np3 3 $B "${S[@]}" --reduction $order
+  collect qwen-$order-np1 1 $B "${Q[@]}" --reduction $order
+  collect qwen-$order-np2 2 $B "${Q[@]}" --reduction $order
+done
+/usr/bin/python3 compare.py | tee compare.txt
