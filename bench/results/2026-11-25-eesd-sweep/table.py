@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Table (table.md) and plot (plots/sweep.png) of the EESD exit-layer sweep made by run.sh."""
+"""Tables (table.md) and plots (plots/sweep.png, plots/sweep-qwen.png) of the EESD exit-layer
+sweeps made by run.sh (SmolLM2-135M) and run-qwen.sh (Qwen2.5-Coder-1.5B)."""
 import glob
 import json
 import os
@@ -23,10 +24,10 @@ def load(path):
         return json.loads(text.splitlines()[-1])
 
 
-def bench_rows(n):
+def bench_rows(prefix, n):
     rows = []
     for k in (1, 3):
-        bench = load(f"bench-n{n}-k{k}.json")
+        bench = load(f"bench-{prefix}n{n}-k{k}.json")
         if bench is None:
             continue
         for result in bench["results"]:
@@ -35,17 +36,19 @@ def bench_rows(n):
     return rows
 
 
-def main():
-    ns = sorted(int(p.split("-n")[1].split(".")[0]) for p in glob.glob("train-n*.json"))
-    lines = ["| N | collect (s) | train (s) | agreement before → after | Cali data rows (accepted) | "
+def sweep(prefix, title, plot):
+    ns = sorted(int(p.split("-n")[-1].split(".")[0]) for p in glob.glob(f"train-{prefix}n*.json"))
+    lines = [f"### {title}", "",
+             "| N | collect (s) | train (s) | agreement before → after | Cali data rows (accepted) | "
              "predictor held-out acc. / base rate / σ_M | controller | speedup | α | M | c | "
              "lossless |", "|" + "---|" * 12]
     curves = {}
     for n in ns:
-        collect, train = load(f"collect-n{n}.json"), load(f"train-n{n}.json")
-        cali, pred = load(f"cali-collect-n{n}.json"), load(f"cali-train-n{n}.json")
+        collect, train = load(f"collect-{prefix}n{n}.json"), load(f"train-{prefix}n{n}.json")
+        cali = load(f"cali-collect-{prefix}n{n}.json")
+        pred = load(f"cali-train-{prefix}n{n}.json")
         first = True
-        for label, o in bench_rows(n):
+        for label, o in bench_rows(prefix, n):
             head = ["", "", "", "", "", ""]
             if first:
                 head = [str(n),
@@ -61,21 +64,28 @@ def main():
                 f"{o['mean_accepted_length']:.2f}", f"{o['cost_ratio_c']:.3f}",
                 f"{o['lossless_prompts']}/{o['prompts']}"]) + " |")
             curves.setdefault(label, []).append((n, o["speedup"], o["acceptance_rate"]))
-    with open("table.md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    os.makedirs("plots", exist_ok=True)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for label, points in sorted(curves.items()):
         xs = [p[0] for p in points]
         left.plot(xs, [p[1] for p in points], marker="o", label=label)
         right.plot(xs, [p[2] for p in points], marker="o", label=label)
     left.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
-    left.set(xlabel="exit layer N", ylabel="speedup vs plain decoding", title="SmolLM2-135M, EESD")
+    left.set(xlabel="exit layer N", ylabel="speedup vs plain decoding", title=f"{title}, EESD")
     right.set(xlabel="exit layer N", ylabel="acceptance rate α", title="draft acceptance")
     left.legend()
     fig.tight_layout()
-    fig.savefig("plots/sweep.png", dpi=120)
+    fig.savefig(plot, dpi=120)
+    return lines
+
+
+def main():
+    os.makedirs("plots", exist_ok=True)
+    lines = sweep("", "SmolLM2-135M (run.sh)", "plots/sweep.png")
+    lines += [""] + sweep("qwen-", "Qwen2.5-Coder-1.5B on HumanEval (run-qwen.sh)",
+                          "plots/sweep-qwen.png")
+    with open("table.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":
