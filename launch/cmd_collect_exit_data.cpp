@@ -46,16 +46,16 @@ namespace {
 constexpr const char* kInitLayerFile = "init_layer.safetensors";
 constexpr const char* kFrozenFile = "frozen.safetensors";
 
-// The tp-invariant reduction (model/reduction_order.hpp) by default: the data is then the same
-// bits at every TP degree.
-EngineCliOptions tp_invariant_engine() {
+// The tp-invariant reduction (model/reduction_order.hpp) by default where the backend has it
+// (CPU): the data is then the same bits at every TP degree. A GPU collects with rank-order.
+EngineCliOptions engine_with_auto_reduction() {
   EngineCliOptions engine;
-  engine.reduction = "tp-invariant";
+  engine.reduction = "auto";
   return engine;
 }
 
 struct CollectExitDataOptions {
-  EngineCliOptions engine = tp_invariant_engine();
+  EngineCliOptions engine = engine_with_auto_reduction();
   std::vector<std::string> prompts_files;
   PromptSelection selection{"calibration", {}, 0};
   ChatCli chat;
@@ -148,7 +148,7 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
 // How the data's forwards add up the ranks' partial sums: the same bits at every TP degree
 // under tp-invariant (chunks: the fixed partition's P).
 nlohmann::ordered_json reduction_json(const Engine& engine) {
-  const ReductionOrder order = engine.options().reduction;
+  const ReductionOrder order = engine.reduction_order();
   nlohmann::ordered_json json = {{"order", std::string(reduction_order_name(order))}};
   if (order == ReductionOrder::kTpInvariant) {
     json["chunks"] = engine.config().num_heads;

@@ -210,10 +210,11 @@ void EngineCliOptions::add_to(CLI::App& command) {
       ->capture_default_str();
   command
       .add_option("--reduction", reduction,
-                  "how row-parallel projections add the ranks' partial sums: rank-order (fast) "
-                  "or tp-invariant (a fixed partition, and rank 0 decides from whole logit "
-                  "rows: the same bits and draws at every TP degree; CPU backend)")
-      ->check(CLI::IsMember({"rank-order", "tp-invariant"}))
+                  "how row-parallel projections add the ranks' partial sums: rank-order (fast), "
+                  "tp-invariant (a fixed partition, and rank 0 decides from whole logit "
+                  "rows: the same bits and draws at every TP degree; CPU backend) or auto "
+                  "(tp-invariant on the CPU backend, rank-order on a GPU)")
+      ->check(CLI::IsMember({"rank-order", "tp-invariant", "auto"}))
       ->capture_default_str();
 }
 
@@ -230,7 +231,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.ctx_size = ctx_size;
   options.device = device;
   options.cuda_graphs = cuda_graphs == "on";
-  options.reduction = parse_reduction_order(reduction).value_or(ReductionOrder::kRankOrder);
+  options.reduction = parse_reduction_order(reduction);  // nullopt: auto
   return options;
 }
 

@@ -122,7 +122,7 @@ struct EngineCliOptions {
   int threads = 0;
   std::string device = "auto";
   std::string cuda_graphs = "on";
-  std::string reduction = "rank-order";  // model/reduction_order.hpp
+  std::string reduction = "rank-order";  // model/reduction_order.hpp; "auto" as in EngineOptions
 
   void add_to(CLI::App& command);
   EngineOptions engine_options() const;

@@ -180,7 +180,7 @@ void Engine::load() {
   Communicator& activations = device_comm_ != nullptr ? *device_comm_ : comm_;
   model_ =
       std::make_unique<LlamaModel>(config, shard_, std::move(*weights), activations, *backend_);
-  model_->set_reduction_order(options_.reduction);
+  model_->set_reduction_order(reduction_order());
   // Ranks finish loading their shards at different times: wait for all of them here, under the
   // (long) load deadline, so the first forward's collectives start together and run under the
   // ordinary one.
@@ -188,6 +188,11 @@ void Engine::load() {
       "barrier after loading weights",
       timeout_seconds_from_environment(kLoadTimeoutVariable, kDefaultLoadTimeoutSeconds));
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+ReductionOrder Engine::reduction_order() const {
+  if (options_.reduction) return *options_.reduction;
+  return backend_->host_memory() ? ReductionOrder::kTpInvariant : ReductionOrder::kRankOrder;
 }
 
 LlamaModel& Engine::model() {

@@ -33,7 +33,9 @@ struct EngineOptions {
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
   std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
   bool cuda_graphs = true;               // record and replay decode/verification forwards
-  ReductionOrder reduction = ReductionOrder::kRankOrder;  // row-parallel sums (--reduction)
+  // Row-parallel sums (--reduction); nullopt: tp-invariant where the backend supports it (host
+  // memory), rank-order elsewhere.
+  std::optional<ReductionOrder> reduction = ReductionOrder::kRankOrder;
 };
 
 class Engine {
@@ -47,6 +49,8 @@ class Engine {
   Backend& backend() { return *backend_; }
   Communicator& comm() { return comm_; }
   const EngineOptions& options() const { return options_; }
+  // The reduction order the model runs with (EngineOptions::reduction resolved for the backend).
+  ReductionOrder reduction_order() const;
   // The longest sequence (prompt + generation) this run allows.
   std::int64_t context_limit() const;
 

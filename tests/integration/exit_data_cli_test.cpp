@@ -428,6 +428,7 @@ TEST_F(ExitDataCli, BadOptionsAreRefusedNamingTheOption) {
   const auto out = dir_ / "bad";
   expect_error(run(collect_args(out, "--split evaluation")), "--split evaluation");
   expect_error(run(collect_args(out, "", "--exit-layer 0")), "--exit-layer 0");
+  expect_error(run(collect_args(out, "--reduction fast")), "--reduction");
   expect_error(run(collect_args(out, "", "--exit-layer 3")), "--exit-layer 3");
   expect_error(run(collect_args(out, "", "--exit-layer 1 --top-k 5000")), "--top-k 5000");
   expect_error(run(collect_args(out, "", "--exit-layer 1 --temperature 0")), "--temperature 0");
