@@ -10,7 +10,7 @@
 #   run-qwen.sh N
 set -euo pipefail
 cd "$(dirname "$0")"
-S=../../../build/bin/selfspec
+S=${SELFSPEC:-../../../build/bin/selfspec}
 T=../../../scripts/train_exit_head.py
 M=~/.cache/selfspec/models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf
 H=~/.cache/selfspec/prompts/humaneval.jsonl
