@@ -112,16 +112,20 @@ class TensorParallel : public ::testing::TestWithParam<TpVariant> {
     comm.broadcast_object(path, 0);
     return std::filesystem::path(path.data());
   }
+  // The test checkpoint loaded whole on one rank (`local`) and sharded over `comm`.
+  std::pair<std::unique_ptr<LlamaModel>, std::unique_ptr<LlamaModel>> load_single_and_sharded(
+      MpiComm& comm, LocalComm& local) {
+    const std::filesystem::path dir = write_checkpoint(comm, GetParam().spec);
+    return {load_model(dir, local), load_model(dir, comm)};
+  }
   std::unique_ptr<TempDir> dir_;
 };
 
 TEST_P(TensorParallel, GreedyTokensAndLogitsMatchSingleRank) {
   MpiComm comm;
   const TinyModelSpec& spec = GetParam().spec;
-  const std::filesystem::path dir = write_checkpoint(comm, spec);
   LocalComm local;
-  auto single = load_model(dir, local);
-  auto sharded = load_model(dir, comm);
+  auto [single, sharded] = load_single_and_sharded(comm, local);
   if (comm.size() > 1 && spec.kv_heads < comm.size()) {
     EXPECT_TRUE(sharded->shard().kv_replicated);
   }
@@ -185,11 +189,8 @@ TEST_P(TensorParallel, GreedyTokensAndLogitsMatchSingleRank) {
 // bits at every np, and so are its greedy tokens.
 TEST_P(TensorParallel, TpInvariantReductionIsBitIdenticalToSingleRank) {
   MpiComm comm;
-  const TinyModelSpec& spec = GetParam().spec;
-  const std::filesystem::path dir = write_checkpoint(comm, spec);
   LocalComm local;
-  auto single = load_model(dir, local);
-  auto sharded = load_model(dir, comm);
+  auto [single, sharded] = load_single_and_sharded(comm, local);
   single->set_reduction_order(ReductionOrder::kTpInvariant);
   sharded->set_reduction_order(ReductionOrder::kTpInvariant);
 

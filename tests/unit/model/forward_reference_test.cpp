@@ -76,78 +76,68 @@ std::vector<Variant> variants() {
 
 const std::vector<std::int32_t> kTokens = {1, 7, 33, 12, 5, 60, 2, 19, 44, 3, 27, 8, 50, 11};
 
-class ForwardVsReference : public ::testing::TestWithParam<Variant> {};
+class ForwardVsReference : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    const Variant& variant = GetParam();
+    reference_ = write_tiny_checkpoint(variant.spec, dir_.path());
+    model_ = load_model(dir_.path(), comm_, variant.convert_to);
+    tokens_.assign(kTokens.begin(), kTokens.end());
+    for (auto& t : tokens_) t %= static_cast<std::int32_t>(variant.spec.vocab);
+  }
+  std::span<const float> row(const std::vector<float>& logits, std::size_t t) const {
+    const auto vocab = static_cast<std::size_t>(GetParam().spec.vocab);
+    return std::span(logits).subspan(t * vocab, vocab);
+  }
+  // Every row within 2e-5 (relative to the row's largest logit) of the reference's.
+  void expect_matches(const std::vector<float>& logits,
+                      const std::vector<std::vector<double>>& expected) const {
+    for (std::size_t t = 0; t < expected.size(); ++t) {
+      EXPECT_LT(relative_max_error(row(logits, t), expected[t]), 2e-5) << "position " << t;
+    }
+  }
+
+  TempDir dir_;
+  LocalComm comm_;
+  ReferenceWeights reference_;
+  std::unique_ptr<LlamaModel> model_;
+  std::vector<std::int32_t> tokens_;
+};
 
 TEST_P(ForwardVsReference, AllPositionsMatchDoubleReference) {
-  const Variant& variant = GetParam();
-  TempDir dir;
-  const ReferenceWeights reference = write_tiny_checkpoint(variant.spec, dir.path());
-  LocalComm comm;
-  auto model = load_model(dir.path(), comm, variant.convert_to);
-  std::vector<std::int32_t> tokens(kTokens.begin(), kTokens.end());
-  for (auto& t : tokens) t %= static_cast<std::int32_t>(variant.spec.vocab);
-  KvCache kv = model->make_kv_cache(32);
-  const std::vector<float> logits = forward_all_rows(*model, kv, tokens);
-  const auto expected = reference_forward(reference, tokens);
-  const auto vocab = static_cast<std::size_t>(variant.spec.vocab);
-  for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const double error =
-        relative_max_error(std::span(logits).subspan(t * vocab, vocab), expected[t]);
-    EXPECT_LT(error, 2e-5) << "position " << t;
-  }
+  KvCache kv = model_->make_kv_cache(32);
+  expect_matches(forward_all_rows(*model_, kv, tokens_), reference_forward(reference_, tokens_));
 }
 
 TEST_P(ForwardVsReference, TpInvariantReductionMatchesDoubleReferenceAndIsDeterministic) {
-  const Variant& variant = GetParam();
-  TempDir dir;
-  const ReferenceWeights reference = write_tiny_checkpoint(variant.spec, dir.path());
-  LocalComm comm;
-  auto model = load_model(dir.path(), comm, variant.convert_to);
-  std::vector<std::int32_t> tokens(kTokens.begin(), kTokens.end());
-  for (auto& t : tokens) t %= static_cast<std::int32_t>(variant.spec.vocab);
-  KvCache kv = model->make_kv_cache(32);
-  const std::vector<float> rank_order = forward_all_rows(*model, kv, tokens);
-  model->set_reduction_order(ReductionOrder::kTpInvariant);
-  ASSERT_EQ(model->reduction_order(), ReductionOrder::kTpInvariant);
+  KvCache kv = model_->make_kv_cache(32);
+  const std::vector<float> rank_order = forward_all_rows(*model_, kv, tokens_);
+  model_->set_reduction_order(ReductionOrder::kTpInvariant);
+  ASSERT_EQ(model_->reduction_order(), ReductionOrder::kTpInvariant);
   kv.clear();
-  const std::vector<float> logits = forward_all_rows(*model, kv, tokens);
+  const std::vector<float> logits = forward_all_rows(*model_, kv, tokens_);
   kv.clear();
-  EXPECT_TRUE(bit_identical(forward_all_rows(*model, kv, tokens), logits));
-  const auto expected = reference_forward(reference, tokens);
-  const auto vocab = static_cast<std::size_t>(variant.spec.vocab);
-  for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const double error =
-        relative_max_error(std::span(logits).subspan(t * vocab, vocab), expected[t]);
-    EXPECT_LT(error, 2e-5) << "position " << t;
-  }
+  EXPECT_TRUE(bit_identical(forward_all_rows(*model_, kv, tokens_), logits));
+  expect_matches(logits, reference_forward(reference_, tokens_));
   // Back to the rank-order reduction: the original bits.
-  model->set_reduction_order(ReductionOrder::kRankOrder);
+  model_->set_reduction_order(ReductionOrder::kRankOrder);
   kv.clear();
-  EXPECT_TRUE(bit_identical(forward_all_rows(*model, kv, tokens), rank_order));
+  EXPECT_TRUE(bit_identical(forward_all_rows(*model_, kv, tokens_), rank_order));
 }
 
 TEST_P(ForwardVsReference, SkipPlanMatchesReferenceWithoutThoseSublayers) {
-  const Variant& variant = GetParam();
-  TempDir dir;
-  const ReferenceWeights reference = write_tiny_checkpoint(variant.spec, dir.path());
-  LocalComm comm;
-  auto model = load_model(dir.path(), comm, variant.convert_to);
-  const int layers = static_cast<int>(variant.spec.layers);
+  const int layers = static_cast<int>(GetParam().spec.layers);
   const std::vector<int> skip_attention = {0};
   const std::vector<int> skip_mlp = {layers - 1};
   const LayerPlan plan = LayerPlan::skipping(layers, skip_attention, skip_mlp);
-  std::vector<std::int32_t> tokens(kTokens.begin(), kTokens.begin() + 8);
-  for (auto& t : tokens) t %= static_cast<std::int32_t>(variant.spec.vocab);
-  KvCache kv = model->make_kv_cache(32);
-  const std::vector<float> logits = forward_all_rows(*model, kv, tokens, &plan);
-  const auto expected = reference_forward(reference, tokens, {skip_attention, skip_mlp});
-  const auto full = reference_forward(reference, tokens);
-  const auto vocab = static_cast<std::size_t>(variant.spec.vocab);
+  const std::vector<std::int32_t> tokens(tokens_.begin(), tokens_.begin() + 8);
+  KvCache kv = model_->make_kv_cache(32);
+  const std::vector<float> logits = forward_all_rows(*model_, kv, tokens, &plan);
+  expect_matches(logits, reference_forward(reference_, tokens, {skip_attention, skip_mlp}));
+  const auto full = reference_forward(reference_, tokens);
   double distance_to_full = 0.0;
   for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const auto row = std::span(logits).subspan(t * vocab, vocab);
-    EXPECT_LT(relative_max_error(row, expected[t]), 2e-5) << "position " << t;
-    distance_to_full = std::max(distance_to_full, relative_max_error(row, full[t]));
+    distance_to_full = std::max(distance_to_full, relative_max_error(row(logits, t), full[t]));
   }
   EXPECT_GT(distance_to_full, 1e-3) << "skipping sublayers must change the output";
 }
