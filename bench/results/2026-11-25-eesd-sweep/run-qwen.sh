@@ -8,6 +8,8 @@
 # (--reduction rank-order: at TP 1 the same arithmetic as before collect-exit-data's default
 # became tp-invariant, and about 10 % faster.)
 #   run-qwen.sh N
+# EPOCHS (default 2) trains the head longer; TAG (default none) names such a variant's head,
+# predictor, logs and benches (e.g. EPOCHS=8 TAG=-e8 run-qwen.sh 6); the data is shared.
 set -euo pipefail
 cd "$(dirname "$0")"
 S=${SELFSPEC:-../../../build/bin/selfspec}
@@ -15,14 +17,15 @@ T=../../../scripts/train_exit_head.py
 M=~/.cache/selfspec/models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf
 H=~/.cache/selfspec/prompts/humaneval.jsonl
 n=$1
-q=qwen-n$n
-if ! { [ -f data-$q/manifest.json ] && grep -q '"complete": *true' data-$q/manifest.json; }; then
+d=qwen-n$n
+q=qwen-n$n${TAG:-}
+if ! { [ -f data-$d/manifest.json ] && grep -q '"complete": *true' data-$d/manifest.json; }; then
   $S collect-exit-data --model $M --prompts-file $H --max-prompts-per-task 16 --exit-layer $n \
     --top-k 32 --generate 96 --sampled-fraction 0.5 --temperature 0.8 --seed 1 --open-text \
-    --threads 1 --reduction rank-order --out data-$q --json > collect-$q.json 2> collect-$q.log
+    --threads 1 --reduction rank-order --out data-$d --json > collect-$q.json 2> collect-$q.log
 fi
 [ -f head-$q.safetensors ] ||
-  OMP_NUM_THREADS=1 /usr/bin/python3 $T data-$q --out head-$q.safetensors --epochs 2 --batch 8 \
+  OMP_NUM_THREADS=1 /usr/bin/python3 $T data-$d --out head-$q.safetensors --epochs ${EPOCHS:-2} --batch 8 \
     --lr 1e-4 --negatives 512 --threads 1 --json > train-$q.json 2> train-$q.log
 [ -f cali-$q/manifest.json ] ||
   $S collect-cali-data --model $M --prompts-file $H --max-prompts-per-task 8 \

@@ -37,11 +37,16 @@ def bench_rows(prefix, n):
 
 
 def sweep(prefix, title, plot):
-    ns = sorted(int(p.split("-n")[-1].split(".")[0]) for p in glob.glob(f"train-{prefix}n*.json"))
+    # run names after "train-{prefix}n": N and an optional variant tag ("6", "6-e8").
+    def key(name):
+        n, _, tag = name.partition("-")
+        return int(n), tag
+    ns = sorted((p[len(f"train-{prefix}n"):-len(".json")] for p in glob.glob(f"train-{prefix}n*.json")),
+                key=key)
     lines = [f"### {title}", "",
              "| N | collect (s) | train (s) | agreement before → after | Cali data rows (accepted) | "
-             "predictor held-out acc. / base rate / σ_M | controller | speedup | α | M | c | "
-             "lossless |", "|" + "---|" * 12]
+             "predictor held-out acc. / base rate / σ_M | controller | speedup | α | M | c | v | "
+             "eq. 6 (v = 1) | lossless |", "|" + "---|" * 14]
     curves = {}
     for n in ns:
         collect, train = load(f"collect-{prefix}n{n}.json"), load(f"train-{prefix}n{n}.json")
@@ -51,7 +56,7 @@ def sweep(prefix, title, plot):
         for label, o in bench_rows(prefix, n):
             head = ["", "", "", "", "", ""]
             if first:
-                head = [str(n),
+                head = [n.replace("-e", ", epochs ") if "-e" in n else n,
                         f"{collect['seconds']:.0f}" if collect else "",
                         f"{train['seconds']:.0f}" if train else "",
                         f"{train['agreement_before']:.3f} → {train['agreement_after']:.3f}" if train else "",
@@ -62,8 +67,11 @@ def sweep(prefix, title, plot):
             lines.append("| " + " | ".join(head + [
                 label, f"{o['speedup']:.2f}x", f"{o['acceptance_rate']:.3f}",
                 f"{o['mean_accepted_length']:.2f}", f"{o['cost_ratio_c']:.3f}",
+                f"{o['verify_cost_ratio']:.2f}", f"{o['expected_speedup_eq6']:.2f}x",
                 f"{o['lossless_prompts']}/{o['prompts']}"]) + " |")
-            curves.setdefault(label, []).append((n, o["speedup"], o["acceptance_rate"]))
+            n_value, tag = key(n)
+            curve = label + (f" ({tag})" if tag else "")
+            curves.setdefault(curve, []).append((n_value, o["speedup"], o["acceptance_rate"]))
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for label, points in sorted(curves.items()):
         xs = [p[0] for p in points]
