@@ -151,7 +151,7 @@ nlohmann::ordered_json reduction_json(const Engine& engine) {
   const ReductionOrder order = engine.reduction_order();
   nlohmann::ordered_json json = {{"order", std::string(reduction_order_name(order))}};
   if (order == ReductionOrder::kTpInvariant) {
-    json["chunks"] = engine.config().num_heads;
+    json["chunks"] = tp_invariant_chunks(engine.config());
   }
   return json;
 }

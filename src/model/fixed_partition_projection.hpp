@@ -49,8 +49,6 @@ class FixedPartitionProjection {
   // size divides P.
   FixedPartitionProjection(Backend& backend, Communicator& comm, int chunks);
 
-  int chunks() const { return chunks_; }
-
   // Cuts this rank's slice w [out × shard.size()·unit] of a weight whose input dimension holds
   // `units` units of `unit` columns, the rank owning units [shard.begin, shard.end).
   Weight cut(const Matrix& w, std::int64_t units, IndexRange shard, std::int64_t unit) const;

@@ -47,37 +47,32 @@ void LlamaModel::attach_exit_head(ExitHead head) {
                  head.exit_layer, config_.num_layers - 1);
   exit_head_ = std::move(head);
   if (fixed_partition_) {
-    auto [wo, down] = cut_layer(exit_head_->weights);
-    wo_chunks_.resize(static_cast<std::size_t>(config_.num_layers));
-    down_chunks_.resize(static_cast<std::size_t>(config_.num_layers));
-    wo_chunks_.push_back(std::move(wo));
-    down_chunks_.push_back(std::move(down));
+    layer_chunks_.resize(static_cast<std::size_t>(config_.num_layers));  // drops a replaced head
+    layer_chunks_.push_back(cut_layer(exit_head_->weights));
   }
 }
 
-std::pair<FixedPartitionProjection::Weight, FixedPartitionProjection::Weight> LlamaModel::cut_layer(
-    const LayerWeights& w) const {
+LlamaModel::LayerChunks LlamaModel::cut_layer(const LayerWeights& w) const {
   return {fixed_partition_->cut(w.wo, config_.num_heads, shard_.q_heads, config_.head_dim),
           fixed_partition_->cut(w.w_down, config_.intermediate_size, shard_.intermediate, 1)};
 }
 
+const LlamaModel::LayerChunks* LlamaModel::layer_chunks(int layer) const {
+  if (!fixed_partition_) return nullptr;
+  const auto index = static_cast<std::size_t>(layer);
+  SELFSPEC_CHECK(index < layer_chunks_.size(), "fixed-partition reduction: layer {} has no chunks",
+                 layer);
+  return &layer_chunks_[index];
+}
+
 void LlamaModel::set_reduction_order(ReductionOrder order) {
-  wo_chunks_.clear();
-  down_chunks_.clear();
+  layer_chunks_.clear();
   fixed_partition_.reset();
   if (order == ReductionOrder::kRankOrder) return;
   fixed_partition_ = std::make_unique<FixedPartitionProjection>(
-      backend_, comm_, static_cast<int>(config_.num_heads));
-  for (const LayerWeights& w : weights_.layers) {
-    auto [wo, down] = cut_layer(w);
-    wo_chunks_.push_back(std::move(wo));
-    down_chunks_.push_back(std::move(down));
-  }
-  if (exit_head_) {
-    auto [wo, down] = cut_layer(exit_head_->weights);
-    wo_chunks_.push_back(std::move(wo));
-    down_chunks_.push_back(std::move(down));
-  }
+      backend_, comm_, static_cast<int>(tp_invariant_chunks(config_)));
+  for (const LayerWeights& w : weights_.layers) layer_chunks_.push_back(cut_layer(w));
+  if (exit_head_) layer_chunks_.push_back(cut_layer(exit_head_->weights));
 }
 
 bool LlamaModel::observes(const Observe& observe, std::string_view name) const {
@@ -99,18 +94,15 @@ void LlamaModel::all_reduce(float* data, std::int64_t count) {
   ++counters_.all_reduces;
 }
 
-void LlamaModel::row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w, int layer,
-                              bool down, float* out) {
-  if (!fixed_partition_) {
+void LlamaModel::row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w,
+                              const FixedPartitionProjection::Weight* chunks, float* out) {
+  if (chunks == nullptr) {
     backend_.matmul(x, n_tokens, w.view(), out);
     all_reduce(out, n_tokens * config_.hidden_size);
     return;
   }
-  const auto& chunks = down ? down_chunks_ : wo_chunks_;
-  const auto index = static_cast<std::size_t>(layer);
-  SELFSPEC_CHECK(index < chunks.size(), "fixed-partition reduction: layer {} has no chunks", layer);
   const auto start = Clock::now();
-  fixed_partition_->project(x, n_tokens, chunks[index], out);
+  fixed_partition_->project(x, n_tokens, *chunks, out);
   if (comm_.size() > 1) {
     counters_.comm_seconds += seconds_since(start);
     ++counters_.all_reduces;
@@ -349,7 +341,8 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
-  row_parallel(attn_.as<float>(), n_tokens, w.wo, layer, false, o);
+  const LayerChunks* chunks = layer_chunks(layer);
+  row_parallel(attn_.as<float>(), n_tokens, w.wo, chunks != nullptr ? &chunks->wo : nullptr, o);
   if (!w.bo.empty()) backend_.add_bias(o, w.bo.ptr(), n_tokens, hidden);
   pending_ = o;
 }
@@ -362,7 +355,8 @@ void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_toke
   backend_.matmul(h, n_tokens, w.w_gate.view(), gate);
   backend_.matmul(h, n_tokens, w.w_up.view(), up_.as<float>());
   backend_.swiglu(gate, up_.as<float>(), gate, n_tokens * inter_local_);
-  row_parallel(gate, n_tokens, w.w_down, layer, true, o);
+  const LayerChunks* chunks = layer_chunks(layer);
+  row_parallel(gate, n_tokens, w.w_down, chunks != nullptr ? &chunks->down : nullptr, o);
   pending_ = o;
 }
 

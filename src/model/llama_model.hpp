@@ -141,13 +141,17 @@ class LlamaModel {
   void lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
                const Observe& observe);
   void all_reduce(float* data, std::int64_t count);
-  // out = x · Wᵀ summed over the ranks: o_proj or down_proj of layer `layer` (num_layers: the
-  // exit head), through the fixed partition under kTpInvariant.
-  void row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w, int layer, bool down,
-                    float* out);
-  // The fixed partition's chunks of a layer's o_proj and down_proj.
-  std::pair<FixedPartitionProjection::Weight, FixedPartitionProjection::Weight> cut_layer(
-      const LayerWeights& w) const;
+  // A layer's o_proj and down_proj cut into the fixed partition's chunks (kTpInvariant).
+  struct LayerChunks {
+    FixedPartitionProjection::Weight wo, down;
+  };
+  LayerChunks cut_layer(const LayerWeights& w) const;
+  // Layer `layer`'s chunks (num_layers: the exit head's); nullptr under kRankOrder.
+  const LayerChunks* layer_chunks(int layer) const;
+  // out = x · Wᵀ summed over the ranks: the matmul and the all-reduce, or, given W's chunks, the
+  // fixed-partition projection.
+  void row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w,
+                    const FixedPartitionProjection::Weight* chunks, float* out);
   // The input norm of a sublayer, absorbing the previous sublayer's pending residual delta.
   void norm(const Vector& weight, std::int64_t n_tokens);
   // Adds a pending residual delta to x (before observers, the final norm, skipped blocks).
@@ -181,10 +185,9 @@ class LlamaModel {
   std::span<const std::string_view> observe_only_;  // the current forward's filter
   ForwardCounters counters_;
   std::optional<ExitHead> exit_head_;
-  // kTpInvariant: the projection and, per layer (the exit head's at index num_layers), the
-  // chunks of o_proj and down_proj.
+  // kTpInvariant: the projection and every layer's chunks (the exit head's at index num_layers).
   std::unique_ptr<FixedPartitionProjection> fixed_partition_;
-  std::vector<FixedPartitionProjection::Weight> wo_chunks_, down_chunks_;
+  std::vector<LayerChunks> layer_chunks_;
 };
 
 }  // namespace selfspec

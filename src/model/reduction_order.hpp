@@ -15,6 +15,9 @@
 // bit for bit at every TP degree).
 #pragma once
 
+#include "model_io/model_config.hpp"
+
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,5 +29,11 @@ enum class ReductionOrder { kRankOrder, kTpInvariant };
 // "rank-order" | "tp-invariant".
 std::string_view reduction_order_name(ReductionOrder order);
 std::optional<ReductionOrder> parse_reduction_order(std::string_view name);
+
+// P, the tp-invariant reduction's number of chunks for a model: its query-head count, which every
+// valid TP degree divides (model/shard_plan.hpp).
+inline std::int64_t tp_invariant_chunks(const ModelConfig& config) {
+  return config.num_heads;
+}
 
 }  // namespace selfspec
