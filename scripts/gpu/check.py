@@ -311,7 +311,7 @@ def find_program(name, extra_dirs=()):
 def python_candidates():
     found = []
     for p in [os.environ.get("SELFSPEC_TORCH_PYTHON"), "/opt/torch/.venv/bin/python3",
-              shutil.which("python3"), sys.executable]:
+              shutil.which("python3"), sys.executable, "/usr/bin/python3"]:
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
             real = os.path.abspath(p)
             if real not in found:
@@ -593,19 +593,20 @@ def step_environment(c, s):
         c.device["gpus"] = gpus
         rc, out = s.run([smi, "-L"], capture=True, timeout=30)
         listed = [ln for ln in out.splitlines() if ln.startswith("GPU ")]
-        c.device["present"] = rc == 0 and bool(listed)
-        c.device["how"] = (f"nvidia-smi -L lists {len(listed)} GPU(s)" if c.device["present"]
-                           else f"nvidia-smi -L lists no GPU (exit {rc}: {first_line(out)})")
+        smi_says = (f"nvidia-smi -L lists {len(listed)} GPU(s)" if rc == 0 and listed
+                    else f"nvidia-smi -L lists no GPU (exit {rc}: {first_line(out)})")
         c.device["nvidia_smi"] = "nvidia-smi.txt"
     else:
+        listed = []
         nodes = sorted(glob.glob("/dev/nvidia[0-9]*"))
-        if isinstance(torch_info, dict) and torch_info.get("count", 0) > 0:
-            c.device["present"] = True
-            c.device["how"] = f"no nvidia-smi; PyTorch sees {torch_info['count']} GPU(s)"
-        else:
-            c.device["how"] = ("no nvidia-smi on PATH and PyTorch sees no GPU"
-                               + (f" (device nodes: {', '.join(nodes)})" if nodes else
-                                  ", no /dev/nvidia* device node"))
+        smi_says = "no nvidia-smi on PATH" + (f" (device nodes: {', '.join(nodes)})" if nodes
+                                              else ", no /dev/nvidia* device node")
+    # A GPU is there when the driver's tool lists one or PyTorch can use one.
+    torch_count = torch_info.get("count", 0) if isinstance(torch_info, dict) else 0
+    c.device["present"] = bool(listed) or torch_count > 0
+    c.device["how"] = smi_says + (f"; PyTorch sees {torch_count} GPU(s)" if torch_count else
+                                  "; PyTorch sees no GPU" if isinstance(torch_info, dict) else
+                                  "; PyTorch not importable")
     if isinstance(torch_info, dict) and torch_info.get("name"):
         c.device.setdefault("torch_name", torch_info["name"])
     c.device["cuda_arch"] = cuda_arch(c)
@@ -661,17 +662,26 @@ def find_nccl(c, pythons):
         if lib and os.path.isfile(os.path.join(inc, "nccl.h")):
             return {"source": "NCCL_ROOT", "include_dir": inc, "library": lib,
                     "version": nccl_version_of(os.path.join(inc, "nccl.h"))}
+    kit_header = os.path.join(c.kit, "nccl", "include", "nccl.h")
     for py in pythons:
         for site in python_site_dirs(py):
-            for header in sorted(glob.glob(os.path.join(site, "nvidia", "**", "nccl.h"),
-                                           recursive=True)):
-                inc = os.path.dirname(header)
-                base = os.path.dirname(inc)
-                lib = pick_nccl_library(os.path.join(base, "lib")) or pick_nccl_library(
-                    os.path.join(base, "lib64"))
-                if lib:
-                    return {"source": f"pip package ({py})", "include_dir": inc, "library": lib,
-                            "version": nccl_version_of(header)}
+            # nvidia-nccl-cu12/-cu13: nvidia/nccl/{include/nccl.h,lib/libnccl.so.2}
+            libs = sorted(glob.glob(os.path.join(site, "nvidia", "**", "libnccl.so*"),
+                                    recursive=True))
+            for libdir in sorted({os.path.dirname(x) for x in libs}):
+                lib = pick_nccl_library(libdir)
+                header = os.path.join(os.path.dirname(libdir), "include", "nccl.h")
+                found = {"source": f"pip package ({py})", "library": lib}
+                if os.path.isfile(header):
+                    found.update(include_dir=os.path.dirname(header),
+                                 version=nccl_version_of(header))
+                    return found
+                if os.path.isfile(kit_header):
+                    found.update(include_dir=os.path.dirname(kit_header),
+                                 version=nccl_version_of(kit_header),
+                                 note=f"the pip package has no nccl.h: the kit's (NCCL "
+                                      f"{nccl_version_of(kit_header)}) with the package's library")
+                    return found
     nvcc = c.tools.get("nvcc")
     if nvcc:
         top = os.path.dirname(os.path.dirname(nvcc))
@@ -1274,7 +1284,8 @@ def render_markdown(report):
                      f"{torch.get('nccl')}) at {torch.get('python')}")
     nccl = env.get("nccl") or {}
     lines.append(f"- NCCL for the build: {nccl.get('version')} from {nccl.get('source')} "
-                 f"{nccl.get('library') or nccl.get('found') or ''}")
+                 f"{nccl.get('library') or nccl.get('found') or ''}"
+                 + (f" ({nccl['note']})" if nccl.get("note") else ""))
     lines.append(f"- commit: {env.get('git_commit')}; started {report['started_utc']}, "
                  f"{report['elapsed_s']} s of a {report['budget_s']} s budget")
     kit = report.get("kit") or {}

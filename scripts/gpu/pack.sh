@@ -9,10 +9,12 @@
 #                  only. check.sh unpacks it into its build folder.
 #   models/        the small real models the checks run (stories260K; synthetic ones are made on
 #                  the machine).
+#   nccl/include/  nccl.h of this machine's CUDA toolkit (--nccl-header), for a machine whose NCCL
+#                  (PyTorch's pip package) brings its library without the header.
 #   manifest.json  packages, versions and SHA-256 sums of the .debs, the tarball and the models.
 # Run it here (Debian, apt with network; dpkg-deb, tar, xz, sha256sum):
 #   scripts/gpu/pack.sh [--out DIR] [--model DIR | --no-model] [--debs DIR] [--packages "P ..."]
-#                       [--max-mb N]
+#                       [--max-mb N] [--nccl-header FILE | --no-nccl-header]
 #   --out DIR          the kit folder (default <repo>/.gpu-kit); replaced only when the new kit
 #                      is complete and within the size limit
 #   --model DIR        a model folder to carry (default <repo>/../shared/models/stories260K);
@@ -20,6 +22,8 @@
 #   --debs DIR         take the .deb files from DIR instead of `apt-get download` (offline)
 #   --packages "P ..." the packages to carry instead of the built-in list (tests use this)
 #   --max-mb N         size limit of the kit folder in MiB (default 48)
+#   --nccl-header FILE nccl.h to carry (default /usr/local/cuda/include/nccl.h when it exists);
+#                      --no-nccl-header carries none
 # Exit status: 0 kit written, 1 error (a missing tool, package or model; download failure),
 # 2 bad arguments, 3 the kit would exceed the size limit (nothing written).
 set -euo pipefail
@@ -50,6 +54,8 @@ models=("$repo/../shared/models/stories260K")
 debs_dir=""
 packages=("${default_packages[@]}")
 max_mb=48
+nccl_header=/usr/local/cuda/include/nccl.h
+[ -f "$nccl_header" ] || nccl_header=""
 
 die() {
   echo "pack.sh: $*" >&2
@@ -58,7 +64,7 @@ die() {
 usage_error() {
   echo "pack.sh: $*" >&2
   echo "usage: scripts/gpu/pack.sh [--out DIR] [--model DIR | --no-model] [--debs DIR]" \
-       "[--packages \"P ...\"] [--max-mb N]" >&2
+       "[--packages \"P ...\"] [--max-mb N] [--nccl-header FILE | --no-nccl-header]" >&2
   exit 2
 }
 
@@ -76,6 +82,11 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || usage_error "--packages needs a list"
       read -r -a packages <<<"$2"; shift 2 ;;
     --max-mb) [ $# -ge 2 ] || usage_error "--max-mb needs a number"; max_mb=$2; shift 2 ;;
+    --nccl-header)
+      [ $# -ge 2 ] || usage_error "--nccl-header needs a file"
+      [ -f "$2" ] || usage_error "--nccl-header: no file '$2'"
+      nccl_header=$2; shift 2 ;;
+    --no-nccl-header) nccl_header=""; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -202,6 +213,11 @@ if [ ${#models[@]} -gt 0 ]; then
   done
 fi
 
+if [ -n "$nccl_header" ]; then
+  mkdir -p "$kit/nccl/include"
+  cp "$nccl_header" "$kit/nccl/include/nccl.h"
+fi
+
 python3 - "$work" "${models[@]}" <<'EOF'
 # manifest.json: what the kit holds, with checksums (check.sh verifies the tarball's).
 import hashlib, json, os, pathlib, platform, subprocess, sys, time
@@ -236,6 +252,14 @@ for model in sorted((kit / "models").glob("*")) if (kit / "models").exists() els
     files = {str(p.relative_to(model)): sha256(p) for p in sorted(model.rglob("*")) if p.is_file()}
     models.append({"name": model.name, "path": f"models/{model.name}", "files": files})
 tarball = kit / "root.tar.xz"
+nccl = None
+header = kit / "nccl" / "include" / "nccl.h"
+if header.exists():
+    import re
+    text = header.read_text(errors="replace")
+    parts = [re.search(rf"#define\s+NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    nccl = {"header": "nccl/include/nccl.h", "sha256": sha256(header),
+            "version": ".".join(m.group(1) for m in parts) if all(parts) else None}
 manifest = {
     "kit": "selfspec GPU kit (scripts/gpu/pack.sh)",
     "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -246,6 +270,7 @@ manifest = {
     "multiarch": "x86_64-linux-gnu",
     "packages": packages,
     "models": models,
+    "nccl_header": nccl,
 }
 (kit / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 EOF
@@ -261,4 +286,4 @@ fi
 rm -rf "$out"
 mv "$kit" "$out"
 echo "pack.sh: wrote $out: $mib MiB ($bytes bytes) of at most $max_mb MiB," \
-     "${#packages[@]} packages, ${#models[@]} model(s)"
+     "${#packages[@]} packages, ${#models[@]} model(s), nccl.h: ${nccl_header:-none}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Test of scripts/gpu/pack.sh, offline: it packs two made-up .deb files (--debs, --packages) and
 # checks what the kit must hold (relocated .pc files, relative symlinks, multiarch headers merged,
-# docs and static archives beside shared libraries dropped, the manifest, a carried model), that
-# the size limit refuses an oversized kit without touching the existing one, and that a missing
-# package and bad arguments are refused. Skipped (77) without dpkg-deb or xz.
+# docs and static archives beside shared libraries dropped, the manifest, a carried model and
+# nccl.h), that the size limit refuses an oversized kit without touching the existing one, and
+# that a missing package and bad arguments are refused. Skipped (77) without dpkg-deb or xz.
 #   tests/scripts/gpu_pack_test.sh SOURCE_DIR
 set -euo pipefail
 
@@ -68,10 +68,12 @@ echo '{"model_type": "llama"}' >"$tmp/model/config.json"
 echo 'weights' >"$tmp/model/model.safetensors"
 
 packages="selfspec-fake-dev selfspec-fake1"
+printf '#define NCCL_MAJOR 2\n#define NCCL_MINOR 3\n#define NCCL_PATCH 4\n' >"$tmp/nccl.h"
 
 # ---- A kit within the limit ----
 kit=$tmp/out/.gpu-kit
 "$pack" --debs "$tmp/debs" --packages "$packages" --model "$tmp/model" --out "$kit" --max-mb 48 \
+  --nccl-header "$tmp/nccl.h" \
   >"$tmp/pack.log" 2>&1 || { cat "$tmp/pack.log"; fail "pack.sh failed"; }
 if [ ! -f "$kit/root.tar.xz" ] || [ ! -f "$kit/manifest.json" ]; then
   fail "no root.tar.xz / manifest.json"
@@ -103,12 +105,14 @@ assert {p["package"]: p["version"] for p in m["packages"]} == \
 tar = os.path.join(kit, "root.tar.xz")
 assert m["root_tarball"]["sha256"] == hashlib.sha256(open(tar, "rb").read()).hexdigest()
 assert m["models"][0]["name"] == "model" and "config.json" in m["models"][0]["files"]
+assert m["nccl_header"]["version"] == "2.3.4", m["nccl_header"]
+assert os.path.isfile(os.path.join(kit, m["nccl_header"]["header"]))
 EOF
 
 # ---- Over the limit: refused with exit 3, the existing kit left as it was ----
 touch "$kit/marker"
 set +e
-"$pack" --debs "$tmp/debs" --packages "$packages" --no-model --out "$kit" --max-mb 2 \
+"$pack" --debs "$tmp/debs" --packages "$packages" --no-model --no-nccl-header --out "$kit" --max-mb 2 \
   >"$tmp/big.log" 2>&1
 status=$?
 set -e
