@@ -580,16 +580,20 @@ def step_environment(c, s):
         rc, out = s.run([smi], capture=True, timeout=30)
         with open(os.path.join(c.outdir, "nvidia-smi.txt"), "w") as f:
             f.write(out)
-        fields = ["name", "driver_version", "memory.total", "compute_cap", "pci.bus_id",
-                  "clocks.max.sm", "clocks.max.mem", "power.limit", "persistence_mode"]
-        rc, out = s.run([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader"],
-                        capture=True, timeout=30)
         gpus = []
-        if rc == 0:
-            for line in out.splitlines():
-                values = [v.strip() for v in line.split(",")]
-                if len(values) == len(fields):
-                    gpus.append(dict(zip(fields, values)))
+        # The essential fields first; the others in a second query that may fail on its own.
+        for fields in (["name", "driver_version", "memory.total", "compute_cap"],
+                       ["pci.bus_id", "clocks.max.sm", "clocks.max.mem", "power.limit",
+                        "persistence_mode"]):
+            rc, out = s.run([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader"],
+                            capture=True, timeout=30)
+            rows = [[v.strip() for v in line.split(",")] for line in out.splitlines()
+                    if line.strip()] if rc == 0 else []
+            for i, values in enumerate(r for r in rows if len(r) == len(fields)):
+                if i == len(gpus):
+                    gpus.append({})
+                if i < len(gpus):
+                    gpus[i].update(zip(fields, values))
         c.device["gpus"] = gpus
         rc, out = s.run([smi, "-L"], capture=True, timeout=30)
         listed = [ln for ln in out.splitlines() if ln.startswith("GPU ")]
@@ -608,7 +612,8 @@ def step_environment(c, s):
                                   "; PyTorch sees no GPU" if isinstance(torch_info, dict) else
                                   "; PyTorch not importable")
     if isinstance(torch_info, dict) and torch_info.get("name"):
-        c.device.setdefault("torch_name", torch_info["name"])
+        c.device["torch_name"] = torch_info["name"]
+        c.device["torch_capability"] = torch_info.get("capability")
     c.device["cuda_arch"] = cuda_arch(c)
     git = tools.get("git")
     if git and os.path.exists(os.path.join(REPO, ".git")):
@@ -707,6 +712,9 @@ def cuda_arch(c):
     archs = [cap.replace(".", "") for cap in caps if re.fullmatch(r"\d+\.\d+", cap)]
     if archs:
         return ";".join(archs)
+    cap = c.device.get("torch_capability") or ""
+    if re.fullmatch(r"\d+\.\d+", cap):
+        return cap.replace(".", "")
     return "90"
 
 
@@ -951,9 +959,23 @@ def parse_junit(path):
             outcome = "failed"
         else:
             outcome = "passed"
-        tests.append({"name": case.get("name"), "outcome": outcome,
-                      "time_s": float(case.get("time") or 0.0)})
+        test = {"name": case.get("name"), "outcome": outcome,
+                "time_s": float(case.get("time") or 0.0)}
+        if outcome != "passed":
+            test["detail"] = gtest_detail(case.findtext("system-out") or "")
+        tests.append(test)
     return tests
+
+
+def gtest_detail(output):
+    """The reason of a skip or the first failure in a GoogleTest output (a few lines)."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith("Skipped"):
+            return " ".join(x.strip() for x in lines[i:i + 2])[:400]
+        if "Failure" in line:
+            return " ".join(x.strip() for x in lines[i:i + 4])[:400]
+    return " ".join(x.strip() for x in lines[-3:])[:400]
 
 
 def parse_ctest_stdout(text):
@@ -998,6 +1020,9 @@ def run_ctest_group(c, s, include=None, exclude=None):
         s.figures["failed_tests"] = bad
     if skipped:
         s.figures["skipped_tests"] = skipped
+    details = [f"{t['name']}: {t['detail']}" for t in tests if t.get("detail")]
+    if details:
+        s.figures["details"] = details[:10]
     if not tests:
         s.fail("no test matched: the group's pattern no longer names a gpu test")
     elif bad:
@@ -1365,6 +1390,8 @@ def render_markdown(report):
             for key in ("failed_tests", "skipped_tests"):
                 if st.get("figures", {}).get(key):
                     lines.append(f"- {key}: {', '.join(st['figures'][key])}")
+            for detail in st.get("figures", {}).get("details", []):
+                lines.append(f"  - {detail}")
             if st.get("log"):
                 lines.append(f"- log: `{st['log']}`")
             lines.append("")
