@@ -14,6 +14,12 @@ void Communicator::all_reduce_sum_device(float* /*data*/, std::size_t /*count*/,
               " communicator works on host memory; device all-reduce needs NCCL");
 }
 
+void Communicator::all_gather_bytes_device(const void* /*send*/, void* /*recv*/,
+                                           std::size_t /*bytes*/, void* /*stream*/) {
+  throw Error(std::string("the ") + std::string(name()) +
+              " communicator works on host memory; device all-gather needs NCCL");
+}
+
 void Communicator::wait_for_peers(const char* /*what*/, double /*timeout_s*/) {
   barrier();
 }

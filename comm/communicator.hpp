@@ -53,6 +53,11 @@ class Communicator {
   // result on every rank. Communicators over host memory return false and do not implement it.
   virtual bool supports_device_buffers() const { return false; }
   virtual void all_reduce_sum_device(float* data, std::size_t count, void* stream);
+  // recv[r · bytes, (r + 1) · bytes) = rank r's `bytes` bytes at `send`, on every rank: device
+  // memory, enqueued on `stream` without waiting (small records of per-rank statistics for
+  // device-side verification). Same support as all_reduce_sum_device.
+  virtual void all_gather_bytes_device(const void* send, void* recv, std::size_t bytes,
+                                       void* stream);
 
   // Gathers one trivially copyable record per rank on root (records[r] = rank r's; root only).
   template <typename T>

@@ -677,6 +677,18 @@ void NcclComm::all_reduce_device(void* data, std::size_t count, DType dtype, voi
   });
 }
 
+void NcclComm::all_gather_bytes_device(const void* send, void* recv, std::size_t bytes,
+                                       void* stream) {
+  if (bytes == 0) return;
+  SELFSPEC_CHECK(send != nullptr && recv != nullptr,
+                 "all_gather_bytes_device: null buffer for {} bytes per rank", bytes);
+  guarded("all_gather_bytes_device", [&] {
+    SELFSPEC_NCCL_SETTLE(ncclAllGather(send, recv, bytes, ncclUint8, resources_->comm.get(),
+                                       static_cast<cudaStream_t>(stream)),
+                         "collective all_gather_bytes_device");
+  });
+}
+
 void NcclComm::wait(void* stream) {
   guarded("wait", [&] { wait_stream(stream, "collective(s) on the waited stream"); });
 }

@@ -113,6 +113,9 @@ class NcclComm final : public Communicator {
   // In-place ncclAllReduce (ncclFloat, ncclSum) of `count` floats in device memory, enqueued on
   // `stream` (a cudaStream_t; null = the legacy default stream). Does not synchronise.
   void all_reduce_sum_device(float* data, std::size_t count, void* stream) override;
+  // ncclAllGather of `bytes` bytes per rank (ncclUint8) on `stream`. Does not synchronise.
+  void all_gather_bytes_device(const void* send, void* recv, std::size_t bytes,
+                               void* stream) override;
   // The same for a device buffer of f32, bf16 or f16 elements (summed by NCCL in that type).
   void all_reduce_device(void* data, std::size_t count, DType dtype, void* stream);
 

@@ -39,6 +39,7 @@
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
+#include "decode/decoding_run.hpp"
 #include "engine/engine.hpp"
 #include "launch/bench_stats.hpp"
 #include "launch/commands.hpp"
@@ -489,6 +490,11 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
     out["cuda_graphs"] = engine.backend().graphs_enabled();
   }
   out["reduction"] = std::string(reduction_order_name(engine.model().reduction_order()));
+  // Where the verifier decides, per logits mode: from rows left in device memory, or on the host.
+  for (const LogitsMode mode : {LogitsMode::kLocal, LogitsMode::kGather}) {
+    out["verification"][std::string(logits_mode_name(mode))] =
+        std::string(verification_path(engine.model(), mode));
+  }
   if (bench.speculative()) {
     out["autoregressive"] = to_json(m.ar);
     out["speculative"] = nlohmann::json::array();

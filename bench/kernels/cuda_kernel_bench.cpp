@@ -304,6 +304,26 @@ void bm_scatter(benchmark::State& state, std::int64_t rows, std::int64_t width,
   });
 }
 
+// Device-side verification's reductions over one verification's logit rows (K + 1 rows of a
+// vocab shard): row_stats over every row, then a softmax walk over row 0 (a sampled draw). GB/s
+// of the logits read (every row once, plus row 0 once more by the walk).
+void bm_verify_reductions(benchmark::State& state, std::int64_t rows, std::int64_t vocab) {
+  guarded(state, [&] {
+    const Stream stream;
+    const DeviceMemory logits =
+        random_device(DType::kF32, static_cast<std::size_t>(rows * vocab), 12);
+    const DeviceMemory stats(static_cast<std::size_t>(rows) * sizeof(RowStatsRecord));
+    const DeviceMemory draw(sizeof(DrawRecord));
+    const double bytes = 4.0 * static_cast<double>(rows * vocab + vocab);
+    run_timed(state, stream, bytes, 0.0, [&](std::int64_t call) {
+      row_stats(logits.get<float>(), rows, vocab, 0, 1.0, stats.get<RowStatsRecord>(),
+                stream.get());
+      walk_softmax(logits.get<float>(), vocab, 0, 1.0, stats.get<RowStatsRecord>(),
+                   static_cast<double>(call % 7) * 0.1, draw.get<DrawRecord>(), stream.get());
+    });
+  });
+}
+
 // A whole model's KV cache of 2048 slots ([layer][K, V][kv_head] blocks of [capacity][head_dim])
 // keeping an 8-node accepted path of a tree verified after slot 1000, every row moving: one
 // launch. GB/s of the rows read and written (2 x blocks x 8 rows x head_dim floats); the rows stay
@@ -374,6 +394,12 @@ void register_benchmarks() {
     configure(benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& s) {
       bm_compact_rows(s, c.layers, c.kv_heads, c.head_dim);
     }));
+  }
+  for (const std::int64_t vocab :
+       {std::int64_t{32000}, std::int64_t{151936}, std::int64_t{128256 / 8}}) {
+    const std::string name = "verify_reductions/5x" + std::to_string(vocab);
+    configure(benchmark::RegisterBenchmark(
+        name.c_str(), [vocab](benchmark::State& s) { bm_verify_reductions(s, 5, vocab); }));
   }
   for (const bool fused : {false, true}) {
     for (const std::int64_t t : {1, 64}) {

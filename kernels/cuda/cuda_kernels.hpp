@@ -150,6 +150,45 @@ void speculative_accept(const float* p, const float* q, std::int64_t k, std::int
                         const std::int32_t* drafted, const double* uniforms,
                         std::int32_t* out_accepted, std::int32_t* out_next, cudaStream_t stream);
 
+// --- vocab-shard walks (device-side verification, decode/cuda_shard_reductions.hpp) -----------
+// The per-shard halves of the local-reduction verifier on rows left in device memory; each writes
+// a few scalars to device memory, so only those cross to the host. Semantics are those of
+// decode/logit_statistics.hpp (the plain reference), evaluated by one block of kWalkThreads per
+// row: every thread owns a contiguous id segment and sums its weights in double in ascending ids,
+// the segment sums are added in segment order, and the thread whose segment holds the target
+// walks it ascending. Sums therefore agree with the sequential CPU sums to rounding (~1e-15
+// relative) and draws agree except within that rounding of a boundary.
+inline constexpr int kWalkThreads = 512;
+// The most ids one logits_at call takes (passed by value in the launch: no upload).
+inline constexpr int kMaxQueriedIds = 64;
+// out[r] = rows[r][ids[r] − vocab_begin] when ids[r] lies in this shard, NaN otherwise, for
+// r < ids.size() (rows of `vocab_local` floats).
+void logits_at(const float* rows, std::int64_t vocab_local, std::int64_t vocab_begin,
+               std::span<const std::int32_t> ids, float* out, cudaStream_t stream);
+// A draw from one shard row's softmax at 1/T (decode walk_softmax): the first id whose running
+// Σ exp(l/T − m) exceeds `target`, where m = stats->max (the shard's row_stats record, read on the
+// device); the last id of positive weight when rounding leaves the target unreached; id -1 when
+// the shard has no mass. Writes the global id and its unscaled logit.
+struct DrawRecord {
+  std::int32_t id = -1;
+  float logit = 0.0f;
+};
+void walk_softmax(const float* row, std::int64_t vocab_local, std::int64_t vocab_begin,
+                  double inv_temperature, const RowStatsRecord* stats, double target,
+                  DrawRecord* out, cudaStream_t stream);
+// Speculative sampling's residual over one shard (decode residual_mass / walk_residual): weights
+// max(0, p(x) − q(x)) with p(x) = exp(p_row[x]/T − p_max) / p_sum, q likewise.
+struct ResidualPair {
+  double p_max = 0.0, p_sum = 1.0;
+  double q_max = 0.0, q_sum = 1.0;
+  double inv_temperature = 1.0;
+};
+void residual_mass(const float* p_row, const float* q_row, std::int64_t vocab_local,
+                   const ResidualPair& pair, double* out, cudaStream_t stream);
+void walk_residual(const float* p_row, const float* q_row, std::int64_t vocab_local,
+                   std::int64_t vocab_begin, const ResidualPair& pair, double target,
+                   DrawRecord* out, cudaStream_t stream);
+
 // The number of CUDA devices visible (0 when no driver or device; never throws).
 int device_count();
 

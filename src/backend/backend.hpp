@@ -153,6 +153,10 @@ class Backend {
   // For device memory: its bandwidth (benchmarks report decode against it). nullopt for host
   // memory, which the benchmark measures itself.
   virtual std::optional<DeviceBandwidth> measure_device_bandwidth() { return std::nullopt; }
+  // The stream (a cudaStream_t) on which a device backend orders its work, for device work
+  // outside forward passes that must be ordered with them (device-side verification's kernels
+  // and their NCCL exchange); nullptr for host memory.
+  virtual void* native_stream() const { return nullptr; }
 
   // --- a forward pass -----------------------------------------------------------------------
   // Runs one forward pass: `launches` issues every op of it (ops are called from nowhere else).

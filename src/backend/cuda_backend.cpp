@@ -107,6 +107,7 @@ class CudaBackend final : public Backend {
     wait_for_stream("download");
   }
   bool host_memory() const override { return false; }
+  void* native_stream() const override { return stream_; }
   // One kernel on the stream: later forwards, downloads and waits are ordered after it, and a
   // kernel fault surfaces at the next wait. Never recorded: the row list is an argument value.
   void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,

@@ -22,6 +22,17 @@ constexpr int kMaxDraftPerRound = ControlMessage::kMaxTokens - 1;  // + the targ
 
 }  // namespace
 
+bool logits_stay_on_device(const LlamaModel& model) {
+  return !model.backend().host_memory();
+}
+
+std::string_view verification_path(const LlamaModel& model, LogitsMode mode) {
+  if (!logits_stay_on_device(model)) return "host";
+  const bool local =
+      mode == LogitsMode::kLocal && model.reduction_order() != ReductionOrder::kTpInvariant;
+  return local ? "device" : "device-gather";
+}
+
 DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter,
                          DraftLengthController* controller, const GenerationOptions& options,
                          KvCache& kv, const TokenCallback& on_token)
@@ -33,11 +44,14 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
       kv_(kv),
       picker_(options.logits, comm, model.shard(), options.sampling,
               drafter != nullptr ? options.tree.max_width() - 1 : 0,
-              model.reduction_order() == ReductionOrder::kTpInvariant),
+              model.reduction_order() == ReductionOrder::kTpInvariant,
+              logits_stay_on_device(model) ? make_shard_reductions(model.backend(), model.shard())
+                                           : nullptr),
       channel_(comm, options, on_token, result_.tokens),
       timer_(model, picker_, channel_),
       model_comm_at_start_(model.counters().comm_seconds),
-      plan_(LayerPlan::full(static_cast<int>(model.config().num_layers))) {
+      plan_(LayerPlan::full(static_cast<int>(model.config().num_layers))),
+      device_verification_(logits_stay_on_device(model)) {
   SELFSPEC_CHECK((drafter_ == nullptr) == (controller_ == nullptr),
                  "self-speculative decoding needs both a drafter and a draft-length controller");
   SELFSPEC_CHECK(options_.tree_max_nodes >= 1 && options_.tree_max_nodes <= kMaxDraftPerRound,
@@ -55,13 +69,19 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
   }
 }
 
+LogitRows DecodingRun::picker_rows() const {
+  if (!device_verification_) return LogitRows::host(logits_, model_.shard().vocab.size());
+  const ResidentLogits& resident = model_.resident_logits();
+  return {resident.data, resident.rows, resident.width, true};
+}
+
 // --- first token ---------------------------------------------------------------------------
 
 void DecodingRun::first_token(std::span<const std::int32_t> prompt) {
   const auto start = std::chrono::steady_clock::now();
   prefill(prompt);
   result_.timings.prefill_tokens = static_cast<std::int64_t>(prompt.size());
-  const std::int32_t first = picker_.next_token(logits_);
+  const std::int32_t first = picker_.next_token(picker_rows());
   if (comm_.is_root()) {
     close_step(channel_.emit(std::span(&first, 1), message_));
   }
@@ -102,6 +122,7 @@ void DecodingRun::prefill(std::span<const std::int32_t> prompt) {
     args.observer = keep_hidden_ && end == n ? &both : observer;
     // The controller alone watches: the final norm is all it needs.
     if (keep_hidden_ && end == n && observer == nullptr) args.observe_only = kFinalNormOnly;
+    args.keep_logits_on_device = device_verification_;
     model_.forward(args, kv_, logits_);
     if (n > chunk) progress.update(end);
   }
@@ -200,12 +221,13 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.early_exit = early_exit_;
   args.observer = hidden_observer();
   if (args.observer != nullptr) args.observe_only = kFinalNormOnly;
+  args.keep_logits_on_device = device_verification_;
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.draft_forwards;
 
   DraftChoice choice;
   timer_.control([&] {
-    choice = picker_.draft(logits_);
+    choice = picker_.draft(picker_rows());
     if (!comm_.is_root()) return;
     const int alternatives = alternatives_for(draft, choice);
     const int nodes = draft.size() + 1 + alternatives;
@@ -282,12 +304,13 @@ Verdict DecodingRun::verify(const Draft& draft) {
   if (tree) args.mask = &mask;
   args.observer = hidden_observer();
   if (args.observer != nullptr) args.observe_only = kFinalNormOnly;
+  args.keep_logits_on_device = device_verification_;
   timer_.forward(PhaseTimer::Forward::kVerify, [&] { model_.forward(args, kv_, logits_); });
   ++result_.stats.verify_forwards;
 
   Verdict verdict;
   timer_.control([&] {
-    verdict = picker_.verify(logits_, draft);
+    verdict = picker_.verify(picker_rows(), draft);
     if (!comm_.is_root()) return;
     if (keep_hidden_) {
       // The next root's logits came from the last accepted node's row (node k is row k + 1).

@@ -44,6 +44,16 @@
 
 namespace selfspec {
 
+// Device-side verification: on a device-memory backend (CUDA) the verifier reads the logits
+// where the LM head left them (ShardReductions on the device), never from a host copy of every
+// rank's shard.
+bool logits_stay_on_device(const LlamaModel& model);
+// Where rank 0's decisions come from, for reports: "host" (a host-memory backend), "device"
+// (--logits local on a device backend: per-row reductions on the device, only scalars and token
+// ids reach the host) or "device-gather" (--logits gather or tp-invariant on a device backend:
+// whole rows travel from device memory by the device exchange to rank 0's host).
+std::string_view verification_path(const LlamaModel& model, LogitsMode mode);
+
 class DecodingRun final : public DraftContext {
  public:
   // drafter and controller: both, for self-speculative decoding (they decide on rank 0), or
@@ -93,6 +103,9 @@ class DecodingRun final : public DraftContext {
   const ForwardObserver* hidden_observer();
   // Rank 0: row `row` of the last observed forward's final hidden states.
   std::span<const float> hidden_row(std::int64_t row) const;
+  // The last forward's logit rows for the picker: in device memory under device-side
+  // verification, else logits_.
+  LogitRows picker_rows() const;
 
   LlamaModel& model_;
   Communicator& comm_;
@@ -118,9 +131,10 @@ class DecodingRun final : public DraftContext {
   std::unique_ptr<ShardedLogits> score_reader_;  // score_plan's argmax (local reduction)
   std::vector<std::int32_t> forward_tokens_, forward_positions_, forward_rows_;
   std::ofstream trace_;
-  ForwardObserver keep_hidden_;     // set when the controller uses hidden states (rank 0)
-  std::vector<float> hidden_rows_;  // the last observed forward's final norm output, row-major
-  std::vector<float> root_hidden_;  // the target's final hidden state at the round's root
+  ForwardObserver keep_hidden_;       // set when the controller uses hidden states (rank 0)
+  std::vector<float> hidden_rows_;    // the last observed forward's final norm output, row-major
+  std::vector<float> root_hidden_;    // the target's final hidden state at the round's root
+  bool device_verification_ = false;  // logits_stay_on_device()
 };
 
 }  // namespace selfspec

@@ -1,7 +1,9 @@
 // Gather-based access to vocab-sharded logits: every row is assembled on rank 0 (MPI gather of
 // each rank's contiguous vocab range) and everything else is a local computation there, over the
 // same shard ranges the local-reduction variant uses (logit_statistics.hpp), or over whole rows
-// (Statistics::kWholeRows, for results that do not depend on the TP degree).
+// (Statistics::kWholeRows, for results that do not depend on the TP degree). The rows reach rank 0
+// through ShardReductions::gather_rows: from device memory by one NCCL all-gather on the compute
+// stream when they live on a GPU, else by the communicator's host gather.
 #include "decode/gathered_logits.hpp"
 
 #include "core/error.hpp"
@@ -11,8 +13,11 @@
 
 namespace selfspec {
 
-GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard, Statistics statistics)
-    : comm_(comm), counts_(shard.vocab_counts) {
+GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard, Statistics statistics,
+                               std::unique_ptr<ShardReductions> rows)
+    : comm_(comm),
+      reductions_(rows != nullptr ? std::move(rows) : make_host_shard_reductions(shard)),
+      counts_(shard.vocab_counts) {
   offsets_.resize(counts_.size());
   std::exclusive_scan(counts_.begin(), counts_.end(), offsets_.begin(), std::int64_t{0});
   vocab_ = std::accumulate(counts_.begin(), counts_.end(), std::int64_t{0});
@@ -20,31 +25,27 @@ GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard, Stati
   stat_offsets_ = statistics == Statistics::kWholeRows ? std::vector<std::int64_t>{0} : offsets_;
 }
 
-void GatheredLogits::set_rows(std::span<const float> local_rows, std::int64_t rows) {
+void GatheredLogits::set_rows(const LogitRows& given) {
   const auto start = std::chrono::steady_clock::now();
-  rows_ = rows;
-  const int ranks = comm_.size();
-  full_.resize(static_cast<std::size_t>(vocab_ * rows));
-  if (ranks == 1) {
-    SELFSPEC_CHECK(static_cast<std::int64_t>(local_rows.size()) == vocab_ * rows,
-                   "logit rows: {} values for {} rows of {}", local_rows.size(), rows, vocab_);
-    std::copy(local_rows.begin(), local_rows.end(), full_.begin());
+  reductions_->set_rows(given);  // checks the rows' memory and width
+  rows_ = given.rows;
+  full_.resize(static_cast<std::size_t>(vocab_ * rows_));
+  if (comm_.size() == 1) {
+    const std::span<const float> rows = reductions_->host_rows();
+    std::copy(rows.begin(), rows.end(), full_.begin());
     return;
   }
-  std::vector<std::int64_t> counts(counts_.size());
-  for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = counts_[r] * rows;
-  rank_major_.resize(full_.size());
-  comm_.gather(local_rows, rank_major_, counts, 0);
+  rank_major_ = reductions_->gather_rows(comm_);
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!comm_.is_root()) return;
   // The gather is rank-major ([rank][row][local vocab]); reorder to [row][vocab].
   std::int64_t source = 0;
   for (std::size_t r = 0; r < counts_.size(); ++r) {
-    for (std::int64_t row = 0; row < rows; ++row) {
+    for (std::int64_t row = 0; row < rows_; ++row) {
       std::copy_n(rank_major_.begin() + source + row * counts_[r], counts_[r],
                   full_.begin() + row * vocab_ + offsets_[r]);
     }
-    source += counts_[r] * rows;
+    source += counts_[r] * rows_;
   }
 }
 

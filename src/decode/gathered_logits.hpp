@@ -3,6 +3,8 @@
 
 #include "decode/sharded_logits.hpp"
 
+#include <memory>
+
 namespace selfspec {
 
 class GatheredLogits final : public ShardedLogits {
@@ -12,11 +14,14 @@ class GatheredLogits final : public ShardedLogits {
   // modes decide alike), or kWholeRows, one range per row (the same arithmetic at every TP
   // degree: the tp-invariant reduction's choice, model/reduction_order.hpp).
   enum class Statistics { kRankShards, kWholeRows };
+  // rows: where this rank's rows live and how they travel (nullptr: host rows).
   GatheredLogits(Communicator& comm, const ShardPlan& shard,
-                 Statistics statistics = Statistics::kRankShards);
+                 Statistics statistics = Statistics::kRankShards,
+                 std::unique_ptr<ShardReductions> rows = nullptr);
   std::string_view name() const override { return "gather"; }
   bool shares_nothing() const override { return true; }
-  void set_rows(std::span<const float> local_rows, std::int64_t rows) override;
+  using ShardedLogits::set_rows;
+  void set_rows(const LogitRows& rows) override;
   int retain(std::int64_t row) override;
   void clear_retained() override { retained_.clear(); }
   std::vector<RowStats> row_stats(double inv_temperature) override;
@@ -34,6 +39,7 @@ class GatheredLogits final : public ShardedLogits {
   std::span<const float> shard_of(std::span<const float> full_row, std::size_t s) const;
 
   Communicator& comm_;
+  std::unique_ptr<ShardReductions> reductions_;
   std::vector<std::int64_t> counts_;  // the ranks' vocab shards (the gather)
   std::vector<std::int64_t> offsets_;
   std::vector<std::int64_t> stat_counts_;  // the statistics' ranges (Statistics)

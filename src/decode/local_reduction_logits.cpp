@@ -6,7 +6,11 @@
 // residual norm(max(0, p − q)) works the same way after each rank has summed its shard's residual
 // mass (every rank keeps its shard of the draft rows). Top-k warping gathers each shard's own top-k
 // candidates (k + ties per row); top-p without top-k needs a global sort and gathers whole rows.
-// All arithmetic is logit_statistics.hpp's, so decisions equal GatheredLogits' bit for bit.
+// All arithmetic is logit_statistics.hpp's, so decisions equal GatheredLogits' bit for bit. The
+// per-shard halves run in ShardReductions, where the rows live: on the CUDA backend the rows stay
+// in device memory and only the scalars below (and drawn ids) reach the host (device-side
+// verification; there the reductions agree with the host's to rounding, see
+// kernels/cuda/shard_walk.cu).
 #include "decode/local_reduction_logits.hpp"
 
 #include "core/error.hpp"
@@ -28,31 +32,32 @@ struct WalkOrder {
 
 }  // namespace
 
-LocalReductionLogits::LocalReductionLogits(Communicator& comm, const ShardPlan& shard)
-    : comm_(comm), shard_(shard), fallback_(comm, shard) {
+LocalReductionLogits::LocalReductionLogits(Communicator& comm, const ShardPlan& shard,
+                                           std::unique_ptr<ShardReductions> reductions)
+    : comm_(comm),
+      shard_(shard),
+      reductions_(reductions != nullptr ? std::move(reductions)
+                                        : make_host_shard_reductions(shard)),
+      fallback_(comm, shard) {
   offsets_.resize(shard_.vocab_counts.size());
   std::exclusive_scan(shard_.vocab_counts.begin(), shard_.vocab_counts.end(), offsets_.begin(),
                       std::int64_t{0});
-  local_vocab_ = shard_.vocab.size();
+}
+
+template <typename Body>
+void LocalReductionLogits::timed(Body&& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 template <typename T>
 void LocalReductionLogits::timed_broadcast(T& value, int root) {
-  const auto start = std::chrono::steady_clock::now();
-  comm_.broadcast_object(value, root);
-  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timed([&] { comm_.broadcast_object(value, root); });
 }
 
-void LocalReductionLogits::set_rows(std::span<const float> local_rows, std::int64_t rows) {
-  SELFSPEC_CHECK(static_cast<std::int64_t>(local_rows.size()) == rows * local_vocab_,
-                 "logit rows: {} values for {} rows of {}", local_rows.size(), rows, local_vocab_);
-  rows_ = local_rows;
-  n_rows_ = rows;
-}
-
-std::span<const float> LocalReductionLogits::local_row(std::int64_t r) const {
-  return rows_.subspan(static_cast<std::size_t>(r * local_vocab_),
-                       static_cast<std::size_t>(local_vocab_));
+void LocalReductionLogits::set_rows(const LogitRows& rows) {
+  reductions_->set_rows(rows);
 }
 
 int LocalReductionLogits::owner_of(std::int32_t id) const {
@@ -62,28 +67,16 @@ int LocalReductionLogits::owner_of(std::int32_t id) const {
   fail("token id {} is outside the vocabulary", id);
 }
 
-int LocalReductionLogits::retain(std::int64_t r) {
-  const auto values = local_row(r);
-  retained_.emplace_back(values.begin(), values.end());
-  return static_cast<int>(retained_.size()) - 1;
-}
-
 std::vector<RowStats> LocalReductionLogits::row_stats(double inv_temperature) {
   const auto ranks = static_cast<std::size_t>(comm_.size());
-  std::vector<ShardStats> mine(static_cast<std::size_t>(n_rows_));
-  for (std::int64_t r = 0; r < n_rows_; ++r) {
-    mine[static_cast<std::size_t>(r)] =
-        shard_stats(local_row(r), shard_.vocab.begin, inv_temperature);
-  }
-  std::vector<ShardStats> all(comm_.is_root() ? mine.size() * ranks : 0);
-  const auto start = std::chrono::steady_clock::now();
-  comm_.gather_records<ShardStats>(mine, all, 0);
-  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto rows = static_cast<std::size_t>(reductions_->rows());
+  std::vector<ShardStats> all;  // rank-major, root
+  timed([&] { all = reductions_->gather_stats(comm_, inv_temperature); });
   std::vector<RowStats> stats;
   if (!comm_.is_root()) return stats;
   std::vector<ShardStats> shards(ranks);
-  for (std::size_t r = 0; r < mine.size(); ++r) {
-    for (std::size_t s = 0; s < ranks; ++s) shards[s] = all[s * mine.size() + r];
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t s = 0; s < ranks; ++s) shards[s] = all[s * rows + r];
     stats.push_back(combine_shards(shards));
   }
   return stats;
@@ -91,17 +84,9 @@ std::vector<RowStats> LocalReductionLogits::row_stats(double inv_temperature) {
 
 std::vector<float> LocalReductionLogits::logits_of(std::span<const std::int32_t> ids) {
   const auto ranks = static_cast<std::size_t>(comm_.size());
-  std::vector<float> mine(ids.size(), std::numeric_limits<float>::quiet_NaN());
-  for (std::size_t r = 0; r < ids.size(); ++r) {
-    if (shard_.vocab.contains(ids[r])) {
-      mine[r] = local_row(
-          static_cast<std::int64_t>(r))[static_cast<std::size_t>(ids[r] - shard_.vocab.begin)];
-    }
-  }
+  const std::vector<float> mine = reductions_->logits_at(ids);
   std::vector<float> all(comm_.is_root() ? ids.size() * ranks : 0);
-  const auto start = std::chrono::steady_clock::now();
-  comm_.gather_records<float>(mine, all, 0);
-  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timed([&] { comm_.gather_records<float>(mine, all, 0); });
   std::vector<float> values;
   if (!comm_.is_root()) return values;
   for (std::size_t r = 0; r < ids.size(); ++r) {
@@ -122,10 +107,8 @@ DrawnToken LocalReductionLogits::sample_dense(std::int64_t r, const RowStats& st
   timed_broadcast(order, 0);
   DrawnToken drawn;
   if (comm_.rank() == order.shard) {
-    const ShardStats mine = shard_stats(local_row(r), shard_.vocab.begin, inv_temperature);
-    drawn.id =
-        walk_softmax(local_row(r), shard_.vocab.begin, inv_temperature, mine.max, order.target);
-    drawn.logit = local_row(r)[static_cast<std::size_t>(drawn.id - shard_.vocab.begin)];
+    drawn = reductions_->walk_softmax(r, inv_temperature, order.target);
+    SELFSPEC_CHECK(drawn.id >= 0, "sampling walk over vocab shard {} without mass", order.shard);
   }
   timed_broadcast(drawn, order.shard);
   return drawn;
@@ -136,12 +119,9 @@ std::optional<std::int32_t> LocalReductionLogits::sample_residual(std::int64_t r
                                                                   double u) {
   DensePair pair = pair_root;
   timed_broadcast(pair, 0);
-  const std::span<const float> q_row(retained_[static_cast<std::size_t>(slot)]);
-  const double mine = residual_mass(local_row(r), q_row, pair);
+  const double mine = reductions_->residual_mass(r, slot, pair);
   std::vector<double> masses(comm_.is_root() ? static_cast<std::size_t>(comm_.size()) : 0);
-  const auto start = std::chrono::steady_clock::now();
-  comm_.gather_records<double>(std::span(&mine, 1), masses, 0);
-  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timed([&] { comm_.gather_records<double>(std::span(&mine, 1), masses, 0); });
   WalkOrder order;
   if (comm_.is_root()) {
     const double total = std::accumulate(masses.begin(), masses.end(), 0.0);
@@ -155,7 +135,8 @@ std::optional<std::int32_t> LocalReductionLogits::sample_residual(std::int64_t r
   if (order.shard < 0) return std::nullopt;
   std::int32_t id = -1;
   if (comm_.rank() == order.shard) {
-    id = walk_residual(local_row(r), q_row, shard_.vocab.begin, pair, order.target);
+    id = reductions_->walk_residual(r, slot, pair, order.target);
+    SELFSPEC_CHECK(id >= 0, "residual walk over vocab shard {} without mass", order.shard);
   }
   timed_broadcast(id, order.shard);
   return id;
@@ -165,13 +146,22 @@ std::vector<TokenDistribution> LocalReductionLogits::warp(const SamplingParams& 
   if (params.top_k <= 0) {
     // Top-p alone needs the global order of the whole vocabulary.
     const double before = fallback_.comm_seconds();
-    fallback_.set_rows(rows_, n_rows_);
+    const std::span<const float> host = reductions_->host_rows();
+    fallback_.set_rows(
+        LogitRows{host.data(), reductions_->rows(), reductions_->vocab_local(), false});
     comm_seconds_ += fallback_.comm_seconds() - before;
     return fallback_.warp(params);
   }
-  // Each shard's own top-k (+ ties) per row: [count row 0, ..., count row R-1, (logit, id)...].
-  std::vector<float> packed(static_cast<std::size_t>(n_rows_));
-  for (std::int64_t r = 0; r < n_rows_; ++r) {
+  // Each shard's own top-k (+ ties) per row: [count row 0, ..., count row R-1, (logit, id)...],
+  // from host rows (no device half yet: device rows are copied to the host here).
+  const std::int64_t n_rows = reductions_->rows();
+  const std::span<const float> host = reductions_->host_rows();
+  const std::int64_t width = reductions_->vocab_local();
+  const auto local_row = [&](std::int64_t r) {
+    return host.subspan(static_cast<std::size_t>(r * width), static_cast<std::size_t>(width));
+  };
+  std::vector<float> packed(static_cast<std::size_t>(n_rows));
+  for (std::int64_t r = 0; r < n_rows; ++r) {
     const std::vector<std::int32_t> ids =
         top_k_candidates(local_row(r), shard_.vocab.begin, params.top_k);
     packed[static_cast<std::size_t>(r)] = static_cast<float>(ids.size());
@@ -190,12 +180,12 @@ std::vector<TokenDistribution> LocalReductionLogits::warp(const SamplingParams& 
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<TokenDistribution> dists;
   if (!comm_.is_root()) return dists;
-  std::vector<std::vector<std::int32_t>> ids(static_cast<std::size_t>(n_rows_));
-  std::vector<std::vector<float>> logits(static_cast<std::size_t>(n_rows_));
+  std::vector<std::vector<std::int32_t>> ids(static_cast<std::size_t>(n_rows));
+  std::vector<std::vector<float>> logits(static_cast<std::size_t>(n_rows));
   std::size_t base = 0;
   for (std::size_t rank = 0; rank < sizes.size(); ++rank) {
-    std::size_t cursor = base + static_cast<std::size_t>(n_rows_);
-    for (std::size_t r = 0; r < static_cast<std::size_t>(n_rows_); ++r) {
+    std::size_t cursor = base + static_cast<std::size_t>(n_rows);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(n_rows); ++r) {
       const auto n = static_cast<std::size_t>(all[base + r]);
       for (std::size_t i = 0; i < n; ++i, cursor += 2) {
         logits[r].push_back(all[cursor]);
@@ -208,19 +198,6 @@ std::vector<TokenDistribution> LocalReductionLogits::warp(const SamplingParams& 
     dists.push_back(warp_candidates(std::move(ids[r]), logits[r], params));
   }
   return dists;
-}
-
-std::unique_ptr<ShardedLogits> make_sharded_logits(LogitsMode mode, Communicator& comm,
-                                                   const ShardPlan& shard, bool tp_invariant) {
-  if (tp_invariant) {
-    return std::make_unique<GatheredLogits>(comm, shard, GatheredLogits::Statistics::kWholeRows);
-  }
-  if (mode == LogitsMode::kLocal) return std::make_unique<LocalReductionLogits>(comm, shard);
-  return std::make_unique<GatheredLogits>(comm, shard);
-}
-
-std::string_view logits_mode_name(LogitsMode mode) {
-  return mode == LogitsMode::kLocal ? "local" : "gather";
 }
 
 }  // namespace selfspec

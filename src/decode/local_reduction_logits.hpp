@@ -1,20 +1,28 @@
 // ShardedLogits that reduces each vocab shard on its own rank; only scalars cross ranks
-// (see sharded_logits.hpp).
+// (see sharded_logits.hpp). The per-shard reductions run where the rows live (ShardReductions:
+// host memory, or device memory for device-side verification); this class holds the protocol —
+// who sends what to whom — which is the same for both.
 #pragma once
 
 #include "decode/gathered_logits.hpp"
+#include "decode/shard_reductions.hpp"
 #include "decode/sharded_logits.hpp"
+
+#include <memory>
 
 namespace selfspec {
 
 class LocalReductionLogits final : public ShardedLogits {
  public:
-  LocalReductionLogits(Communicator& comm, const ShardPlan& shard);
+  // reductions: nullptr for host rows (make_host_shard_reductions).
+  LocalReductionLogits(Communicator& comm, const ShardPlan& shard,
+                       std::unique_ptr<ShardReductions> reductions = nullptr);
   std::string_view name() const override { return "local"; }
   bool shares_nothing() const override { return false; }
-  void set_rows(std::span<const float> local_rows, std::int64_t rows) override;
-  int retain(std::int64_t row) override;
-  void clear_retained() override { retained_.clear(); }
+  using ShardedLogits::set_rows;
+  void set_rows(const LogitRows& rows) override;
+  int retain(std::int64_t row) override { return reductions_->retain(row); }
+  void clear_retained() override { reductions_->clear_retained(); }
   std::vector<RowStats> row_stats(double inv_temperature) override;
   std::vector<float> logits_of(std::span<const std::int32_t> ids) override;
   DrawnToken sample_dense(std::int64_t row, const RowStats& stats, double inv_temperature,
@@ -23,20 +31,21 @@ class LocalReductionLogits final : public ShardedLogits {
                                               double u) override;
   std::vector<TokenDistribution> warp(const SamplingParams& params) override;
 
+  // Where the per-shard reductions run ("host", "cuda").
+  std::string_view reductions_name() const { return reductions_->name(); }
+
  private:
-  std::span<const float> local_row(std::int64_t r) const;
   int owner_of(std::int32_t id) const;
   template <typename T>
   void timed_broadcast(T& value, int root);
+  template <typename Body>
+  void timed(Body&& body);
 
   Communicator& comm_;
   ShardPlan shard_;
   std::vector<std::int64_t> offsets_;
-  std::int64_t local_vocab_ = 0;
-  std::span<const float> rows_;
-  std::int64_t n_rows_ = 0;
-  std::vector<std::vector<float>> retained_;  // this rank's shard of each kept draft row
-  GatheredLogits fallback_;                   // whole rows, for top-p without top-k (a global sort)
+  std::unique_ptr<ShardReductions> reductions_;
+  GatheredLogits fallback_;  // whole rows, for top-p without top-k (a global sort)
 };
 
 }  // namespace selfspec

@@ -14,6 +14,7 @@
 #include "comm/communicator.hpp"
 #include "decode/logit_statistics.hpp"
 #include "decode/sampler.hpp"
+#include "decode/shard_reductions.hpp"
 #include "model/shard_plan.hpp"
 
 #include <cstdint>
@@ -28,20 +29,16 @@ namespace selfspec {
 enum class LogitsMode { kGather, kLocal };
 std::string_view logits_mode_name(LogitsMode mode);
 
-// A token drawn from a row, with its (unscaled) logit in that row.
-struct DrawnToken {
-  std::int32_t id = -1;
-  float logit = 0.0f;
-};
-
 class ShardedLogits {
  public:
   virtual ~ShardedLogits() = default;
   virtual std::string_view name() const = 0;
 
   // The rows of the latest forward pass, [rows × vocab_local] on every rank (borrowed until the
-  // next set_rows).
-  virtual void set_rows(std::span<const float> local_rows, std::int64_t rows) = 0;
+  // next set_rows). Rows in device memory are taken by implementations built over device-resident
+  // ShardReductions (device-side verification); the others want host rows.
+  virtual void set_rows(const LogitRows& rows) = 0;
+  void set_rows(std::span<const float> local_rows, std::int64_t rows);
   // Keeps current row `row` for later use as a draft distribution q; returns its slot.
   virtual int retain(std::int64_t row) = 0;
   virtual void clear_retained() = 0;
@@ -76,8 +73,11 @@ class ShardedLogits {
 // tp_invariant: whole rows on rank 0 whatever the mode, with statistics over whole rows
 // (GatheredLogits::Statistics::kWholeRows), so that every decision is the same at every TP
 // degree (the model's tp-invariant reduction, model/reduction_order.hpp).
-std::unique_ptr<ShardedLogits> make_sharded_logits(LogitsMode mode, Communicator& comm,
-                                                   const ShardPlan& shard,
-                                                   bool tp_invariant = false);
+// reductions: where the rows live (nullptr: host rows). Device-resident reductions make the local
+// mode decide from rows left in device memory, and the gathering modes fetch whole rows from
+// there through the device exchange.
+std::unique_ptr<ShardedLogits> make_sharded_logits(
+    LogitsMode mode, Communicator& comm, const ShardPlan& shard, bool tp_invariant = false,
+    std::unique_ptr<ShardReductions> reductions = nullptr);
 
 }  // namespace selfspec

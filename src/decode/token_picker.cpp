@@ -11,9 +11,10 @@
 namespace selfspec {
 
 TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-                         const SamplingParams& sampling, int max_alternatives, bool tp_invariant)
+                         const SamplingParams& sampling, int max_alternatives, bool tp_invariant,
+                         std::unique_ptr<ShardReductions> reductions)
     : comm_(comm),
-      logits_(make_sharded_logits(mode, comm, shard, tp_invariant)),
+      logits_(make_sharded_logits(mode, comm, shard, tp_invariant, std::move(reductions))),
       sampling_(sampling),
       max_alternatives_(max_alternatives),
       vocab_local_(shard.vocab.size()),
@@ -46,8 +47,15 @@ void TokenPicker::share(T& value) {
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::int32_t TokenPicker::next_token(std::span<const float> local_row) {
-  logits_->set_rows(local_row, 1);
+void TokenPicker::set_rows(const LogitRows& rows, std::int64_t expected) {
+  SELFSPEC_CHECK(rows.rows == expected && rows.width == vocab_local_,
+                 "token picker: {} logit rows of {} where {} of {} were expected", rows.rows,
+                 rows.width, expected, vocab_local_);
+  logits_->set_rows(rows);
+}
+
+std::int32_t TokenPicker::next_token(const LogitRows& rows) {
+  set_rows(rows, 1);
   switch (kind_) {
     case Kind::kGreedy: {
       const std::vector<RowStats> stats = logits_->row_stats(1.0);
@@ -76,8 +84,8 @@ void TokenPicker::begin_round() {
   logits_->clear_retained();
 }
 
-DraftChoice TokenPicker::draft(std::span<const float> local_row) {
-  logits_->set_rows(local_row, 1);
+DraftChoice TokenPicker::draft(const LogitRows& rows) {
+  set_rows(rows, 1);
   DraftChoice choice;
   switch (kind_) {
     case Kind::kGreedy: {
@@ -137,17 +145,15 @@ std::vector<std::int32_t> TokenPicker::alternatives_from(std::span<const std::in
   return alternatives;
 }
 
-Verdict TokenPicker::verify(std::span<const float> local_rows, const Draft& draft) {
+Verdict TokenPicker::verify(const LogitRows& rows, const Draft& draft) {
   Verdict verdict;
   if (draft.empty()) {
-    verdict.next_token = next_token(local_rows);
+    verdict.next_token = next_token(rows);
     return verdict;
   }
   const std::span<const std::int32_t> drafted = draft.tokens();
   const auto k = static_cast<std::int64_t>(drafted.size());
-  SELFSPEC_CHECK(static_cast<std::int64_t>(local_rows.size()) == (k + 1) * vocab_local_,
-                 "verify: {} logits for {} drafted tokens", local_rows.size(), k);
-  logits_->set_rows(local_rows, k + 1);
+  set_rows(rows, k + 1);
   if (!draft.is_chain()) {
     SELFSPEC_CHECK(kind_ != Kind::kDense,
                    "verify: a token tree needs a picker made for trees (max_alternatives > 0)");

@@ -63,31 +63,42 @@ class TokenPicker {
  public:
   // max_alternatives: the most alternatives a draft step may propose (tree drafting; 0: chains).
   // tp_invariant: decide from whole rows, the same at every TP degree (make_sharded_logits).
+  // reductions: where the local mode's per-shard reductions run (make_sharded_logits; nullptr:
+  // host rows). Device-resident reductions take the rows in device memory (LogitRows::device).
   TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-              const SamplingParams& sampling, int max_alternatives = 0, bool tp_invariant = false);
+              const SamplingParams& sampling, int max_alternatives = 0, bool tp_invariant = false,
+              std::unique_ptr<ShardReductions> reductions = nullptr);
 
   std::string_view mode_name() const { return logits_->name(); }
   const SamplingParams& sampling() const { return sampling_; }
 
   // The next token from one position's logits (plain decoding, the first token after prefill).
-  std::int32_t next_token(std::span<const float> local_row);
+  std::int32_t next_token(const LogitRows& rows);
+  std::int32_t next_token(std::span<const float> local_row) { return next_token(host(local_row)); }
 
   // Starts a drafting round: forgets the previous round's draft distributions.
   void begin_round();
   // One draft step: choose the draft token (and up to max_alternatives alternatives) from the
   // draft forward's logits and remember its distribution q for verification.
-  DraftChoice draft(std::span<const float> local_row);
+  DraftChoice draft(const LogitRows& rows);
+  DraftChoice draft(std::span<const float> local_row) { return draft(host(local_row)); }
   // The verdict on this round's draft (n nodes, a chain or a tree, known on every rank), from
   // the verification forward's logits of its n + 1 rows (local_rows: (n + 1) × vocab_local; row
   // 0 the root, row 1 + i node i): the accepted path and the target's next token (rank 0).
   // kv_length is left to the caller. With an empty draft this is next_token() of the one row.
-  Verdict verify(std::span<const float> local_rows, const Draft& draft);
+  Verdict verify(const LogitRows& rows, const Draft& draft);
+  Verdict verify(std::span<const float> local_rows, const Draft& draft) {
+    return verify(host(local_rows), draft);
+  }
 
   // Seconds spent inside collectives.
   double comm_seconds() const { return logits_->comm_seconds() + comm_seconds_; }
 
  private:
   enum class Kind { kGreedy, kDense, kSparse };
+  LogitRows host(std::span<const float> rows) const { return LogitRows::host(rows, vocab_local_); }
+  // Sets the logits' rows, checking their count.
+  void set_rows(const LogitRows& rows, std::int64_t expected);
   double uniform();
   // Shares a small decision of rank 0 with every rank, when the logits access needs it.
   template <typename T>

@@ -222,8 +222,14 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   backend_.run_forward(inputs, shape, [&] {
     run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit, observe);
   });
+  resident_logits_ = {};
   if (n_rows > 0 && !backend_.host_memory()) {
-    backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
+    if (args.keep_logits_on_device) {
+      logits.clear();
+      resident_logits_ = {logits_out, n_rows, head.rows};
+    } else {
+      backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
+    }
   }
   kv.extend(n_tokens);
   ++counters_.forwards;

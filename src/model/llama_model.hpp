@@ -76,6 +76,18 @@ struct ForwardArgs {
   // head's layer, then the final norm and LM head. Needs an attached head and a KV cache made
   // with its layer.
   bool early_exit = false;
+  // On a device-memory backend: leave the logits where the LM head wrote them (device-side
+  // verification reads them there); `logits` is then left empty and resident_logits() points at
+  // them until the next forward. Ignored on host-memory backends.
+  bool keep_logits_on_device = false;
+};
+
+// The last forward's logits kept in backend memory (ForwardArgs::keep_logits_on_device):
+// [rows × width] floats at `data`; null when the last forward downloaded them.
+struct ResidentLogits {
+  const float* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t width = 0;
 };
 
 // Counters for the per-phase breakdown of benchmarks.
@@ -99,6 +111,7 @@ class LlamaModel {
   const LlamaWeights& weights() const { return weights_; }
   Communicator& comm() { return comm_; }
   Backend& backend() { return backend_; }
+  const Backend& backend() const { return backend_; }
   std::int64_t vocab_local() const { return shard_.vocab.size(); }
 
   // A KV cache for this rank's heads holding `capacity` token slots (with an exit head
@@ -126,6 +139,7 @@ class LlamaModel {
   // [kv.length(), kv.length() + T) and extending kv by T. Fills `logits` with this rank's vocab
   // shard for each of args.logit_rows: [logit_rows.size() × vocab_local()].
   void forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits);
+  const ResidentLogits& resident_logits() const { return resident_logits_; }
 
   const ForwardCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
@@ -180,6 +194,7 @@ class LlamaModel {
 
   // Workspace in backend memory, grown to the largest T seen.
   DeviceBuffer x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
+  ResidentLogits resident_logits_;
   DeviceBuffer draft_logits_;  // [rows × V'_local]: a draft vocabulary's logits before scattering
   const float* pending_ = nullptr;                  // residual delta not yet added to x_
   std::span<const std::string_view> observe_only_;  // the current forward's filter

@@ -6,6 +6,7 @@
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
 #include "decode/decoder.hpp"
+#include "decode/decoding_run.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/support/model_fixture.hpp"
@@ -170,6 +171,49 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
     Decoder decoder(*gpu_model_, comm_, drafter, *controller);
     KvCache spec_kv = gpu_model_->make_kv_cache(64);
     EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected) << kind;
+  }
+}
+
+// Device-side verification (decode/shard_reductions.hpp) against the host path on the same GPU
+// logits: --logits local decides from kernels' reductions of the rows left in device memory,
+// --logits gather from the rows copied to the host and the host arithmetic. Greedy output is the
+// same token for token, and sampling draws the same tokens for the same seed, in plain and
+// self-speculative decoding (the device sums agree with the host's to rounding, so a draw could
+// differ only within ~1e-15 of a boundary).
+TEST_P(CudaBackendTest, DeviceSideVerificationDecidesLikeTheHostPath) {
+  EXPECT_EQ(verification_path(*gpu_model_, LogitsMode::kLocal), "device");
+  EXPECT_EQ(verification_path(*gpu_model_, LogitsMode::kGather), "device-gather");
+  EXPECT_EQ(verification_path(*cpu_model_, LogitsMode::kLocal), "host");
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
+  for (const SamplingParams sampling :
+       {SamplingParams{0.0, 0, 1.0, 0}, SamplingParams{0.8, 0, 1.0, 21},
+        SamplingParams{1.3, 0, 1.0, 22}}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << sampling.temperature);
+    std::vector<std::vector<std::int32_t>> outputs;
+    for (const LogitsMode mode : {LogitsMode::kLocal, LogitsMode::kGather}) {
+      GenerationOptions generation;
+      generation.max_new_tokens = 40;
+      generation.ignore_eos = true;
+      generation.logits = mode;
+      generation.sampling = sampling;
+      KvCache kv = gpu_model_->make_kv_cache(64);
+      Decoder plain(*gpu_model_, comm_);
+      outputs.push_back(plain.generate(prompt, generation, kv).tokens);
+      LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
+                               "test");
+      ControllerOptions controller_options;
+      controller_options.kind = "fixed";
+      controller_options.max_draft = 4;
+      auto controller = make_draft_length_controller(controller_options);
+      Decoder decoder(*gpu_model_, comm_, drafter, *controller);
+      KvCache spec_kv = gpu_model_->make_kv_cache(64);
+      outputs.push_back(decoder.generate(prompt, generation, spec_kv).tokens);
+    }
+    EXPECT_EQ(outputs[0], outputs[2]) << "plain decoding: device vs host verification";
+    EXPECT_EQ(outputs[1], outputs[3]) << "self-speculative: device vs host verification";
+    if (sampling.greedy()) {
+      EXPECT_EQ(outputs[0], outputs[1]) << "greedy speculation is lossless";
+    }
   }
 }
 

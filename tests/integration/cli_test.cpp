@@ -258,6 +258,8 @@ TEST_F(Cli, SpeculativeBenchReportsTheDocumentedFigures) {
     EXPECT_TRUE(entry["lossless"].get<bool>()) << "greedy speculative tokens differ";
   }
   EXPECT_GT(j["autoregressive"]["decode_tokens_per_s"].get<double>(), 0.0);
+  // The CPU backend verifies on the host in both modes (device-side verification is CUDA's).
+  EXPECT_EQ(j["verification"], (nlohmann::json{{"local", "host"}, {"gather", "host"}}));
 }
 
 TEST_F(Cli, BenchPrintsItsTableOrWithJsonOneJsonObject) {
