@@ -1,9 +1,11 @@
 #include "comm/communicator.hpp"
 
 #include "comm/local_comm.hpp"
+#include "core/error.hpp"
+#if SELFSPEC_HAVE_MPI
 #include "comm/mpi_comm.hpp"
 #include "comm/mpi_runtime.hpp"
-#include "core/error.hpp"
+#endif
 
 #include <memory>
 
@@ -25,7 +27,9 @@ void Communicator::wait_for_peers(const char* /*what*/, double /*timeout_s*/) {
 }
 
 std::unique_ptr<Communicator> make_world_communicator() {
+#if SELFSPEC_HAVE_MPI
   if (MpiRuntime::active()) return std::make_unique<MpiComm>();
+#endif
   return std::make_unique<LocalComm>();
 }
 

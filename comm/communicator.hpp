@@ -1,6 +1,6 @@
 // The communicator interface: the collectives tensor parallelism needs, on host buffers for the
 // CPU backend (device buffers arrive with NcclComm). One implementation per file: LocalComm
-// (a single rank), MpiComm (MPI processes).
+// (a single rank), MpiComm (MPI processes; only in a build with MPI), NcclComm (GPUs).
 //
 // Contract: every collective is called by all ranks in the same order with matching sizes.
 // all_reduce_sum is deterministic and leaves bit-identical results on every rank (it sums the
@@ -72,7 +72,8 @@ class Communicator {
   }
 };
 
-// MpiComm over MPI_COMM_WORLD when an MpiRuntime is active, LocalComm otherwise.
+// MpiComm over MPI_COMM_WORLD when an MpiRuntime is active, LocalComm otherwise (always in a
+// build without MPI).
 std::unique_ptr<Communicator> make_world_communicator();
 
 }  // namespace selfspec

@@ -1,19 +1,22 @@
 // MPI's lifetime as an RAII object (MPI_Init_thread in the constructor, MPI_Finalize in the
-// destructor), the launcher-environment probe that decides whether this process is part of an
-// MPI job, and the job-wide abort that launch/ uses so that no peer is left blocked.
-// This header does not include mpi.h.
+// destructor), whether this build has MPI at all, and the job-wide abort that launch/ uses so
+// that no peer is left blocked. Whether this process is part of an MPI job is the launcher
+// environment's to say (comm/launcher_environment.hpp).
+// This header does not include mpi.h, and is the same in both flavours: in a build without MPI
+// (SELFSPEC_MPI, CMakeLists.txt) no_mpi_runtime.cpp implements it, mpi_built() is false and
+// nothing may construct an MpiRuntime.
 #pragma once
 
 namespace selfspec {
 
-// True when the environment says this process was started by mpirun/mpiexec/srun as part of an
-// MPI job (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, ...). A plain `selfspec ...` is not.
-bool launched_under_mpi();
+// True in a build with MPI (mpi_runtime.cpp), false in the single-rank one (no_mpi_runtime.cpp).
+bool mpi_built();
 
 class MpiRuntime {
  public:
   // Initialises MPI (thread level FUNNELED) with errors returned rather than fatal, so failures
-  // become selfspec::Error. Sets process_identity() (rank, size, local rank, host).
+  // become selfspec::Error. Sets process_identity() (rank, size, local rank, host). Throws
+  // selfspec::Error in a build without MPI.
   MpiRuntime();
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;
@@ -22,7 +25,7 @@ class MpiRuntime {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // True between construction and destruction of an MpiRuntime.
+  // True between construction and destruction of an MpiRuntime (never without MPI).
   static bool active();
   // Ends every rank of the job with the given exit code (MPI_Abort). Never returns.
   [[noreturn]] static void abort_job(int exit_code);

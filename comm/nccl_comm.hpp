@@ -1,5 +1,6 @@
 // Communicator over NCCL: one GPU per rank, the ranks of a bootstrap communicator (MpiComm over
-// MPI_COMM_WORLD), which carries the ncclUniqueId from rank 0 to the others.
+// MPI_COMM_WORLD; a LocalComm for a single rank, as in a build without MPI), which carries the
+// ncclUniqueId from rank 0 to the others.
 //
 // Device buffers: all_reduce_sum_device() enqueues an in-place ncclAllReduce on the caller's
 // stream and returns without waiting, so it can be captured in a CUDA graph; wait(stream) then

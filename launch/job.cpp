@@ -1,6 +1,7 @@
 #include "launch/job.hpp"
 
 #include "comm/collective_watchdog.hpp"
+#include "comm/launcher_environment.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/process_identity.hpp"
@@ -35,7 +36,12 @@ int pending_stop_signal() {
 Job::Job(int threads) {
   install_stop_signal_handlers();
   CollectiveWatchdog::set_expiry_handler(end_process_on_hung_collective);
-  if (launched_under_mpi()) mpi_ = std::make_unique<MpiRuntime>();
+  if (!mpi_built()) {
+    // Without MPI a launcher's tasks cannot form one job: refuse rather than run them as copies.
+    check_single_task_launch();
+  } else if (launched_under_mpi()) {
+    mpi_ = std::make_unique<MpiRuntime>();
+  }
   comm_ = make_world_communicator();
   check_launcher_world(comm_->size());
   const int local_ranks = process_identity().local_size;

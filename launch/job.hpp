@@ -1,6 +1,7 @@
 // The job a `selfspec` command runs in: MPI when started by mpirun/srun (MpiRuntime + MpiComm),
-// a single local rank otherwise; the worker-thread count; and the one place that decides to end
-// the job (run_job and the handlers installed here):
+// a single local rank otherwise (always in a build without MPI, which refuses a launch of several
+// tasks); the worker-thread count; and the one place that decides to end the job (run_job and
+// the handlers installed here):
 //   * an error on any rank: "[rank r/n host] error: ..." and, with several ranks, MPI_Abort so
 //     that no peer is left blocked in a collective;
 //   * a collective past its deadline (a peer died or hung, comm/collective_watchdog.hpp): the

@@ -4,16 +4,15 @@
 // alone. We compare the MPI world size with SLURM_STEP_NUM_TASKS (inside an srun step) or
 // SLURM_NTASKS (a process run directly in the batch script of a multi-task job). Processes started
 // by mpirun are exempt: mpirun sets the world size itself and may use part of an allocation.
+// (A build without MPI refuses any launch of several tasks before this: launch/job.cpp.)
 #pragma once
 
-#include <functional>
+#include "comm/launcher_environment.hpp"
+
 #include <optional>
 #include <string>
 
 namespace selfspec::launch {
-
-// Reads an environment variable (nullptr when unset); injectable for tests.
-using EnvironmentLookup = std::function<const char*(const char* name)>;
 
 // The reason the world size does not match the launcher's task count, or nullopt when it does
 // (or when this is not a SLURM job).

@@ -1,4 +1,5 @@
 // selfspec: one binary, subcommands. Multi-rank use is plain `mpirun -np N selfspec generate ...`.
+#include "comm/mpi_runtime.hpp"
 #include "launch/commands.hpp"
 #include "launch/run_config.hpp"
 
@@ -14,7 +15,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "selfspec: LLaMA-family inference with tensor parallelism and lossless "
       "self-speculative decoding"};
-  app.set_version_flag("--version", std::string("selfspec ") + SELFSPEC_VERSION);
+  // The version and the build's flavour: MPI (multi-rank jobs) and CUDA (the GPU backend).
+  app.set_version_flag("--version", fmt::format("selfspec {} (MPI {}, CUDA {})", SELFSPEC_VERSION,
+                                                selfspec::mpi_built() ? "yes" : "no: single rank",
+                                                SELFSPEC_HAVE_CUDA ? "yes" : "no"));
   app.require_subcommand(1);
   selfspec::launch::CommandBody run;
   selfspec::launch::add_generate_command(app, run);

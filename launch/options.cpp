@@ -1,5 +1,6 @@
 #include "launch/options.hpp"
 
+#include "comm/mpi_runtime.hpp"
 #include "core/error.hpp"
 
 #include <fmt/format.h>
@@ -37,6 +38,15 @@ CLI::Option* add_tp_option(CLI::App& command, int& tp, std::string_view purpose)
           ->check(CLI::PositiveNumber);
   if (tp > 0) option->capture_default_str();
   return option;
+}
+
+std::optional<std::string> tp_unavailable_reason(int tp, bool mpi_built) {
+  if (tp <= 1 || mpi_built) return std::nullopt;
+  return fmt::format(
+      "--tp {}: this selfspec was built without MPI (SELFSPEC_MPI=OFF, or CMake found no MPI) and "
+      "runs a single rank; tensor parallelism needs {} MPI ranks. Rebuild with MPI (Debian: "
+      "libopenmpi-dev openmpi-bin) and launch with mpirun -np {} / srun -n {}, or use --tp 1",
+      tp, tp, tp, tp);
 }
 
 CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
@@ -184,7 +194,9 @@ void EngineCliOptions::add_to(CLI::App& command) {
                   "override the layer count of a synthetic model (e.g. 70B geometry, 2 layers)")
       ->check(CLI::PositiveNumber);
   add_tp_option(command, tp,
-                "the run expects; must equal the number of ranks (mpirun -np / srun -n)");
+                mpi_built()
+                    ? "the run expects; must equal the number of ranks (mpirun -np / srun -n)"
+                    : "the run expects; 1 only: this build has no MPI");
   command
       .add_option("--tokenizer", tokenizer,
                   "tokenizer.json, tokenizer.model or a .gguf file (default: the one of --model)")
@@ -219,6 +231,9 @@ void EngineCliOptions::add_to(CLI::App& command) {
 }
 
 EngineOptions EngineCliOptions::engine_options() const {
+  if (const std::optional<std::string> reason = tp_unavailable_reason(tp, mpi_built())) {
+    fail("{}", *reason);
+  }
   EngineOptions options;
   options.source.model_path = model_path;
   options.source.architecture_file = architecture;

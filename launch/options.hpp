@@ -34,6 +34,10 @@ void add_config_option(CLI::App& command);
 // (0, the engine's "any", is not).
 CLI::Option* add_tp_option(CLI::App& command, int& tp, std::string_view purpose);
 
+// Why this build cannot run a job of `--tp tp` ranks, or nullopt when it can: tensor parallelism
+// needs tp MPI ranks, and a build without MPI (`mpi_built` false) runs a single rank.
+std::optional<std::string> tp_unavailable_reason(int tp, bool mpi_built);
+
 // --ctx-size N: "context length <purpose>"; 0 (the default) means max_position_embeddings.
 CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
                                  std::string_view purpose);
@@ -125,6 +129,7 @@ struct EngineCliOptions {
   std::string reduction = "rank-order";  // model/reduction_order.hpp; "auto" as in EngineOptions
 
   void add_to(CLI::App& command);
+  // Throws selfspec::Error naming --tp when this build cannot run it (tp_unavailable_reason).
   EngineOptions engine_options() const;
   // What the run's JSON calls the model: the directory, the GGUF file or the architecture file.
   std::string model_name() const { return model_path.empty() ? architecture : model_path; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up (Debian packages), builds (and the clang fuzz targets, scripts/build-fuzz.sh),
 # and runs the whole test suite with ctest. Multi-rank tests run under mpirun with hard timeouts.
-# JUnit XML goes to build/test-results.xml.
+# JUnit XML goes to build/test-results.xml. Then builds and tests the flavour without MPI
+# (scripts/test-no-mpi.sh, ./build-nompi) unless SELFSPEC_TEST_NO_MPI=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -19,3 +20,6 @@ for arg in "$@"; do
 done
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j "$(nproc)" \
   --output-junit "$PWD/$build_dir/test-results.xml" "${labels[@]}" "$@"
+if [ "${SELFSPEC_TEST_NO_MPI:-1}" != 0 ]; then
+  ./scripts/test-no-mpi.sh
+fi

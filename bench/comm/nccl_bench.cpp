@@ -12,8 +12,10 @@
 // The time per all-reduce is the slowest rank's. Bandwidths follow nccl-tests: algbw = bytes /
 // time, busbw = algbw * 2(n-1)/n (the per-link traffic of a ring all-reduce, comparable across
 // rank counts; 0 on one rank), computed from the graph time when measured.
-// Without a GPU (or without CUDA in the build) it says so and exits 0.
+// Without a GPU (or without CUDA in the build) it says so and exits 0. A build without MPI
+// measures one rank (run it directly) and refuses a launch of several tasks.
 #include "comm/communicator.hpp"
+#include "comm/launcher_environment.hpp"
 #include "comm/mpi_runtime.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -271,8 +273,12 @@ int run(const Options& options) {
     return 0;
   }
   std::optional<MpiRuntime> mpi;
-  if (launched_under_mpi()) mpi.emplace();
   try {
+    if (!mpi_built()) {
+      check_single_task_launch();
+    } else if (launched_under_mpi()) {
+      mpi.emplace();
+    }
     return measure(options);
   } catch (const std::exception& error) {
     std::fflush(stdout);

@@ -69,9 +69,7 @@ class HostShardReductions final : public ShardReductions {
     }
   }
   ShardStats* record_buffer(int which, std::size_t count) override {
-    auto& buffer = records_[static_cast<std::size_t>(which)];
-    if (buffer.size() < count) buffer.resize(count);
-    return buffer.data();
+    return at_least(records_[static_cast<std::size_t>(which)], count);
   }
   void fetch(ShardStats* host, const ShardStats* records, std::size_t count) override {
     std::copy(records, records + count, host);
@@ -80,9 +78,7 @@ class HostShardReductions final : public ShardReductions {
     for (std::int64_t r = 0; r < rows(); ++r) std::ranges::copy(row(r), out + r * pitch);
   }
   float* float_buffer(int which, std::size_t count) override {
-    auto& buffer = floats_[static_cast<std::size_t>(which)];
-    if (buffer.size() < count) buffer.resize(count);
-    return buffer.data();
+    return at_least(floats_[static_cast<std::size_t>(which)], count);
   }
   void fetch_floats(float* host, const float* values, std::size_t count) override {
     std::copy(values, values + count, host);
@@ -92,6 +88,11 @@ class HostShardReductions final : public ShardReductions {
   }
 
  private:
+  template <typename T>
+  static T* at_least(std::vector<T>& buffer, std::size_t count) {
+    if (buffer.size() < count) buffer.resize(count);
+    return buffer.data();
+  }
   std::span<const float> row(std::int64_t r) const {
     SELFSPEC_CHECK(r >= 0 && r < rows(), "logit row {} of {}", r, rows());
     return {rows_data() + r * vocab_local(), static_cast<std::size_t>(vocab_local())};

@@ -7,6 +7,7 @@
 #include "comm/nccl_comm.hpp"
 #endif
 #include "comm/collective_watchdog.hpp"
+#include "comm/mpi_runtime.hpp"
 #include "model_io/gguf_file.hpp"
 #include "model_io/gguf_tensor_source.hpp"
 #include "model_io/model_identity.hpp"
@@ -80,11 +81,16 @@ Engine::Engine(EngineOptions options, Communicator& comm)
 }
 
 void Engine::announce_rank() const {
-  // One line per rank, gathered to rank 0 and printed in rank order: where every rank runs.
+  // One line per rank, gathered to rank 0 and printed in rank order: where every rank runs, and
+  // over which communicators (a build without MPI says so: it has only the local one).
   const ProcessIdentity& id = process_identity();
-  const std::string line = fmt::format(
-      "[rank {}/{} {}] pid {}, local rank {}/{}, device {}", id.rank, id.size, id.host,
-      static_cast<long>(getpid()), id.local_rank, id.local_size, backend_->description().summary());
+  std::string comms(comm_.name());
+  if (device_comm_) comms += fmt::format(" + {}", device_comm_->name());
+  if (!mpi_built()) comms += " (this build has no MPI)";
+  const std::string line =
+      fmt::format("[rank {}/{} {}] pid {}, local rank {}/{}, device {}, comm {}", id.rank, id.size,
+                  id.host, static_cast<long>(getpid()), id.local_rank, id.local_size,
+                  backend_->description().summary(), comms);
   constexpr std::size_t kLine = 192;
   std::array<char, kLine> mine{};
   line.copy(mine.data(), kLine - 1);

@@ -36,6 +36,7 @@ TEST_F(AsdCli, GenerateMatchesAutoregressiveAtTp1And2AndReportsItsChoice) {
   const CommandResult ar = run(generate(""));
   ASSERT_EQ(ar.exit_code, 0) << ar.err;
   for (int ranks : {0, 2}) {
+    if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
     const CommandResult r =
         run(generate("--spec asd --asd-alpha 0.9 --max-draft 4 --debug-sync"), ranks);
     ASSERT_EQ(r.exit_code, 0) << r.err;

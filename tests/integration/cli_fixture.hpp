@@ -1,7 +1,9 @@
 // The harness of the tests that run the real `selfspec` binary: one command at a time (Cli::run,
 // always under `timeout`, optionally under mpirun), or in the background (BackgroundCommand) for
 // the tests that signal or kill a running job. Each test executable defines SELFSPEC_BINARY,
-// SELFSPEC_MPIEXEC and SELFSPEC_MPIEXEC_FLAGS.
+// SELFSPEC_MPIEXEC and SELFSPEC_MPIEXEC_FLAGS, and SELFSPEC_HAVE_MPI with
+// SELFSPEC_NO_MPI_SKIP_REASON: in a build without MPI a test reaching a multi-rank run skips the
+// rest of itself (SELFSPEC_SKIP_WITHOUT_MPI).
 #pragma once
 
 #include "tests/support/temp_dir.hpp"
@@ -57,9 +59,22 @@ inline void set_mpi_test_environment() {
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
 }
 
-// "mpirun -np N <flags> selfspec" or "selfspec".
+// In a build without MPI, ends the current test (the TEST body itself, not a helper: GTEST_SKIP
+// returns from the enclosing function) as skipped with the reason; what follows it launches
+// mpirun. The checks before it have run and count: a failure there still fails the test.
+#define SELFSPEC_SKIP_WITHOUT_MPI()                                      \
+  do {                                                                   \
+    if (!SELFSPEC_HAVE_MPI) GTEST_SKIP() << SELFSPEC_NO_MPI_SKIP_REASON; \
+  } while (0)
+
+// "mpirun -np N <flags> selfspec" or "selfspec". Without MPI there is no mpirun to launch: a test
+// that asks for one has a missing SELFSPEC_SKIP_WITHOUT_MPI, and fails saying so.
 inline std::string selfspec_command(int ranks) {
   if (ranks <= 0) return SELFSPEC_BINARY;
+  if (!SELFSPEC_HAVE_MPI) {
+    ADD_FAILURE() << "mpirun -np " << ranks
+                  << " in a build without MPI: SELFSPEC_SKIP_WITHOUT_MPI() belongs before it";
+  }
   return fmt::format("{} -np {} {} {}", SELFSPEC_MPIEXEC, ranks, SELFSPEC_MPIEXEC_FLAGS,
                      SELFSPEC_BINARY);
 }
@@ -69,8 +84,19 @@ class Cli : public ::testing::Test {
   static void SetUpTestSuite() { set_mpi_test_environment(); }
 
   CommandResult run(const std::string& args, int ranks = 0, int timeout_s = 120) {
-    const std::string command =
-        fmt::format("timeout {} {} {}", timeout_s, selfspec_command(ranks), args);
+    return run_command(fmt::format("timeout {} {} {}", timeout_s, selfspec_command(ranks), args));
+  }
+
+  // One selfspec process with extra environment variables ("NAME=value ..."), as a launcher
+  // would set them.
+  CommandResult run_in_environment(const std::string& variables, const std::string& args,
+                                   int timeout_s = 120) {
+    return run_command(
+        fmt::format("timeout {} env {} {} {}", timeout_s, variables, SELFSPEC_BINARY, args));
+  }
+
+  // Runs a shell command line with stdout and stderr captured.
+  CommandResult run_command(const std::string& command) {
     const auto out = dir_ / "stdout.txt";
     const auto err = dir_ / "stderr.txt";
     const int status = std::system(

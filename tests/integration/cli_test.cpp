@@ -37,6 +37,7 @@ TEST_F(Cli, TokensAreIdenticalAtEveryTpDegree) {
   const CommandResult single = run(args);
   ASSERT_EQ(single.exit_code, 0) << single.err;
   const auto tokens = single.json()["tokens"];
+  SELFSPEC_SKIP_WITHOUT_MPI();
   for (int ranks : {1, 2, 4}) {
     const CommandResult r = run(args, ranks);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -122,6 +123,7 @@ TEST_F(Cli, PromptLongerThanTheContextFailsBeforeLoading) {
       fmt::format("generate --model {} --prompt-ids 1,2,3,4 --max-new-tokens 61", model.string()));
   expect_error(r, "longer than the context of 64 tokens");
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("loading weights")));
+  SELFSPEC_SKIP_WITHOUT_MPI();
   expect_error(run(fmt::format("generate --model {} --prompt-ids 1,2 --max-new-tokens 8 "
                                "--ctx-size 6",
                                model.string()),
@@ -130,6 +132,7 @@ TEST_F(Cli, PromptLongerThanTheContextFailsBeforeLoading) {
 }
 
 TEST_F(Cli, UnshardableTpDegreeEndsEveryRank) {
+  SELFSPEC_SKIP_WITHOUT_MPI();
   const auto model = make_model("m");
   const CommandResult r = run(
       fmt::format("generate --model {} --prompt-ids 1 --max-new-tokens 2", model.string()), 3, 60);
@@ -192,6 +195,7 @@ TEST_F(Cli, SelfSpeculativeGenerateMatchesAutoregressiveAtEveryTpDegree) {
   const CommandResult ar = run(base);
   ASSERT_EQ(ar.exit_code, 0) << ar.err;
   for (int ranks : {0, 2, 4}) {
+    if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
     const auto trace = dir_ / fmt::format("trace{}.jsonl", ranks);
     const CommandResult r = run(
         base + fmt::format(" --spec layer-skip --skip-attn 1 --skip-mlp 0,2 --controller thompson "

@@ -292,6 +292,7 @@ TEST_F(ExitDataCli, OneTwoAndFourRanksCollectTheSameBytes) {
   const nlohmann::json m1 = manifest_of(one);
   EXPECT_EQ(m1["reduction"], (nlohmann::json{{"order", "tp-invariant"}, {"chunks", 8}}));
   const auto a = read_all_shards(one, m1);
+  SELFSPEC_SKIP_WITHOUT_MPI();
   for (const int ranks : {2, 4}) {
     const auto other =
         collect(fmt::format("tp{}", ranks), "--open-text --shard-positions 40", ranks);
@@ -317,6 +318,7 @@ TEST_F(ExitDataCli, OneTwoAndFourRanksCollectTheSameBytes) {
 // hidden states and log-probabilities are close but round differently at TP 2.
 TEST_F(ExitDataCli, RankOrderReductionIsCloseAcrossTp) {
   const auto one = collect("tp1", "--open-text --shard-positions 40 --reduction rank-order");
+  SELFSPEC_SKIP_WITHOUT_MPI();
   const auto two = collect("tp2", "--open-text --shard-positions 40 --reduction rank-order", 2);
   const nlohmann::json m1 = manifest_of(one);
   const nlohmann::json m2 = manifest_of(two);

@@ -65,6 +65,7 @@ class FailureHandling : public Cli {
 };
 
 TEST_F(FailureHandling, ARankKilledMidGenerationEndsTheJobWithinSeconds) {
+  SELFSPEC_SKIP_WITHOUT_MPI();
   auto job = start_generating();
   const pid_t victim = rank_pid(job->err(), 1);
   ASSERT_GT(victim, 0);
@@ -81,6 +82,7 @@ TEST_F(FailureHandling, ARankKilledMidGenerationEndsTheJobWithinSeconds) {
 }
 
 TEST_F(FailureHandling, AHungRankIsCaughtByTheCollectiveDeadline) {
+  SELFSPEC_SKIP_WITHOUT_MPI();
   auto job = start_generating("env SELFSPEC_COMM_TIMEOUT_S=3 ");
   const pid_t victim = rank_pid(job->err(), 1);
   ASSERT_GT(victim, 0);
@@ -101,6 +103,7 @@ TEST_F(FailureHandling, AHungRankIsCaughtByTheCollectiveDeadline) {
 }
 
 TEST_F(FailureHandling, SigtermToMpirunStopsEveryRankAndKeepsFinishedRuns) {
+  SELFSPEC_SKIP_WITHOUT_MPI();
   const auto jsonl = dir_ / "results" / "bench.jsonl";
   // On SIGTERM mpirun sends SIGCONT, waits odls_base_sigkill_timeout seconds (default 1), forwards
   // SIGTERM, waits as long again, then SIGKILLs. 3 s leaves room on a loaded 2-core machine; the
@@ -162,14 +165,15 @@ TEST_F(FailureHandling, SeventyBGeometryRunsAtTp8OnTheCpuWithTheTokensOfTp1) {
       "generate --architecture {}/configs/models/llama-2-70b.yaml --layers 2 --prompt-ids "
       "1,450,4996,17354 --max-new-tokens 4 --ignore-eos --json",
       SELFSPEC_SOURCE_DIR);
+  const CommandResult tp1 = run(args + " --threads 2", 0, 300);
+  ASSERT_EQ(tp1.exit_code, 0) << tp1.err;
+  SELFSPEC_SKIP_WITHOUT_MPI();
   const auto start = Clock::now();
   const CommandResult tp8 = run(args + " --tp 8 --threads 1", 8, 300);
   const double tp8_seconds = seconds_since(start);
   ASSERT_EQ(tp8.exit_code, 0) << tp8.err;
   EXPECT_EQ(tp8.json()["tp"], 8);
   for (int rank = 0; rank < 8; ++rank) EXPECT_GT(rank_pid(tp8.err, rank), 0) << rank;
-  const CommandResult tp1 = run(args + " --threads 2", 0, 300);
-  ASSERT_EQ(tp1.exit_code, 0) << tp1.err;
   EXPECT_EQ(tp8.json()["tokens"], tp1.json()["tokens"]);
   std::cout << fmt::format("[ measured ] 70B geometry, 2 layers, TP 8 on the CPU: {:.1f} s\n",
                            tp8_seconds);

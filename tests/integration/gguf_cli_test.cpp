@@ -34,6 +34,7 @@ TEST_F(GgufCli, GgufGivesTheCheckpointsTokensAtEveryTpDegree) {
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   const auto tokens = reference.json()["tokens"];
   for (int ranks : {0, 2, 4}) {
+    if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
     const CommandResult r = run(args(dir / "model.gguf"), ranks);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.json()["tokens"], tokens) << "np " << ranks;
@@ -90,7 +91,8 @@ TEST_F(GgufCli, BadGgufFilesNameTheFile) {
   };
   expect_error(generate(write("truncated.gguf", gguf.substr(0, gguf.size() / 2))),
                "truncated.gguf: tensor");
-  expect_error(generate(write("header.gguf", gguf.substr(0, 100))), "header.gguf: the metadata count claims");
+  expect_error(generate(write("header.gguf", gguf.substr(0, 100))),
+               "header.gguf: the metadata count claims");
   expect_error(generate(write("magic.gguf", "GGML" + gguf.substr(4))), "not a GGUF file");
   std::string version = gguf;
   version[4] = 9;
@@ -99,6 +101,7 @@ TEST_F(GgufCli, BadGgufFilesNameTheFile) {
   count[15] = '\x7f';  // the tensor count's top byte
   expect_error(generate(write("count.gguf", count)), "tensors, more than the limit");
   // Truncated under mpirun: every rank ends, nothing hangs.
+  SELFSPEC_SKIP_WITHOUT_MPI();
   const CommandResult r =
       run(fmt::format("generate --model {} --prompt-ids 1,2 --max-new-tokens 2",
                       write("t2.gguf", gguf.substr(0, gguf.size() - 64)).string()),

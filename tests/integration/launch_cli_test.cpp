@@ -129,32 +129,70 @@ TEST_F(Launch, RunConfigsFeedGenerateAndBadKeysAreNamed) {
   EXPECT_THAT(r.err, HasSubstr(config.string()));
 }
 
+const std::string kSeventy = fmt::format(
+    "generate --architecture {} --layers 2 --prompt-ids 1,2 --max-new-tokens 2 --threads 1",
+    model_file("llama-2-70b"));
+
 TEST_F(Launch, BadLaunchesAreRejectedBeforeAnyWeightIsRead) {
-  const std::string seventy = fmt::format(
-      "generate --architecture {} --layers 2 --prompt-ids 1,2 --max-new-tokens 2 --threads 1",
-      model_file("llama-2-70b"));
+  // Both a checkpoint and an architecture.
+  const auto model = make_model("m");
+  expect_error(run(fmt::format("{} --model {}", kSeventy, model.string())), "give one of them");
+  // SLURM started 4 tasks but this process is alone: the silent singleton start (with MPI), or
+  // four copies of a build that has no MPI.
+  const CommandResult r =
+      run_in_environment("SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4", kSeventy, 60);
+  expect_error(r, "SLURM_STEP_NUM_TASKS=4");
+  EXPECT_THAT(r.err, HasSubstr(SELFSPEC_HAVE_MPI ? "srun --mpi=pmix" : "built without MPI"));
+  EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
+}
+
+TEST_F(Launch, BadMultiRankLaunchesAreRejectedBeforeAnyWeightIsRead) {
+  SELFSPEC_SKIP_WITHOUT_MPI();
   // 64 heads do not split 3 ways.
-  CommandResult r = run(seventy, 3);
+  CommandResult r = run(kSeventy, 3);
   expect_error(r, "num_attention_heads = 64 is not divisible by tp = 3");
   EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
   // The config says TP 8; the job has 2 ranks.
-  r = run(seventy + " --tp 8", 2);
+  r = run(kSeventy + " --tp 8", 2);
   expect_error(r, "--tp 8 but the job has 2 rank(s)");
   EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
-  // Both a checkpoint and an architecture.
+}
+
+TEST_F(Launch, VersionNamesTheBuildsFlavour) {
+  const CommandResult r = run("--version");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("selfspec "));
+  EXPECT_THAT(r.out, HasSubstr(SELFSPEC_HAVE_MPI ? "MPI yes" : "MPI no: single rank"));
+}
+
+// A build without MPI runs one rank: it refuses --tp 2 and a launch as one of several tasks (each
+// task would run the whole job alone), naming the cause, before any weight is read; --tp 1 and a
+// launcher's single task run. (launch_test checks the messages in both flavours.)
+TEST_F(Launch, WithoutMpiTpAboveOneAndSeveralTasksAreRefused) {
+  if (SELFSPEC_HAVE_MPI) {
+    GTEST_SKIP() << "checks the build without MPI (SELFSPEC_MPI=OFF); this one has MPI";
+  }
   const auto model = make_model("m");
-  expect_error(run(fmt::format("{} --model {}", seventy, model.string())), "give one of them");
-  // SLURM started 4 tasks but this process is alone: the silent singleton start.
-  const std::string slurm = "env SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4 ";
-  const int status =
-      std::system(fmt::format("timeout 60 {}{} {} >{} 2>{} </dev/null", slurm, SELFSPEC_BINARY,
-                              seventy, (dir_ / "o.txt").string(), (dir_ / "e.txt").string())
-                      .c_str());
-  EXPECT_NE(WEXITSTATUS(status), 0);
-  const std::string err = read_file(dir_ / "e.txt");
-  EXPECT_THAT(err, HasSubstr("SLURM_STEP_NUM_TASKS=4"));
-  EXPECT_THAT(err, HasSubstr("srun --mpi=pmix"));
-  EXPECT_THAT(err, Not(HasSubstr("loading weights")));
+  const std::string generate =
+      fmt::format("generate --model {} --prompt-ids 1,2 --max-new-tokens 2 --json", model.string());
+  CommandResult r = run(generate + " --tp 2");
+  expect_error(r, "--tp 2: this selfspec was built without MPI");
+  EXPECT_THAT(r.err, HasSubstr("--tp 1"));
+  EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
+  r = run(generate + " --tp 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* launcher :
+       {"OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1", "PMI_SIZE=3 PMI_RANK=0",
+        "SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4 PMIX_RANK=2"}) {
+    r = run_in_environment(launcher, generate);
+    expect_error(r, "built without MPI");
+    EXPECT_THAT(r.err, HasSubstr("launched as one of"));
+    EXPECT_THAT(r.err, Not(HasSubstr("loading weights")));
+  }
+  // mpirun -np 1 (or srun -n 1) around this build is a single-rank job.
+  r = run_in_environment("OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_RANK=0", generate);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("comm local (this build has no MPI)"));
 }
 
 }  // namespace

@@ -179,6 +179,7 @@ TEST_F(RealModelCli, GreedyTokensMatchTransformersAtEveryTpDegree) {
   std::vector<int> launches = {0};
   if (real_model().tp > 1) launches.push_back(real_model().tp);
   for (const int ranks : launches) {
+    if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
     // Single-process, the in-process test has checked every prompt: two show the binary's path.
     const std::size_t count = ranks == 0 && launches.size() > 1 ? 2 : prompts.size();
     for (std::size_t i = 0; i < count; ++i) {
@@ -202,6 +203,7 @@ TEST_F(RealModelCli, SelfSpeculativeGreedyEqualsPlainDecoding) {
   std::vector<int> launches = {0};
   if (real_model().tp > 1) launches.push_back(real_model().tp);
   for (const int ranks : launches) {
+    if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
     EXPECT_EQ(generate(prompt, ranks, "--spec layer-skip --max-draft 4 " + skip), plain)
         << "np " << ranks;
   }
