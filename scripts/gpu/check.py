@@ -824,7 +824,7 @@ def step_configure(c, s):
         "-DSELFSPEC_CUDA=ON",
         f"-DCMAKE_CUDA_COMPILER={t['nvcc']}",
         f"-DCMAKE_CUDA_ARCHITECTURES={c.device['cuda_arch']}",
-        "-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON",
+        "-DSELFSPEC_MPI=OFF",  # the single-rank flavour: the GPU machine has no MPI
         f"-DCMAKE_PREFIX_PATH={c.kit_root}/usr",
         f"-DPKG_CONFIG_EXECUTABLE={c.kit_root}/bin/pkg-config",
         "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF",
@@ -924,6 +924,9 @@ def step_link_check(c, s):
         k: (v + ("  [kit]" if os.path.realpath(v).startswith(kit_real + os.sep) else ""))
         for k, v in sorted(resolved.items()) if k.startswith(interesting)}
     s.figures["programs"] = len(binaries)
+    if os.path.isfile(selfspec(c)):
+        rc, out = s.run([selfspec(c), "--version"], capture=True, timeout=30)
+        s.figures["selfspec_version"] = first_line(out) if rc == 0 else f"exit {rc}"
     # libcuda.so.1 comes with the driver: without a GPU (and driver) it is absent, as expected.
     if not c.device["present"]:
         for b in list(unresolved):
@@ -1475,7 +1478,7 @@ def main(argv):
     else:
         c.step("kit", "verify and unpack the kit", 180, lambda s: step_kit(c, s), fatal=True)
         if not c.build_failed:
-            c.step("configure", "cmake against the kit (MPI off)", 240,
+            c.step("configure", "cmake against the kit (SELFSPEC_MPI=OFF)", 240,
                    lambda s: step_configure(c, s), fatal=True)
         if not c.build_failed:
             c.step("build", "build the programs the checks run", args.build_timeout,
