@@ -94,11 +94,11 @@ KIT_DEPENDENCIES = [
 ]
 MACHINE_DEPENDENCIES = [
     ("nvcc", "CMAKE_CUDA_COMPILER"),
-    ("CUDA toolkit", "CUDAToolkit_BIN_DIR"),
+    ("CUDA runtime", "CUDA_cudart_LIBRARY"),
     ("NCCL header", "NCCL_INCLUDE_DIR"),
     ("NCCL library", "NCCL_LIBRARY"),
     ("C++ compiler", "CMAKE_CXX_COMPILER"),
-    ("MPI", "MPI_CXX_FOUND"),
+    ("MPI (SELFSPEC_MPI)", "SELFSPEC_MPI"),
 ]
 
 # The generate checks: a real trained model (stories260K, carried in the kit) and a synthetic
