@@ -3,9 +3,11 @@
 // kernels/cuda row_stats (one block per row), exchanged between ranks by one NCCL all-gather on
 // the backend's stream when the communicator takes device buffers; the walks are
 // kernels/cuda/shard_walk.cu. Only records of a few scalars are copied to the host, each copy
-// waiting for the stream under the backend's deadline (Backend::download). Scratch memory is
-// allocated once for kMaxRows rows and grown geometrically (an allocation drops the backend's
-// recorded graphs, so growing is rare); retained draft rows keep their buffers across rounds.
+// waiting for the stream under the backend's deadline (Backend::download). Scratch memory is this
+// file's own cudaMalloc rather than Backend::allocate, which drops the backend's recorded graphs
+// (a new buffer may take a freed one's address): no graph refers to these buffers, so a new
+// decoding run keeps the graphs of the last. It is sized for a verification's rows up front and
+// grows geometrically; retained draft rows keep their buffers across rounds.
 #include "backend/backend.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
@@ -30,13 +32,22 @@ static_assert(offsetof(ShardStats, argmax) == offsetof(kcu::RowStatsRecord, argm
 
 constexpr std::size_t kInitialRecords = 256;  // rows × ranks of one verification, generously
 
+// Zeroed device memory on the current device (the backend's: same thread), freed by cudaFree.
+DeviceBuffer device_allocation(std::size_t bytes) {
+  void* data = nullptr;
+  SELFSPEC_CUDA_CHECK(cudaMalloc(&data, bytes));
+  DeviceBuffer buffer(data, bytes, [](void* pointer) { (void)cudaFree(pointer); });
+  SELFSPEC_CUDA_CHECK(cudaMemset(data, 0, bytes));
+  return buffer;
+}
+
 class CudaShardReductions final : public ShardReductions {
  public:
   CudaShardReductions(Backend& backend, const ShardPlan& shard)
       : ShardReductions(shard), backend_(backend) {
     SELFSPEC_CHECK(!backend.host_memory() && backend.native_stream() != nullptr,
                    "CUDA shard reductions need a CUDA backend");
-    scratch_ = backend_.allocate(sizeof(Scratch));
+    scratch_ = device_allocation(sizeof(Scratch));
     for (auto& records : records_) grow(records, kInitialRecords);
   }
 
@@ -60,7 +71,7 @@ class CudaShardReductions final : public ShardReductions {
   int retain(std::int64_t r) override {
     check_row(r);
     const std::size_t bytes = static_cast<std::size_t>(vocab_local()) * sizeof(float);
-    if (retained_count_ == retained_.size()) retained_.push_back(backend_.allocate(bytes));
+    if (retained_count_ == retained_.size()) retained_.push_back(device_allocation(bytes));
     DeviceBuffer& slot = retained_[retained_count_];
     SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(slot.data(), rows_data() + r * vocab_local(), bytes,
                                         cudaMemcpyDeviceToDevice, stream_t()));
@@ -131,7 +142,7 @@ class CudaShardReductions final : public ShardReductions {
     DeviceBuffer& buffer = floats_[static_cast<std::size_t>(which)];
     if (buffer.bytes() < count * sizeof(float)) {
       buffer =
-          backend_.allocate(std::max(count, 2 * buffer.bytes() / sizeof(float)) * sizeof(float));
+          device_allocation(std::max(count, 2 * buffer.bytes() / sizeof(float)) * sizeof(float));
     }
     return buffer.as<float>();
   }
@@ -167,7 +178,7 @@ class CudaShardReductions final : public ShardReductions {
   cudaStream_t stream_t() const { return static_cast<cudaStream_t>(backend_.native_stream()); }
   void grow(DeviceBuffer& records, std::size_t count) {
     const std::size_t have = records.bytes() / sizeof(ShardStats);
-    records = backend_.allocate(std::max(count, 2 * have) * sizeof(ShardStats));
+    records = device_allocation(std::max(count, 2 * have) * sizeof(ShardStats));
   }
   void check_row(std::int64_t r) const {
     SELFSPEC_CHECK(r >= 0 && r < rows(), "logit row {} of {}", r, rows());
