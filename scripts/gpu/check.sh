@@ -17,8 +17,9 @@
 # Exit status: 0 every check passed; 1 a check failed; 2 bad arguments; 3 no device (no GPU
 # visible: the build was done and checked, nothing ran on a GPU - not a pass); 4 the kit,
 # configuration or build failed; 5 incomplete (the time budget ran out first).
-# The work is done by scripts/gpu/check.py, run with the first Python 3 found ($SELFSPEC_PYTHON,
-# python3 on PATH, PyTorch's /opt/torch/.venv/bin/python3, /usr/bin/python3).
+# The work is done by scripts/gpu/check.py (which lists the exit codes) and its package
+# scripts/gpu/gpu_check/ (whose __init__.py maps the modules), run with the first Python 3 found
+# ($SELFSPEC_PYTHON, python3 on PATH, PyTorch's /opt/torch/.venv/bin/python3, /usr/bin/python3).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
