@@ -7,7 +7,8 @@
 # builds selfspec from the kit (all CPUs, MPI off, CUDA arch of the GPU) into build-gpu/, then runs,
 # each step under its own time bound and all within --budget (default 540 s): ctest -L gpu riskiest
 # first (top-p tie cut, tree-mask attention, prefill workspace, speculative_accept, cuBLASLt,
-# token-count invariance, backend vs CPU, graph replay, speculative losslessness, the rest);
+# token-count invariance, backend vs CPU, graph replay, speculative losslessness, device-side
+# verification, the rest);
 # selfspec generate with CUDA graphs on vs off and speculative vs autoregressive on the GPU; the
 # decode bench on a LLaMA-2-7B-geometry synthetic bf16 model with and without CUDA graphs; the
 # CUDA kernel and NCCL benches; and records nvidia-smi, versions and the GPU. It writes

@@ -27,6 +27,9 @@ CTEST_GROUPS = [
      r"CudaBackendTest\.GraphReplays"),
     ("ctest_speculative_lossless", "self-speculative greedy == autoregressive (backend)",
      r"CudaBackendTest\.SelfSpeculativeGreedy"),
+    ("ctest_device_verification",
+     "device-side verification: shard-walk kernels vs CPU, decisions vs the host path",
+     r"CudaShardWalk\.|CudaBackendTest\.DeviceSideVerification"),
 ]
 CTEST_REST = ("ctest_gpu_rest", "every other test labelled gpu")
 
