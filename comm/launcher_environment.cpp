@@ -7,9 +7,8 @@
 #include <cstring>
 
 namespace selfspec {
-namespace {
 
-std::optional<int> positive_int(const char* text) {
+std::optional<int> positive_count(const char* text) {
   if (text == nullptr) return std::nullopt;
   int value = 0;
   const char* end = text + std::strlen(text);
@@ -17,8 +16,6 @@ std::optional<int> positive_int(const char* text) {
   if (ec != std::errc() || last != end || value <= 0) return std::nullopt;
   return value;
 }
-
-}  // namespace
 
 const char* process_environment_variable(const char* name) {
   return std::getenv(name);
@@ -35,7 +32,7 @@ bool launched_under_mpi(const EnvironmentLookup& environment) {
 std::optional<LauncherTasks> launcher_tasks(const EnvironmentLookup& environment) {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
                            "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}) {
-    if (const std::optional<int> count = positive_int(environment(name))) {
+    if (const std::optional<int> count = positive_count(environment(name))) {
       return LauncherTasks{*count, name};
     }
   }

@@ -17,6 +17,10 @@ using EnvironmentLookup = std::function<const char*(const char* name)>;
 // The process environment (std::getenv).
 const char* process_environment_variable(const char* name);
 
+// The value of an environment variable holding a count: a whole number > 0, or nullopt (unset,
+// empty, not a number, not positive).
+std::optional<int> positive_count(const char* text);
+
 // True when the environment says this process was started by mpirun/mpiexec/srun as part of an
 // MPI job (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, ...). A plain `selfspec ...` is not.
 bool launched_under_mpi(const EnvironmentLookup& environment = process_environment_variable);

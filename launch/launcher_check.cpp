@@ -4,29 +4,15 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdlib>
-#include <cstring>
 
 namespace selfspec::launch {
-namespace {
-
-std::optional<int> positive_int(const char* text) {
-  if (text == nullptr) return std::nullopt;
-  int value = 0;
-  const char* end = text + std::strlen(text);
-  const auto [last, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || last != end || value <= 0) return std::nullopt;
-  return value;
-}
-
-}  // namespace
 
 std::optional<std::string> launcher_world_mismatch(int world_size,
                                                    const EnvironmentLookup& environment) {
   if (environment("OMPI_COMM_WORLD_SIZE") != nullptr) return std::nullopt;  // mpirun
   if (environment("SLURM_JOB_ID") == nullptr) return std::nullopt;          // not SLURM
-  if (const std::optional<int> step_tasks = positive_int(environment("SLURM_STEP_NUM_TASKS"))) {
+  if (const std::optional<int> step_tasks = positive_count(environment("SLURM_STEP_NUM_TASKS"))) {
     if (*step_tasks == world_size) return std::nullopt;
     return fmt::format(
         "srun started {} tasks (SLURM_STEP_NUM_TASKS={}) but MPI sees a world of {} rank(s): the "
@@ -35,7 +21,7 @@ std::optional<std::string> launcher_world_mismatch(int world_size,
         "with mpirun",
         *step_tasks, *step_tasks, world_size);
   }
-  if (const std::optional<int> tasks = positive_int(environment("SLURM_NTASKS"))) {
+  if (const std::optional<int> tasks = positive_count(environment("SLURM_NTASKS"))) {
     if (*tasks == world_size) return std::nullopt;
     return fmt::format(
         "running as {} rank(s) directly in the batch script of a SLURM job of {} tasks "
