@@ -7,18 +7,18 @@
 #                  find their prefix through ${pcfiledir}, absolute symlinks made relative) and
 #                  compressed; pkgconf with a wrapper bin/pkg-config that sees the kit's .pc files
 #                  only. check.sh unpacks it into its build folder.
-#   models/        the small real models the checks run (stories260K; synthetic ones are made on
-#                  the machine).
+#   models/        small real models for the checks, when given (--model DIR: an HF-layout folder
+#                  such as stories260K); without one the checks use the synthetic models they make
+#                  on the machine.
 #   nccl/include/  nccl.h of this machine's CUDA toolkit (--nccl-header), for a machine whose NCCL
 #                  (PyTorch's pip package) brings its library without the header.
 #   manifest.json  packages, versions and SHA-256 sums of the .debs, the tarball and the models.
 # Run it here (Debian, apt with network; dpkg-deb, tar, xz, sha256sum):
-#   scripts/gpu/pack.sh [--out DIR] [--model DIR | --no-model] [--debs DIR] [--packages "P ..."]
+#   scripts/gpu/pack.sh [--out DIR] [--model DIR] [--debs DIR] [--packages "P ..."]
 #                       [--max-mb N] [--nccl-header FILE | --no-nccl-header]
 #   --out DIR          the kit folder (default <repo>/.gpu-kit); replaced only when the new kit
 #                      is complete and within the size limit
-#   --model DIR        a model folder to carry (default <repo>/../shared/models/stories260K);
-#                      repeatable; --no-model carries none
+#   --model DIR        a model folder to carry (repeatable; default: none)
 #   --debs DIR         take the .deb files from DIR instead of `apt-get download` (offline)
 #   --packages "P ..." the packages to carry instead of the built-in list (tests use this)
 #   --max-mb N         size limit of the kit folder in MiB (default 48)
@@ -50,7 +50,7 @@ default_packages=(
 )
 
 out="$repo/.gpu-kit"
-models=("$repo/../shared/models/stories260K")
+models=()
 debs_dir=""
 packages=("${default_packages[@]}")
 max_mb=48
@@ -63,20 +63,15 @@ die() {
 }
 usage_error() {
   echo "pack.sh: $*" >&2
-  echo "usage: scripts/gpu/pack.sh [--out DIR] [--model DIR | --no-model] [--debs DIR]" \
+  echo "usage: scripts/gpu/pack.sh [--out DIR] [--model DIR] [--debs DIR]" \
        "[--packages \"P ...\"] [--max-mb N] [--nccl-header FILE | --no-nccl-header]" >&2
   exit 2
 }
 
-models_given=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || usage_error "--out needs a folder"; out=$2; shift 2 ;;
-    --model)
-      [ $# -ge 2 ] || usage_error "--model needs a folder"
-      if [ "$models_given" -eq 0 ]; then models=(); models_given=1; fi
-      models+=("$2"); shift 2 ;;
-    --no-model) models=(); models_given=1; shift ;;
+    --model) [ $# -ge 2 ] || usage_error "--model needs a folder"; models+=("$2"); shift 2 ;;
     --debs) [ $# -ge 2 ] || usage_error "--debs needs a folder"; debs_dir=$2; shift 2 ;;
     --packages)
       [ $# -ge 2 ] || usage_error "--packages needs a list"
@@ -98,7 +93,7 @@ for tool in dpkg-deb tar xz sha256sum python3 find; do
   command -v "$tool" >/dev/null || die "needs '$tool' (Debian: dpkg, tar, xz-utils, coreutils, python3, findutils)"
 done
 for m in "${models[@]}"; do
-  [ -f "$m/config.json" ] || die "model folder '$m' has no config.json (pass --model DIR or --no-model)"
+  [ -f "$m/config.json" ] || die "--model '$m': the folder has no config.json"
 done
 
 out=$(realpath -m "$out")

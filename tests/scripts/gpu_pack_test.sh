@@ -112,7 +112,7 @@ EOF
 # ---- Over the limit: refused with exit 3, the existing kit left as it was ----
 touch "$kit/marker"
 set +e
-"$pack" --debs "$tmp/debs" --packages "$packages" --no-model --no-nccl-header --out "$kit" --max-mb 2 \
+"$pack" --debs "$tmp/debs" --packages "$packages" --no-nccl-header --out "$kit" --max-mb 2 \
   >"$tmp/big.log" 2>&1
 status=$?
 set -e
@@ -123,7 +123,7 @@ no_scratch_left
 
 # ---- A missing package, bad arguments ----
 set +e
-"$pack" --debs "$tmp/debs" --packages "selfspec-fake-dev selfspec-absent" --no-model \
+"$pack" --debs "$tmp/debs" --packages "selfspec-fake-dev selfspec-absent" \
   --out "$tmp/k2" >"$tmp/missing.log" 2>&1
 status=$?
 "$pack" --max-mb lots >/dev/null 2>&1

@@ -1,5 +1,5 @@
-"""selfspec generate as the generate checks run it: on a real trained model (stories260K, carried
-in the kit) and a synthetic bf16 GQA model made on the machine, with prompts of token ids (no
+"""selfspec generate as the generate checks run it: on a real trained model (stories260K, when the
+kit carries one: pack.sh --model DIR) and a synthetic bf16 GQA model made on the machine, with prompts of token ids (no
 tokenizer needed); each distinct run once (the checks share them)."""
 
 import os
