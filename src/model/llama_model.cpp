@@ -178,7 +178,9 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   workspace(up_, tokens_n * inter_local_);
   const auto n_rows = static_cast<std::int64_t>(args.logit_rows.size());
   const Matrix& head = weights_.output_matrix();
-  logits.resize(static_cast<std::size_t>(n_rows * head.rows));
+  // Logits kept in device memory (device-side verification) never touch the host vector.
+  const bool keep_on_device = args.keep_logits_on_device && !backend_.host_memory();
+  logits.resize(keep_on_device ? 0 : static_cast<std::size_t>(n_rows * head.rows));
   if (vocabulary != nullptr && vocabulary->local_size() > 0)
     workspace(draft_logits_, static_cast<std::size_t>(n_rows * vocabulary->local_size()));
   float* logits_out = backend_.host_memory()
@@ -223,13 +225,10 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
     run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit, observe);
   });
   resident_logits_ = {};
-  if (n_rows > 0 && !backend_.host_memory()) {
-    if (args.keep_logits_on_device) {
-      logits.clear();
-      resident_logits_ = {logits_out, n_rows, head.rows};
-    } else {
-      backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
-    }
+  if (keep_on_device) {
+    resident_logits_ = {logits_out, n_rows, head.rows};
+  } else if (n_rows > 0 && !backend_.host_memory()) {
+    backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
   }
   kv.extend(n_tokens);
   ++counters_.forwards;
