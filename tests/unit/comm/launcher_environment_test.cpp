@@ -8,6 +8,8 @@
 #include "comm/mpi_runtime.hpp"
 #include "core/error.hpp"
 
+#include "tests/support/fake_environment.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,45 +21,42 @@ namespace {
 
 using ::testing::HasSubstr;
 
-EnvironmentLookup fake(std::map<std::string, std::string> variables) {
-  return [variables = std::move(variables)](const char* name) -> const char* {
-    const auto it = variables.find(name);
-    return it == variables.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake_environment;
 
 TEST(LauncherEnvironment, APlainRunIsNoMpiJobAndHasNoTaskCount) {
-  EXPECT_FALSE(launched_under_mpi(fake({})));
-  EXPECT_FALSE(launcher_tasks(fake({})));
-  EXPECT_FALSE(several_tasks_without_mpi(fake({})));
+  EXPECT_FALSE(launched_under_mpi(fake_environment({})));
+  EXPECT_FALSE(launcher_tasks(fake_environment({})));
+  EXPECT_FALSE(several_tasks_without_mpi(fake_environment({})));
   // SLURM alone (sbatch, salloc) does not make an MPI job.
-  EXPECT_FALSE(launched_under_mpi(fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}})));
+  EXPECT_FALSE(
+      launched_under_mpi(fake_environment({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}})));
 }
 
 TEST(LauncherEnvironment, EachLaunchersVariablesAreRecognised) {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
                            "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"}) {
-    EXPECT_TRUE(launched_under_mpi(fake({{name, "2"}}))) << name;
+    EXPECT_TRUE(launched_under_mpi(fake_environment({{name, "2"}}))) << name;
   }
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
                            "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}) {
-    const auto tasks = launcher_tasks(fake({{name, "6"}}));
+    const auto tasks = launcher_tasks(fake_environment({{name, "6"}}));
     ASSERT_TRUE(tasks) << name;
     EXPECT_EQ(tasks->count, 6) << name;
     EXPECT_EQ(tasks->variable, name);
   }
   // Not a positive count: ignored.
-  EXPECT_FALSE(launcher_tasks(fake({{"OMPI_COMM_WORLD_SIZE", "two"}, {"PMI_SIZE", "0"}})));
+  EXPECT_FALSE(
+      launcher_tasks(fake_environment({{"OMPI_COMM_WORLD_SIZE", "two"}, {"PMI_SIZE", "0"}})));
 }
 
 TEST(LauncherEnvironment, TheLaunchersOwnCountWinsOverTheAllocations) {
   // mpirun -np 1 (or srun -n 1) inside an allocation of 16 tasks is one task.
-  const auto mpirun =
-      fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+  const auto mpirun = fake_environment(
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
   EXPECT_EQ(launcher_tasks(mpirun)->count, 1);
   EXPECT_FALSE(several_tasks_without_mpi(mpirun));
-  const auto step =
-      fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}, {"SLURM_STEP_NUM_TASKS", "1"}});
+  const auto step = fake_environment(
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}, {"SLURM_STEP_NUM_TASKS", "1"}});
   EXPECT_EQ(launcher_tasks(step)->variable, "SLURM_STEP_NUM_TASKS");
   EXPECT_FALSE(several_tasks_without_mpi(step));
 }
@@ -67,7 +66,7 @@ TEST(LauncherEnvironment, WithoutMpiSeveralTasksAreRefusedNamingTheVariable) {
                                                                       {"PMI_SIZE", "3"},
                                                                       {"SLURM_STEP_NUM_TASKS", "4"},
                                                                       {"SLURM_NTASKS", "8"}}) {
-    const auto reason = several_tasks_without_mpi(fake({{name, value}}));
+    const auto reason = several_tasks_without_mpi(fake_environment({{name, value}}));
     ASSERT_TRUE(reason) << name;
     EXPECT_THAT(*reason, HasSubstr("built without MPI"));
     EXPECT_THAT(*reason, HasSubstr(name + "=" + value));

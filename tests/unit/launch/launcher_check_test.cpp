@@ -3,6 +3,8 @@
 // matching SLURM steps alone.
 #include "launch/launcher_check.hpp"
 
+#include "tests/support/fake_environment.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,23 +16,18 @@ namespace {
 
 using ::testing::HasSubstr;
 
-EnvironmentLookup fake(std::map<std::string, std::string> variables) {
-  return [variables = std::move(variables)](const char* name) -> const char* {
-    const auto it = variables.find(name);
-    return it == variables.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake_environment;
 
 TEST(LauncherCheck, OutsideSlurmNothingIsChecked) {
-  EXPECT_FALSE(launcher_world_mismatch(1, fake({})));
-  EXPECT_FALSE(launcher_world_mismatch(4, fake({{"OMPI_COMM_WORLD_SIZE", "4"}})));
+  EXPECT_FALSE(launcher_world_mismatch(1, fake_environment({})));
+  EXPECT_FALSE(launcher_world_mismatch(4, fake_environment({{"OMPI_COMM_WORLD_SIZE", "4"}})));
 }
 
 TEST(LauncherCheck, AnSrunStepMustFormOneWorldOfAllItsTasks) {
-  const auto step = fake({{"SLURM_JOB_ID", "7"},
-                          {"SLURM_NTASKS", "8"},
-                          {"SLURM_STEP_NUM_TASKS", "8"},
-                          {"SLURM_PROCID", "3"}});
+  const auto step = fake_environment({{"SLURM_JOB_ID", "7"},
+                                      {"SLURM_NTASKS", "8"},
+                                      {"SLURM_STEP_NUM_TASKS", "8"},
+                                      {"SLURM_PROCID", "3"}});
   EXPECT_FALSE(launcher_world_mismatch(8, step));
   const auto singleton = launcher_world_mismatch(1, step);
   ASSERT_TRUE(singleton);
@@ -38,21 +35,24 @@ TEST(LauncherCheck, AnSrunStepMustFormOneWorldOfAllItsTasks) {
   EXPECT_THAT(*singleton, HasSubstr("--mpi=pmix"));
   // A step smaller than the allocation is fine when the world matches the step.
   EXPECT_FALSE(launcher_world_mismatch(
-      2, fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_TASKS", "2"}})));
+      2, fake_environment(
+             {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_TASKS", "2"}})));
 }
 
 TEST(LauncherCheck, ASingleProcessInAMultiTaskBatchScriptIsCaught) {
-  const auto batch = fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}});
+  const auto batch = fake_environment({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}});
   const auto reason = launcher_world_mismatch(1, batch);
   ASSERT_TRUE(reason);
   EXPECT_THAT(*reason, HasSubstr("SLURM_NTASKS=16"));
   EXPECT_THAT(*reason, HasSubstr("srun"));
-  EXPECT_FALSE(launcher_world_mismatch(1, fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}})));
+  EXPECT_FALSE(
+      launcher_world_mismatch(1, fake_environment({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}})));
 }
 
 TEST(LauncherCheck, MpirunInsideAnAllocationChoosesItsOwnWorld) {
   EXPECT_FALSE(launcher_world_mismatch(
-      4, fake({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}, {"OMPI_COMM_WORLD_SIZE", "4"}})));
+      4, fake_environment(
+             {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "16"}, {"OMPI_COMM_WORLD_SIZE", "4"}})));
 }
 
 }  // namespace
