@@ -112,8 +112,22 @@ for name in slurmd slurmctld munged; do
     rm -f "$pids/$name.pid"
   fi
 done
+# (The namespace cluster of the multinode tests, scripts/multinode/netns_cluster.sh, is no live
+# cluster of this machine: its daemons use other ports, another slurm.conf and, for slurmd,
+# network namespaces of their own; they are left out.)
+netns_cluster=/run/selfspec-netns-cluster
+not_netns_cluster() {
+  local p ns
+  ns=$(stat -L -c %i /proc/self/ns/net)
+  while read -r p; do
+    [ -n "$p" ] || continue
+    [ "$p" = "$(cat "$netns_cluster/slurmctld.pid" 2>/dev/null)" ] && continue
+    [ "$(stat -L -c %i "/proc/$p/ns/net" 2>/dev/null)" = "$ns" ] || continue
+    echo "$p"
+  done
+}
 for name in slurmctld slurmd; do
-  other=$(pids_named "$name" | tr '\n' ' ')
+  other=$(pids_named "$name" | not_netns_cluster | tr '\n' ' ')
   if [ -n "$other" ]; then
     echo "SKIP: $name is already running (pid $other) and was not started by this test; it" \
          "will not reconfigure a live Slurm cluster"

@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# What the multinode tests share (sourced, never run): the cluster of
+# scripts/multinode/netns_cluster.sh, brought up by the ctest fixture multinode_cluster
+# (tests/multinode/cluster_fixture.sh), and helpers to run jobs on it and to watch their ranks.
+#
+#   mn_init NAME BUILD_DIR   checks the cluster (exit 77 with the fixture's reason when it is not
+#                            up), sets repo, bin, cluster, work (BUILD_DIR/multinode/NAME), SLURM_CONF
+#   mn_wait_job JOBID SECONDS    waits for the job to end; sets job_state (fails after SECONDS)
+#   mn_ranks NODE            pids of the selfspec processes on node NODE
+#   mn_tokens FILE           the "tokens":[...] of the last JSON line of FILE
+#   mn_wait_idle SECONDS     waits until every node is idle again
+#   mn_fail MESSAGE          prints FAIL and exits 1 (after showing $work's logs)
+
+mn_init() {
+  local name=$1 build_dir
+  build_dir=$(cd "$2" && pwd)
+  repo=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  bin=$build_dir/bin/selfspec
+  cluster=$repo/scripts/multinode/netns_cluster.sh
+  local fixture=$build_dir/multinode/cluster
+  if [ -f "$fixture/skipped" ]; then
+    echo "SKIP: $(cat "$fixture/skipped")"
+    exit 77
+  fi
+  if [ ! -f /run/selfspec-netns-cluster/slurm.conf ]; then
+    echo "FAIL: the namespace cluster is not up (the fixture multinode_cluster_up failed:" \
+         "$fixture/logs)" >&2
+    exit 1
+  fi
+  [ -x "$bin" ] || { echo "FAIL: $bin not found (build the selfspec target first)" >&2; exit 1; }
+  eval "$("$cluster" env)"
+  export SLURM_CONF
+  work=$build_dir/multinode/$name
+  rm -rf "$work"
+  mkdir -p "$work"
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  t_start=$(date +%s)
+}
+
+log() { echo "[$(basename "$0" .sh) +$(($(date +%s) - t_start))s] $*"; }
+
+mn_fail() {
+  echo "FAIL: $*" >&2
+  local f
+  for f in "$work"/*.out "$work"/*.log; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 25 "$f" >&2; }
+  done
+  exit 1
+}
+
+mn_wait_job() {
+  local deadline=$(($(date +%s) + $2))
+  job_state=
+  while :; do
+    job_state=$(scontrol show job -o "$1" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
+    case "$job_state" in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | BOOT_FAIL | DEADLINE)
+        return 0 ;;
+    esac
+    [ "$(date +%s)" -lt "$deadline" ] || mn_fail "job $1 still '${job_state:-?}' after $2 s"
+    sleep 0.5
+  done
+}
+
+mn_ranks() {
+  local want p
+  want=$(stat -L -c %i "/run/netns/ssmn-node$1" 2> /dev/null) || return 0
+  for p in /proc/[0-9]*; do
+    [ "$(cat "$p/comm" 2> /dev/null)" = selfspec ] || continue
+    [ "$(awk '{print $3}' "$p/stat" 2> /dev/null)" != Z ] || continue
+    [ "$(stat -L -c %i "$p/ns/net" 2> /dev/null)" = "$want" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+mn_tokens() { tail -n 1 "$1" 2> /dev/null | grep -o '"tokens":\[[0-9,]*\]' || true; }
+
+mn_wait_idle() {
+  local deadline=$(($(date +%s) + $1)) nodes idle
+  nodes=$(cat /run/selfspec-netns-cluster/nodes)
+  while :; do
+    idle=$(sinfo -h -N -t idle -o %N 2> /dev/null | sort -u | grep -c . || true)
+    [ "$idle" -eq "$nodes" ] && return 0
+    [ "$(date +%s)" -lt "$deadline" ] || mn_fail "nodes not idle after $1 s: $(sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
+    sleep 0.5
+  done
+}
