@@ -2,12 +2,15 @@
 // config alone — an architecture file or a model directory's config.json, never the weights — it
 // validates the split (query heads, KV heads, intermediate, vocabulary), and prints per-rank bytes
 // of weights, KV cache and forward workspace against an optional --gpu-memory budget.
+// With --comm-table it also predicts the per-token decode latency, plain and self-speculative,
+// from a comm table (launch/plan_cost.hpp, launch/comm_cost_model.hpp).
 // Exit status: 0 fits (or no budget given), 2 cannot be sharded, 3 exceeds the budget.
 #include "core/error.hpp"
 #include "launch/commands.hpp"
 #include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
+#include "launch/plan_cost.hpp"
 #include "launch/rank_plan.hpp"
 #include "launch/report.hpp"
 #include "model/shard_plan.hpp"
@@ -41,6 +44,7 @@ struct PlanOptions {
   double overhead_gb = 2.0;
   int gpus_per_node = 8;
   bool json = false;
+  PlanCostOptions cost;
 };
 
 // The configuration the options name (no weights read).
@@ -68,6 +72,7 @@ struct Plan {
   std::optional<std::string> problem;
   bool budget = false;
   bool fits = true;
+  std::optional<PlanCost> cost;  // with --comm-table, for a valid split
 };
 
 Plan make_plan(const PlanOptions& options, const ModelSource& source) {
@@ -114,6 +119,10 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   if (plan.budget && !plan.problem) {
     out["headroom_bytes"] = static_cast<std::int64_t>(budget_bytes) -
                             static_cast<std::int64_t>(largest_bytes + overhead_bytes);
+  }
+  if (!options.cost.comm_table.empty()) {
+    if (!plan.problem) plan.cost = plan_cost(options.cost, config, plan.ranks, dtype);
+    out["cost_model"] = plan.cost ? plan_cost_json(*plan.cost) : nlohmann::json(nullptr);
   }
   return plan;
 }
@@ -164,6 +173,7 @@ int run_plan(const PlanOptions& options) {
     print_json_line(plan.json);
   } else {
     print_plan(options, source, plan);
+    if (plan.cost) print_plan_cost(*plan.cost, options.tp);
   }
   return status;
 }
@@ -202,6 +212,7 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
   command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  add_plan_cost_options(*command, options->cost);
   add_json_flag(*command, options->json, "the summary");
   command->callback([options, &run] {
     run = [options] { return run_without_job([&] { return run_plan(*options); }); };

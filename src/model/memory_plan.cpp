@@ -4,21 +4,32 @@
 
 namespace selfspec {
 
-RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
-                            std::int64_t context) {
+LayerWeightBytes plan_layer_weight_bytes(const ModelConfig& config, const ShardPlan& shard,
+                                         DType weight_dtype) {
   const auto w = static_cast<std::uint64_t>(dtype_size(weight_dtype));
   const auto hidden = static_cast<std::uint64_t>(config.hidden_size);
   const auto hd = static_cast<std::uint64_t>(config.head_dim);
   const auto q = static_cast<std::uint64_t>(shard.q_heads.size()) * hd;
   const auto kv = static_cast<std::uint64_t>(shard.kv_heads.size()) * hd;
   const auto inter = static_cast<std::uint64_t>(shard.intermediate.size());
+
+  LayerWeightBytes bytes;
+  bytes.attention = (q * hidden + 2 * kv * hidden + hidden * q) * w + hidden * sizeof(float);
+  if (config.attention_bias) bytes.attention += (q + 2 * kv) * sizeof(float);
+  if (config.o_proj_bias()) bytes.attention += hidden * sizeof(float);
+  bytes.mlp = 3 * inter * hidden * w + hidden * sizeof(float);
+  return bytes;
+}
+
+RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
+                            std::int64_t context) {
+  const auto w = static_cast<std::uint64_t>(dtype_size(weight_dtype));
+  const auto hidden = static_cast<std::uint64_t>(config.hidden_size);
   const auto vocab = static_cast<std::uint64_t>(shard.vocab.size());
 
-  std::uint64_t per_layer = (q * hidden + 2 * kv * hidden + hidden * q + 3 * inter * hidden) * w;
-  per_layer += 2 * hidden * sizeof(float);  // norms
-  if (config.attention_bias) per_layer += (q + 2 * kv) * sizeof(float);
-  if (config.o_proj_bias()) per_layer += hidden * sizeof(float);
-  const std::uint64_t layers = per_layer * static_cast<std::uint64_t>(config.num_layers);
+  const LayerWeightBytes layer = plan_layer_weight_bytes(config, shard, weight_dtype);
+  const std::uint64_t layers =
+      (layer.attention + layer.mlp) * static_cast<std::uint64_t>(config.num_layers);
   const std::uint64_t table = vocab * hidden * w;
   const std::uint64_t final_norm = hidden * sizeof(float);
 

@@ -22,6 +22,18 @@ struct RankMemory {
 RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
                             std::int64_t context);
 
+// Weight bytes of one layer's sublayers on one rank: what a forward that runs the sublayer reads
+// and a draft that skips it does not (each with its RMSNorm weight, f32, and its biases).
+struct LayerWeightBytes {
+  // wq, wk, wv, wo (this rank's heads), the attention norm, q/k/v/o biases
+  std::uint64_t attention = 0;
+  // gate, up, down (this rank's intermediate features), the MLP norm
+  std::uint64_t mlp = 0;
+};
+
+LayerWeightBytes plan_layer_weight_bytes(const ModelConfig& config, const ShardPlan& shard,
+                                         DType weight_dtype);
+
 // Bytes of the forward's activation buffers on one rank (LlamaModel's workspace, f32) for
 // forwards of up to `tokens` tokens (the prefill chunk, or K + 1 for verification) that produce
 // logits for up to `logit_rows` positions.

@@ -1,13 +1,15 @@
 // Launching from configs, with the real binary: `selfspec plan` on the shipped architecture files
 // (LLaMA-2-70B at TP 8 ≈ 17.2 GB of bf16 weights per rank, LLaMA-3-70B at TP 16 by KV-head
 // replication, refusals with reasons and exit codes), run configs with command-line overrides,
-// synthetic weights identical to the checkpoint make-model writes, and the start-up checks that
-// reject a bad launch before any weight is read.
+// synthetic weights identical to the checkpoint make-model writes, the start-up checks that
+// reject a bad launch before any weight is read, and `plan --comm-table` (decode latency from a
+// comm table).
 #include "tests/integration/cli_fixture.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 namespace selfspec::testing {
@@ -77,6 +79,109 @@ TEST_F(Launch, PlanReadsRunConfigsAndTheCommandLineOverridesThem) {
     r = run(fmt::format("plan --config {} --json", entry.path().string()));
     EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
   }
+}
+
+std::string comm_file(const std::string& name) {
+  return (kSource / "configs/comm" / (name + ".yaml")).string();
+}
+
+// `plan --comm-table`: the per-token decode latency of LLaMA-2-70B at TP 8 over NVLink, priced
+// from the shipped table; the JSON's numbers obey the model's formulas
+// (launch/comm_cost_model.hpp).
+TEST_F(Launch, PlanPredictsDecodeLatencyFromACommTable) {
+  const std::string args = fmt::format("plan --architecture {} --tp 8 --comm-table {}",
+                                       model_file("llama-2-70b"), comm_file("nvlink-h100-8gpu"));
+  CommandResult r = run(args + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json cost = r.json()["cost_model"];
+  EXPECT_EQ(cost["table_ranks"], 8);
+  EXPECT_EQ(cost["memory_bandwidth_bytes_per_s"].get<double>(), 3.35e12);
+  EXPECT_EQ(cost["alpha"].get<double>(), 0.8);
+  EXPECT_EQ(cost["draft_len"], 4);
+  const nlohmann::json& plain = cost["forwards"]["plain"];
+  // 1 (embedding) + 2 x 80 sublayers, one token of hidden 8192 in f32.
+  EXPECT_EQ(plain["collectives"][0]["op"], "all_reduce");
+  EXPECT_EQ(plain["collectives"][0]["count"], 161);
+  EXPECT_EQ(plain["collectives"][0]["bytes"], 8192 * 4);
+  EXPECT_NEAR(plain["weight_s"].get<double>(), plain["weight_bytes"].get<double>() / 3.35e12,
+              1e-12);
+  EXPECT_NEAR(plain["weight_bytes"].get<double>() / 1e9, 17.2, 0.1);
+  const nlohmann::json& verify = cost["forwards"]["verify"];
+  EXPECT_EQ(verify["tokens"], 5);
+  EXPECT_EQ(verify["collectives"][0]["bytes"], 5 * 8192 * 4);
+  const nlohmann::json& draft = cost["forwards"]["draft"];
+  EXPECT_EQ(draft["collectives"][0]["count"], 81);  // half of the 160 sublayers skipped
+  EXPECT_EQ(cost["draft"]["skipped_attention"].get<int>() + cost["draft"]["skipped_mlp"].get<int>(),
+            80);
+  const double e = (1 - std::pow(0.8, 5)) / (1 - 0.8);
+  EXPECT_NEAR(cost["expected_tokens_per_round"].get<double>(), e, 1e-12);
+  const double t_plain = cost["per_token_s"]["plain"].get<double>();
+  const double t_spec = cost["per_token_s"]["self_speculative"].get<double>();
+  EXPECT_NEAR(t_plain, plain["total_s"].get<double>(), 1e-15);
+  EXPECT_NEAR(t_spec, (4 * draft["total_s"].get<double>() + verify["total_s"].get<double>()) / e,
+              1e-12);
+  EXPECT_NEAR(cost["speedup"].get<double>(), t_plain / t_spec, 1e-9);
+  EXPECT_GT(t_plain, 5e-3);  // ≥ 17.2 GB / 3.35 TB/s
+  EXPECT_LT(t_plain, 20e-3);
+
+  r = run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("161 x all_reduce 32.0 KiB"));
+  EXPECT_THAT(r.out, HasSubstr("predicted speedup"));
+  // Without the option, plan says nothing of it.
+  r = run(fmt::format("plan --architecture {} --tp 8", model_file("llama-2-70b")));
+  EXPECT_THAT(r.out, Not(HasSubstr("cost model")));
+  r = run(fmt::format("plan --architecture {} --tp 8 --json", model_file("llama-2-70b")));
+  EXPECT_FALSE(r.json().contains("cost_model"));
+}
+
+TEST_F(Launch, PlanCostModelTakesTheRunConfigsSkipSetTwoNodesAndOverrides) {
+  CommandResult r =
+      run(fmt::format("plan --config {} --comm-table {} --json",
+                      run_file("llama-2-70b-tp8-draft-verify"), comm_file("nvlink-h100-8gpu")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json cost = r.json()["cost_model"];
+  EXPECT_THAT(cost["draft"]["from"].get<std::string>(), HasSubstr("llama-2-70b"));
+  EXPECT_EQ(cost["draft"]["skipped_attention"], 47);  // configs/skips/llama-2-70b.yaml
+  EXPECT_EQ(cost["draft"]["skipped_mlp"], 37);
+  // --skip-fraction wins over the run config's set.
+  r =
+      run(fmt::format("plan --config {} --comm-table {} --skip-fraction 0.25 --alpha 0.9 "
+                      "--draft-len 6 --logits gather --memory-bandwidth 2000 --json",
+                      run_file("llama-2-70b-tp8-draft-verify"), comm_file("nvlink-h100-8gpu")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  cost = r.json()["cost_model"];
+  EXPECT_EQ(cost["draft"]["skipped_attention"].get<int>() + cost["draft"]["skipped_mlp"].get<int>(),
+            40);
+  EXPECT_EQ(cost["forwards"]["verify"]["tokens"], 7);
+  EXPECT_EQ(cost["memory_bandwidth_from"], "--memory-bandwidth");
+  EXPECT_EQ(cost["forwards"]["plain"]["collectives"][1]["bytes"], 4000 * 4);  // a logits row
+  // TP 16 over two nodes.
+  r = run(fmt::format("plan --architecture {} --tp 16 --comm-table {} --json",
+                      model_file("llama-3-70b"), comm_file("infiniband-ndr-2node")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["cost_model"]["table_nodes"], 2);
+  EXPECT_GT(r.json()["cost_model"]["comm_fraction"]["plain"].get<double>(), 0.0);
+}
+
+TEST_F(Launch, PlanCostModelErrors) {
+  const auto table = dir_ / "no-memory.yaml";
+  std::ofstream(table) << "ops:\n  all_reduce: {fit: {latency_s: 1.0e-5}}\n";
+  const std::string args = fmt::format("plan --architecture {} --tp 8 --comm-table {}",
+                                       model_file("llama-2-70b"), table.string());
+  expect_error(run(args), "--memory-bandwidth");
+  EXPECT_EQ(run(args + " --memory-bandwidth 1000").exit_code, 0);
+  const auto bad = dir_ / "bad.yaml";
+  std::ofstream(bad) << "ops:\n  all_reduce: {points: [{bytes: 8, median_s: -1}]}\n";
+  expect_error(run(fmt::format("plan --architecture {} --tp 8 --comm-table {}",
+                               model_file("llama-2-70b"), bad.string())),
+               "ops.all_reduce.points[0].median_s");
+  // A split that cannot be made keeps its exit status; there is nothing to price.
+  const CommandResult r =
+      run(fmt::format("plan --architecture {} --tp 16 --comm-table {} --json",
+                      model_file("llama-2-13b"), comm_file("nvlink-h100-8gpu")));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.json()["cost_model"].is_null());
 }
 
 TEST_F(Launch, SyntheticWeightsGiveTheTokensOfTheCheckpointWithTheSameSeed) {
