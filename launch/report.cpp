@@ -75,9 +75,16 @@ nlohmann::json to_json(const DecodeTraffic& traffic) {
 }
 
 nlohmann::json to_json(const ArTotals& totals) {
+  // The time in collectives per decoded token (the sweep report's per-token communication time,
+  // and what `plan --comm-table` predicts).
+  const double comm_ms_per_token =
+      totals.tokens > 0 ? 1e3 * totals.stats.phases.comm_s / static_cast<double>(totals.tokens)
+                        : 0.0;
   return {{"decode_tokens_per_s", totals.tokens_per_second()},
           {"forward_ms", totals.seconds_per_forward() * 1e3},
-          {"tokens", totals.tokens}};
+          {"tokens", totals.tokens},
+          {"comm_ms_per_token", comm_ms_per_token},
+          {"phases_s", to_json(totals.stats.phases, PhaseKeys::kBare)}};
 }
 
 nlohmann::json to_json(const SpecTotals& totals, const SpecFigures& figures, bool greedy) {

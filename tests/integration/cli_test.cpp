@@ -266,6 +266,30 @@ TEST_F(Cli, SpeculativeBenchReportsTheDocumentedFigures) {
   EXPECT_EQ(j["verification"], (nlohmann::json{{"local", "host"}, {"gather", "host"}}));
 }
 
+TEST_F(Cli, BenchReportsAutoregressiveCommunicationPerToken) {
+  // The sweep report plots it and `plan --comm-table` predicts it.
+  const auto model = make_model("m");
+  const std::string args = fmt::format(
+      "bench --model {} --prompt-len 8 --gen 12 --bandwidth-mb 16 --spec layer-skip "
+      "--skip-uniform 0.3 --json",
+      model.string());
+  const CommandResult one = run(args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  // One rank's "collectives" are local copies: timed, but a sliver of the forward.
+  const nlohmann::json ar1 = one.json()["autoregressive"];
+  EXPECT_NEAR(ar1["comm_ms_per_token"].get<double>(),
+              1e3 * ar1["phases_s"]["comm"].get<double>() / ar1["tokens"].get<double>(), 1e-9);
+  EXPECT_LT(ar1["comm_ms_per_token"].get<double>(), 0.2 * ar1["forward_ms"].get<double>());
+  SELFSPEC_SKIP_WITHOUT_MPI();
+  const CommandResult two = run(args + " --tp 2", 2);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const nlohmann::json ar2 = two.json()["autoregressive"];
+  EXPECT_GT(ar2["comm_ms_per_token"].get<double>(), 0.0);
+  EXPECT_NEAR(ar2["comm_ms_per_token"].get<double>(),
+              1e3 * ar2["phases_s"]["comm"].get<double>() / ar2["tokens"].get<double>(), 1e-9);
+  EXPECT_LT(ar2["comm_ms_per_token"].get<double>(), ar2["forward_ms"].get<double>());
+}
+
 TEST_F(Cli, BenchPrintsItsTableOrWithJsonOneJsonObject) {
   const auto model = make_model("m");
   const std::string bench = fmt::format(
