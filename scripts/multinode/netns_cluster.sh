@@ -43,6 +43,8 @@ ctl_port=6917
 slurmd_port=6918
 SKIP=77
 self=$(cd -P "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+# shellcheck source=../slurm/lib/test_cluster_conf.sh
+source "$(dirname "$self")/../slurm/lib/test_cluster_conf.sh"
 
 log() { echo "[netns-cluster] $*" >&2; }
 die() { echo "netns-cluster: error: $*" >&2; exit 1; }
@@ -152,7 +154,9 @@ cmd_rate() {
   local node=${1:?usage: rate NODE RATE} rate=${2:?usage: rate NODE RATE}
   clear_link "$node"
   case "$rate" in 0 | off) return 0 ;; esac
-  shape_link "$node" tbf rate "$rate" burst 4kb latency 30s
+  # burst: one full frame (the least tbf allows); a larger bucket would let the small messages of
+  # a decode step, spaced by compute, pass at line rate while back-to-back ones pay the rate.
+  shape_link "$node" tbf rate "$rate" burst 1600 latency 30s
 }
 
 # kill NODE: the node "crashes": every process on it (slurmd, slurmstepd, ranks) gets SIGKILL.
@@ -254,25 +258,10 @@ write_slurm_conf() {
 # A ${nodes}-node cluster in network namespaces (scripts/multinode/netns_cluster.sh).
 ClusterName=selfspec-netns
 SlurmctldHost=ssmn-head($head_addr)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=pmix
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-SlurmdParameters=config_overrides
-ReturnToService=2
+$(slurm_conf_common)
 SlurmdTimeout=20
 MessageTimeout=5
 KillWait=5
-MailProg=/bin/true
 SlurmctldPort=$ctl_port
 SlurmdPort=$slurmd_port
 StateSaveLocation=$state/slurmctld

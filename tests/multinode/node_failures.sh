@@ -9,10 +9,10 @@
 # run in bench.jsonl. Once a few runs are on disk:
 #   link-down    node 2's link goes down (`ip link set ... down`: packets vanish, no reset);
 #   node-killed  node 2 crashes: its slurmd, slurmstepd and ranks get SIGKILL;
-# then every rank still alive must exit within the deadline (plus a grace for the watchdog's
-# check period and process exit), the ranks' messages must name the collective or the peer, the
-# job must end (FAILED or NODE_FAIL, not COMPLETED), and bench.jsonl must hold the runs finished
-# before, every line whole. Time to exit is measured and printed (exit_seconds in result.json).
+# then every rank still alive must exit, non-zero, within the deadline (plus a grace for the
+# watchdog's check period and process exit), the ranks' messages must name the collective or the
+# peer, the job must end (FAILED or NODE_FAIL, not COMPLETED), and bench.jsonl must hold the runs
+# finished before, every line whole. Time to exit is measured and printed (exit_seconds in result.json).
 #   slow-link    node 2's link gets netem delay (100 ms each way, far beyond a LAN, far below the
 #                deadline), or where the kernel lacks netem a 1 Mbit/s limit: a greedy generation
 #                over both nodes must complete with the tokens of the unslowed run, and its
@@ -111,11 +111,17 @@ while :; do
 done
 log "every surviving rank exited ${exit_seconds} s after the failure (deadline ${deadline} s)"
 
-# Bring the node back, then the job must end and the node return.
+# The job must end. A cut link comes back first (the ranks of both sides are gone; the job ends
+# once node 2's slurmstepd reaches srun again); a crashed node stays down, as a real one would
+# until it reboots: the controller declares it down after SlurmdTimeout (20 s) and ends the job
+# (NODE_FAIL), and only then does node 2's slurmd come back. Either way node 2 must be idle again.
 restore
-[ "$mode" = node-killed ] && "$cluster" start-slurmd 2
+t_job=$(date +%s)
 mn_wait_job "$jobid" 120
-log "job $jobid: $job_state"
+job_end_seconds=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+log "job $jobid: $job_state, $(($(date +%s) - t_job)) s after the ranks were gone" \
+    "(${job_end_seconds} s after the failure)"
+[ "$mode" = node-killed ] && "$cluster" start-slurmd 2
 case "$job_state" in FAILED | NODE_FAIL | CANCELLED) ;; *) mn_fail "job ended $job_state" ;; esac
 if [ "$mode" = link-down ]; then
   grep -q "collective '.*' has waited" "$work/job.out" ||
@@ -124,6 +130,11 @@ else
   grep -qE "collective '.*' has waited|ssnode2|rank [23]/4|process.*(exited|killed|died)" \
     "$work/job.out" || mn_fail "no rank named the collective or the lost peer"
 fi
+# Every surviving rank exited non-zero (srun reports each node's tasks).
+for node in ssnode1 $([ "$mode" = link-down ] && echo ssnode2); do
+  grep -qE "srun: error: $node: tasks? [0-9-]+: Exited with exit code [1-9]" "$work/job.out" ||
+    mn_fail "the ranks on $node did not exit non-zero"
+done
 lines=$(grep -c . "$work/bench.jsonl")
 bad=$(python3 -c 'import json,sys
 bad=0
@@ -134,7 +145,7 @@ print(bad)' "$work/bench.jsonl")
 [ "$bad" -eq 0 ] || mn_fail "bench.jsonl: $bad torn lines"
 [ "$lines" -ge "$finished" ] || mn_fail "bench.jsonl lost runs: $lines lines, $finished before"
 mn_wait_idle 90
-printf '{"mode":"%s","deadline_s":%s,"exit_seconds":%s,"job_state":"%s","runs_on_disk":%s}\n' \
-  "$mode" "$deadline" "$exit_seconds" "$job_state" "$lines" > "$work/result.json"
+printf '{"mode":"%s","deadline_s":%s,"exit_seconds":%s,"job_end_seconds":%s,"job_state":"%s","runs_on_disk":%s}\n' \
+  "$mode" "$deadline" "$exit_seconds" "$job_end_seconds" "$job_state" "$lines" > "$work/result.json"
 log "PASS: $mode: survivors out in ${exit_seconds} s (deadline ${deadline} s), job $job_state," \
     "$lines finished runs intact in bench.jsonl, node 2 idle again"

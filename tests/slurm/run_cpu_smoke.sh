@@ -47,6 +47,8 @@ repo=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=$(cd "$1" && pwd)
 bin=$build_dir/bin/selfspec
 job_script=$repo/scripts/slurm/cpu_smoke.sbatch
+# shellcheck source=../../scripts/slurm/lib/test_cluster_conf.sh
+source "$repo/scripts/slurm/lib/test_cluster_conf.sh"
 if [ ! -x "$bin" ]; then
   echo "FAIL: $bin not found (build the selfspec target first)" >&2
   exit 1
@@ -243,22 +245,7 @@ $marker
 # A single-node cluster on localhost for the CPU smoke test; removed when the test ends.
 ClusterName=selfspec-smoke
 SlurmctldHost=localhost
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=pmix
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-SlurmdParameters=config_overrides
-ReturnToService=2
-MailProg=/bin/true
+$(slurm_conf_common)
 SlurmctldPort=6817
 SlurmdPort=6818
 StateSaveLocation=$state/slurmctld
