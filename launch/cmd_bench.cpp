@@ -495,8 +495,9 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
     out["verification"][std::string(logits_mode_name(mode))] =
         std::string(verification_path(engine.model(), mode));
   }
+  // The autoregressive totals (with communication per token) with or without --spec.
+  out["autoregressive"] = to_json(m.ar);
   if (bench.speculative()) {
-    out["autoregressive"] = to_json(m.ar);
     out["speculative"] = nlohmann::json::array();
     for (std::size_t i = 0; i < m.specs.size(); ++i) {
       out["speculative"].push_back(to_json(m.specs[i], r.figures[i], bench.sampling.greedy()));

@@ -25,6 +25,7 @@
 // Progress goes to stderr, the summary to stdout (rank 0), the table to --out (rank 0).
 // A build without MPI measures one rank (run it directly) and refuses a launch of several tasks.
 #include "backend/memory_bandwidth.hpp"
+#include "bench/comm/bench_job.hpp"
 #include "comm/comm_table.hpp"
 #include "comm/communicator.hpp"
 #include "comm/latency_fit.hpp"
@@ -279,22 +280,7 @@ int measure(const Options& options) {
 }
 
 int run(const Options& options) {
-  std::optional<MpiRuntime> mpi;
-  try {
-    if (!mpi_built()) {
-      check_single_task_launch();
-    } else if (launched_under_mpi()) {
-      mpi.emplace();
-    }
-    return measure(options);
-  } catch (const std::exception& error) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s comm_bench error: %s\n", rank_prefix().c_str(), error.what());
-    std::fflush(stderr);
-    // End every rank: a peer may be waiting in a collective this rank will never join.
-    if (MpiRuntime::active() && process_identity().size > 1) MpiRuntime::abort_job(1);
-    return 1;
-  }
+  return run_bench_job("comm_bench", [&] { return measure(options); });
 }
 
 }  // namespace

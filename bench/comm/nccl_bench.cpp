@@ -14,6 +14,7 @@
 // rank counts; 0 on one rank), computed from the graph time when measured.
 // Without a GPU (or without CUDA in the build) it says so and exits 0. A build without MPI
 // measures one rank (run it directly) and refuses a launch of several tasks.
+#include "bench/comm/bench_job.hpp"
 #include "comm/communicator.hpp"
 #include "comm/launcher_environment.hpp"
 #include "comm/mpi_runtime.hpp"
@@ -272,22 +273,7 @@ int run(const Options& options) {
         reason);
     return 0;
   }
-  std::optional<MpiRuntime> mpi;
-  try {
-    if (!mpi_built()) {
-      check_single_task_launch();
-    } else if (launched_under_mpi()) {
-      mpi.emplace();
-    }
-    return measure(options);
-  } catch (const std::exception& error) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s nccl_bench error: %s\n", rank_prefix().c_str(), error.what());
-    std::fflush(stderr);
-    // End every rank: a peer may be waiting in a collective this rank will never join.
-    if (MpiRuntime::active() && process_identity().size > 1) MpiRuntime::abort_job(1);
-    return 1;
-  }
+  return run_bench_job("nccl_bench", [&] { return measure(options); });
 }
 
 #else  // SELFSPEC_HAVE_CUDA
