@@ -17,9 +17,9 @@ directory; else the bench JSON embedded as "result") and, when there, job.json. 
   speedup.png        decode speedup of each self-speculative method over the autoregressive run
                      at the same TP and node count (its tokens/s over the autoregressive tokens/s)
   comm_per_token.png communication time per decoded token (ms) against TP, per method and node
-                     count: bench's comm time ("timings" comm_s, else the speculative run's
-                     "phases_s" comm) over the decoded tokens; bench reports none for
-                     autoregressive runs
+                     count: bench's time in collectives over the decoded tokens (the
+                     "autoregressive" comm_ms_per_token, or the speculative run's "phases_s"
+                     comm)
 
 Only runs with status "ok" are plotted. A missing or malformed input exits non-zero with a
 message naming the file. Needs matplotlib (Debian: python3-matplotlib, installed by
@@ -140,13 +140,15 @@ def speculative_entry(result, controller):
 
 
 def comm_ms_per_token(result, entry, record):
-    """Communication ms per decoded token: bench's "timings" comm_s, else the speculative entry's
-    "phases_s" comm, over the "autoregressive" tokens (the same tokens; greedy decoding is
-    lossless); else the summary's comm_ms_per_token; None where there is none."""
-    comm = (result.get("timings") or {}).get("comm_s")
-    if comm is None and entry is not None:
-        comm = (entry.get("phases_s") or {}).get("comm")
-    tokens = (result.get("autoregressive") or {}).get("tokens")
+    """Communication ms per decoded token: for an autoregressive run bench's "autoregressive"
+    comm_ms_per_token; for a speculative one its entry's "phases_s" comm over the "autoregressive"
+    tokens (the same tokens; greedy decoding is lossless); else the summary's comm_ms_per_token;
+    None where there is none."""
+    autoregressive = result.get("autoregressive") or {}
+    if entry is None and autoregressive.get("comm_ms_per_token") is not None:
+        return autoregressive["comm_ms_per_token"]
+    comm = (entry.get("phases_s") or {}).get("comm") if entry is not None else None
+    tokens = autoregressive.get("tokens")
     if comm is not None and tokens:
         return 1e3 * comm / tokens
     return record.get("comm_ms_per_token")
@@ -230,6 +232,9 @@ def plot_lines(path, rows, styles, key, ylabel, title, reference=None):
         ax.axhline(reference, color="black", linewidth=0.8, linestyle="--")
     if data:
         tps = sorted({p[0] for points in data.values() for p in points})
+        values = [p[1] for points in data.values() for p in points if p[1] > 0]
+        if values and max(values) > 100 * min(values):
+            ax.set_yscale("log")  # e.g. communication from shared memory to slow links
         ax.set_xscale("log", base=2)
         ax.set_xticks(tps)
         ax.set_xticklabels([str(tp) for tp in tps])
@@ -314,8 +319,8 @@ def report_markdown(job, rows, plots):
         "", "Runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + ".",
         "", "Speedup vs AR: the run's decode tokens/s over the autoregressive run's at the same "
         "TP and node count. Paired speedup: bench's own, against the autoregressive decoding of "
-        "the same prompts inside the run. Comm ms/token: communication time over decoded "
-        "tokens (bench reports none for autoregressive runs).", "",
+        "the same prompts inside the run. Comm ms/token: time in collectives over decoded "
+        "tokens.", "",
         "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     lines += [table_line(row) for row in rows]
     best = best_lines(rows)

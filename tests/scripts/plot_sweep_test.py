@@ -52,9 +52,12 @@ kArTemplate = json.loads(
     '"read_per_rank":13.0},"model":"/tmp/m","parameters":426624,"prefill_tokens_per_s":40579.0,'
     '"prompt_len":16,"prompts":1,"reduction":"rank-order","reps":2,"sampling":{"seed":0,'
     '"temperature":0.0,"top_k":0,"top_p":1.0},"threads_per_rank":1,"tp":2,"verification":'
-    '{"gather":"host","local":"host"},"weight_dtype":"bf16"}')
+    '{"gather":"host","local":"host"},"weight_dtype":"bf16","autoregressive":'
+    '{"comm_ms_per_token":0.05,"decode_tokens_per_s":21312.96,"forward_ms":0.0469,'
+    '"phases_s":{"comm":0.0015,"control":0.0,"draft":0.0,"verify":0.0014},"tokens":30}}')
 kSpecTemplate = json.loads(
-    '{"autoregressive":{"decode_tokens_per_s":20499.67,"forward_ms":0.0401,"tokens":30},'
+    '{"autoregressive":{"comm_ms_per_token":0.07,"decode_tokens_per_s":20499.67,'
+    '"forward_ms":0.0401,"tokens":30},'
     '"backend":"cpu (avx2, 1 threads)","bytes_per_decode_token":{"all_ranks":750592.0,'
     '"rank0_kv_cache":12032.0,"rank0_weights":363264},"completed_runs":4,'
     '"decode_fraction_of_measured_read_bandwidth":1.11,"decode_ms_per_token":0.0487,'
@@ -77,9 +80,10 @@ kSpecTemplate = json.loads(
     '"local":"host"},"weight_dtype":"bf16"}')
 
 
-def ar_result(tp, tokens_per_s):
+def ar_result(tp, tokens_per_s, comm_ms_per_token=0.05):
     result = copy.deepcopy(kArTemplate)
     result.update(tp=tp, decode_tokens_per_s=tokens_per_s)
+    result["autoregressive"]["comm_ms_per_token"] = comm_ms_per_token
     return result
 
 
@@ -207,7 +211,8 @@ class PlotSweepTest(unittest.TestCase):
         self.assertAlmostEqual(self.rows["tp2-n1-layer-skip-adaptive"]["comm_ms_per_token"], 0.1)
         self.assertAlmostEqual(self.rows["tp2-n2-layer-skip-adaptive"]["comm_ms_per_token"], 0.4)
         self.assertAlmostEqual(self.rows["tp4-n2-layer-skip-adaptive"]["comm_ms_per_token"], 0.4)
-        self.assertIsNone(self.rows["tp2-n1-autoregressive"]["comm_ms_per_token"])
+        # autoregressive runs: bench's own figure (spec runs: their entry's, not this one)
+        self.assertAlmostEqual(self.rows["tp2-n1-autoregressive"]["comm_ms_per_token"], 0.05)
 
     def test_nodes(self):
         row = self.rows["tp2-n2-layer-skip-adaptive"]
@@ -335,8 +340,9 @@ FAKE_NODES=$nodes FAKE_NTASKS=$ntasks FAKE_PER_NODE=$per_node exec "$@"
 """
 
 # A stand-in for selfspec: `plan` fits; `bench` logs the start lines of FAKE_NTASKS ranks on
-# FAKE_NODES hosts and prints a bench result (tokens/s 100 x TP, comm 1 ms per rank over 10
-# tokens) as its last stdout line; FAKE_FAIL_TP makes the runs of that TP fail.
+# FAKE_NODES hosts and prints a bench result (tokens/s 100 x TP; autoregressive comm 0.0TP ms per
+# token, speculative comm 1 ms per rank over 10 tokens) as its last stdout line; FAKE_FAIL_TP
+# makes the runs of that TP fail.
 kFakeSelfspec = r"""#!/usr/bin/env bash
 echo "$*" >> "$FAKE_CALLS"
 command=$1
@@ -363,8 +369,9 @@ done >&2
 if [ "$tp" = "${FAKE_FAIL_TP:-}" ]; then echo "error: made to fail" >&2; exit 1; fi
 tps=$(( 100 * tp ))
 result="{\"decode_tokens_per_s\":$tps,\"tp\":$tp"
+result+=",\"autoregressive\":{\"comm_ms_per_token\":0.0$tp,\"decode_tokens_per_s\":$tps"
+result+=",\"forward_ms\":1.0,\"tokens\":10}"
 if [ "$spec" != none ]; then
-  result+=",\"autoregressive\":{\"decode_tokens_per_s\":$tps,\"forward_ms\":1.0,\"tokens\":10}"
   result+=",\"speculative\":[{\"controller\":\"$controller\",\"decode_tokens_per_s\":$(( 2 * tps ))"
   result+=",\"phases_s\":{\"comm\":0.00$tp,\"draft\":0.1},\"speedup\":2.0}]"
 fi
@@ -434,7 +441,7 @@ class SweepScriptTest(unittest.TestCase):
         self.assertEqual(spread["result"]["speculative"][0]["controller"], "adaptive")
         self.assertEqual(by_run["tp2-n1-layer-skip-adaptive"]["node_list"], ["host0"])
         self.assertEqual(by_run["tp4-n2-autoregressive"]["node_list"], ["host0", "host1"])
-        self.assertIsNone(by_run["tp4-n2-autoregressive"]["comm_ms_per_token"])
+        self.assertAlmostEqual(by_run["tp4-n2-autoregressive"]["comm_ms_per_token"], 0.04)
         self.assertIsNone(by_run["tp8-n4-autoregressive"]["node_list"])
         self.assertIn("needs more than the allocation's 4 tasks",
                       by_run["tp8-n4-autoregressive"]["note"])
