@@ -266,6 +266,17 @@ TEST_F(Cli, SpeculativeBenchReportsTheDocumentedFigures) {
   EXPECT_EQ(j["verification"], (nlohmann::json{{"local", "host"}, {"gather", "host"}}));
 }
 
+TEST_F(Cli, BenchTakesIgnoreEosWithRandomPrompts) {
+  // Random prompts always run to --gen; a run config that sets ignore-eos for `generate` (the
+  // 70B-geometry smoke config of tp16_two_nodes.sbatch) must serve `bench` too.
+  const auto model = make_model("m");
+  const CommandResult r = run(
+      fmt::format("bench --model {} --prompt-len 8 --gen 6 --bandwidth-mb 16 --ignore-eos --json",
+                  model.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["gen"], 6);
+}
+
 TEST_F(Cli, BenchReportsAutoregressiveCommunicationPerToken) {
   // The sweep report plots it and `plan --comm-table` predicts it.
   const auto model = make_model("m");
