@@ -188,6 +188,21 @@ preflight() {
     exit $SKIP
   fi
   ip netns del "${prefix}-probe"
+  # The kernel's bridge and veth drivers, and the UTS and mount namespaces every node command uses.
+  if ! ip link add "${prefix}-pbr" type bridge 2> /dev/null; then
+    echo "SKIP: this kernel cannot make a bridge (ip link add type bridge failed)"
+    exit $SKIP
+  fi
+  ip link del "${prefix}-pbr"
+  if ! ip link add "${prefix}-pv0" type veth peer name "${prefix}-pv1" 2> /dev/null; then
+    echo "SKIP: this kernel cannot make veth pairs (ip link add type veth failed)"
+    exit $SKIP
+  fi
+  ip link del "${prefix}-pv0"
+  if ! unshare --uts --mount --propagation slave true 2> /dev/null; then
+    echo "SKIP: cannot create UTS and mount namespaces here (unshare --uts --mount failed)"
+    exit $SKIP
+  fi
   if [ -d "$state" ]; then
     echo "SKIP: a cluster is already up ($state): '$self down' removes it"
     exit $SKIP
