@@ -141,7 +141,7 @@ def within(row):
 
 
 def write_markdown(outdir, table):
-    lines = ["| transport | role | all-reduce α (µs) | measured AR ms/token | predicted | error "
+    lines = ["| transport | role | all-reduce latency fit (µs) | measured AR ms/token | predicted | error "
              "| measured spec ms/token | predicted | error | comm ms/token measured / predicted "
              "| speedup measured / predicted |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
