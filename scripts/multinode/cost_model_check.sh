@@ -54,8 +54,8 @@ eval "$("$cluster" env)"
 export SLURM_CONF OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 hidden=1024 vocab=8000
-[ -d "$out/model" ] || "$bin" make-model --out "$out/model" --layers 8 --hidden $hidden --heads 16 --kv-heads 4 \
-  --intermediate 2816 --vocab $vocab --seed 11 > /dev/null
+[ -d "$out/model" ] || "$bin" make-model --out "$out/model" --layers 8 --hidden $hidden \
+  --heads 16 --kv-heads 4 --intermediate 2816 --vocab $vocab --seed 11 > /dev/null
 skip=0.5 max_draft=4
 bench_args=(bench --model "$out/model" --device cpu --threads 1 --tp 2 --prompt-len 16 --gen 32
             --reps 3 --bandwidth-mb 16 --spec layer-skip --skip-uniform $skip --controller fixed
@@ -88,7 +88,8 @@ measure tcp-10mbit 2 10mbit
 # The effective weight-streaming bandwidth from the shm run, then a prediction per transport.
 read -r bandwidth_gbps alpha draft_len < <("$python" "$repo/scripts/multinode/cost_model_report.py" \
   calibrate "$out" "$bin")
-log "calibration (shm): effective bandwidth ${bandwidth_gbps} GB/s per rank; K ${draft_len}, α ${alpha} (measured tokens per round)"
+log "calibration (shm): effective bandwidth ${bandwidth_gbps} GB/s per rank; K ${draft_len}," \
+    "α ${alpha} (measured tokens per round)"
 for name in shm tcp tcp-50mbit tcp-10mbit; do
   "$bin" plan --model "$out/model" --tp 2 --comm-table "$out/comm-$name.json" \
     --memory-bandwidth "$bandwidth_gbps" --alpha "$alpha" --draft-len "$draft_len" \

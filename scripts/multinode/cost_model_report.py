@@ -119,7 +119,8 @@ def rows(outdir, names):
             "role": "calibration" if i == 0 else "check",
             "all_reduce_latency_us": fit.get("latency_s", 0.0) * 1e6,
             "all_reduce_bandwidth_mb_s": (fit.get("bandwidth_bytes_per_s") or 0.0) / 1e6,
-            "measured_ms_per_token": {"autoregressive": m["ar_ms"], "self_speculative": m["spec_ms"]},
+            "measured_ms_per_token": {"autoregressive": m["ar_ms"],
+                                      "self_speculative": m["spec_ms"]},
             "measured_comm_ms_per_token": m["ar_comm_ms"],
             "predicted_ms_per_token": {"autoregressive": predicted_ar,
                                        "self_speculative": predicted_spec},
@@ -141,9 +142,9 @@ def within(row):
 
 
 def write_markdown(outdir, table):
-    lines = ["| transport | role | all-reduce latency fit (µs) | measured AR ms/token | predicted | error "
-             "| measured spec ms/token | predicted | error | comm ms/token measured / predicted "
-             "| speedup measured / predicted |",
+    lines = ["| transport | role | all-reduce latency fit (µs) | measured AR ms/token | predicted "
+             "| error | measured spec ms/token | predicted | error "
+             "| comm ms/token measured / predicted | speedup measured / predicted |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         m, p, e = r["measured_ms_per_token"], r["predicted_ms_per_token"], r["error"]

@@ -72,6 +72,26 @@ stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
+# stop_uts UTS: ends every process of that UTS namespace (as readlink /proc/PID/ns/uts names it):
+# SIGTERM, up to 10 s, then SIGKILL.
+stop_uts() {
+  local p left
+  for _ in $(seq 1 40); do
+    left=
+    for p in /proc/[0-9]*; do
+      [ "$(readlink "$p/ns/uts" 2> /dev/null)" = "$1" ] || continue
+      [ "$(awk '{print $3}' "$p/stat" 2> /dev/null)" != Z ] || continue
+      left="$left ${p#/proc/}"
+    done
+    [ -n "$left" ] || return 0
+    # shellcheck disable=SC2086  # a list of pids
+    kill -TERM $left 2> /dev/null || true
+    sleep 0.25
+  done
+  # shellcheck disable=SC2086
+  kill -KILL $left 2> /dev/null || true
+}
+
 # pids_in_ns NS: processes whose network namespace is NS.
 pids_in_ns() {
   local want p
@@ -207,10 +227,11 @@ preflight() {
     echo "SKIP: a cluster is already up ($state): '$self down' removes it"
     exit $SKIP
   fi
-  local name
-  for name in slurmctld; do
-    if [ -n "$(for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = "$name" ] && echo x; done)" ]; then
-      echo "SKIP: a $name not started by this script is running; it will not share this machine"
+  local p
+  for p in /proc/[0-9]*; do
+    if alive "${p#/proc/}" slurmctld; then  # (zombies of an earlier cluster are not running)
+      echo "SKIP: a slurmctld not started by this script is running (pid ${p#/proc/}); it will" \
+           "not share this machine"
       exit $SKIP
     fi
   done
@@ -303,6 +324,12 @@ start_slurm() {
   unshare --uts /bin/sh -c 'hostname ssmn-head && exec slurmctld -D -c -f "$1"' sh "$SLURM_CONF" \
     > "$work/logs/slurmctld.out" 2>&1 &
   echo $! > "$state/slurmctld.pid"
+  # Its UTS namespace, shared by the helpers it forks (slurmscriptd): `down` ends them all.
+  for _ in $(seq 1 20); do
+    [ "$(cat "/proc/$!/comm" 2> /dev/null)" = slurmctld ] && break
+    sleep 0.1
+  done
+  readlink "/proc/$!/ns/uts" > "$state/head.uts" 2> /dev/null || true
   for i in $(seq 1 "$nodes"); do cmd_start_slurmd "$i"; done
   for _ in $(seq 1 120); do
     alive "$(cat "$state/slurmctld.pid")" slurmctld || die "slurmctld exited: $work/logs/slurmctld.*"
@@ -343,6 +370,7 @@ cmd_down() {
     [ -f "$state/slurmd-$i.pid" ] && stop_pid slurmd "$(cat "$state/slurmd-$i.pid")"
   done
   [ -f "$state/slurmctld.pid" ] && stop_pid slurmctld "$(cat "$state/slurmctld.pid")"
+  [ -s "$state/head.uts" ] && stop_uts "$(cat "$state/head.uts")"
   [ -f "$state/munged.pid" ] && stop_pid munged "$(cat "$state/munged.pid")"
   # Whatever still runs on a node (stepds, ranks, orteds) goes with it.
   for i in $(seq 1 "$nodes"); do

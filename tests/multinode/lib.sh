@@ -4,7 +4,8 @@
 # (tests/multinode/cluster_fixture.sh), and helpers to run jobs on it and to watch their ranks.
 #
 #   mn_init NAME BUILD_DIR   checks the cluster (exit 77 with the fixture's reason when it is not
-#                            up), sets repo, bin, cluster, work (BUILD_DIR/multinode/NAME), SLURM_CONF
+#                            up), sets repo, bin, cluster, work (BUILD_DIR/multinode/NAME) and
+#                            SLURM_CONF
 #   mn_wait_job JOBID SECONDS    waits for the job to end; sets job_state (fails after SECONDS)
 #   mn_ranks NODE            pids of the selfspec processes on node NODE
 #   mn_tokens FILE           the "tokens":[...] of the last JSON line of FILE

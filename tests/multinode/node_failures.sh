@@ -12,7 +12,8 @@
 # then every rank still alive must exit, non-zero, within the deadline (plus a grace for the
 # watchdog's check period and process exit), the ranks' messages must name the collective or the
 # peer, the job must end (FAILED or NODE_FAIL, not COMPLETED), and bench.jsonl must hold the runs
-# finished before, every line whole. Time to exit is measured and printed (exit_seconds in result.json).
+# finished before, every line whole. The times to exit and to the job's end are measured and
+# printed (exit_seconds, job_end_seconds in result.json).
 #   slow-link    node 2's link gets netem delay (100 ms each way, far beyond a LAN, far below the
 #                deadline), or where the kernel lacks netem a 1 Mbit/s limit: a greedy generation
 #                over both nodes must complete with the tokens of the unslowed run, and its
@@ -58,7 +59,8 @@ if [ "$mode" = slow-link ]; then
   comm_fast=$(grep -o '"comm_s":[0-9.e-]*' "$work/fast.out" | cut -d: -f2)
   comm_slow=$(grep -o '"comm_s":[0-9.e-]*' "$work/slow.out" | cut -d: -f2)
   awk -v s="$comm_slow" -v f="$comm_fast" 'BEGIN { exit !(s > 2 * f + 1.0) }' ||
-    mn_fail "communication took ${comm_slow} s over the slow link, ${comm_fast} s without: was it slowed?"
+    mn_fail "communication took ${comm_slow} s over the slow link, ${comm_fast} s without:" \
+      "was it slowed?"
   printf '{"mode":"slow-link","slow":"%s","deadline_s":%s,"seconds":%s,"comm_s_slow":%s,"comm_s_fast":%s,"tokens_identical":true}\n' \
     "$slow" "$deadline" "$seconds" "$comm_slow" "$comm_fast" > "$work/result.json"
   log "PASS: over a link slowed by a $slow the job completed in ${seconds} s (comm" \
