@@ -4,6 +4,7 @@
 #include "comm/comm_table.hpp"
 
 #include "core/error.hpp"
+#include "core/yaml_json.hpp"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -207,46 +208,6 @@ CommTable read_table(const Json& root, std::string_view name) {
     read_memory(*memory, where / "memory", table);
   read_ops(required(root, "ops", where), where / "ops", table);
   return table;
-}
-
-// A YAML scalar as JSON: quoted scalars stay text; plain ones become null, booleans, integers or
-// floating-point numbers when they read as such (YAML 1.2 core schema), text otherwise.
-Json yaml_scalar(const YAML::Node& node) {
-  const std::string& value = node.Scalar();
-  if (node.Tag() == "!") return value;
-  if (value.empty() || value == "~" || value == "null" || value == "Null" || value == "NULL")
-    return nullptr;
-  if (value == "true" || value == "True" || value == "TRUE") return true;
-  if (value == "false" || value == "False" || value == "FALSE") return false;
-  std::istringstream in(value);
-  in.imbue(std::locale::classic());
-  long long integer = 0;
-  if (in >> integer && in.peek() == std::char_traits<char>::eof()) return integer;
-  double real = 0.0;
-  in.clear();
-  in.str(value);
-  if (in >> real && in.peek() == std::char_traits<char>::eof()) return real;
-  return value;
-}
-
-Json yaml_to_json(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      Json object = Json::object();
-      for (const auto& item : node)
-        object[item.first.as<std::string>()] = yaml_to_json(item.second);
-      return object;
-    }
-    case YAML::NodeType::Sequence: {
-      Json array = Json::array();
-      for (const auto& item : node) array.push_back(yaml_to_json(item));
-      return array;
-    }
-    case YAML::NodeType::Scalar:
-      return yaml_scalar(node);
-    default:
-      return nullptr;
-  }
 }
 
 Json optional_number(const std::optional<double>& value) {
