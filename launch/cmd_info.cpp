@@ -3,8 +3,8 @@
 // Reads config.json and, when present, the checkpoint headers (validated), or a GGUF file's
 // metadata and tensor infos — never the weights.
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "launch/commands.hpp"
-#include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/rank_plan.hpp"

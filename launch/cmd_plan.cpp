@@ -6,8 +6,8 @@
 // from a comm table (launch/plan_cost.hpp, launch/comm_cost_model.hpp).
 // Exit status: 0 fits (or no budget given), 2 cannot be sharded, 3 exceeds the budget.
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "launch/commands.hpp"
-#include "launch/human_units.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/plan_cost.hpp"

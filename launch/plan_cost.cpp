@@ -3,9 +3,10 @@
 #include "launch/plan_cost.hpp"
 
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "decode/control_message.hpp"
 #include "draft/skip_set.hpp"
-#include "launch/human_units.hpp"
+#include "launch/list_options.hpp"
 
 #include <fmt/format.h>
 
@@ -16,25 +17,6 @@ namespace selfspec::launch {
 namespace {
 
 constexpr double kDefaultSkipFraction = 0.5;  // SWIFT App. B.2: r = 0.5 for 70B models
-
-std::string message_bytes(std::uint64_t bytes) {
-  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  if (bytes >= (std::uint64_t{1} << 10)) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", bytes);
-}
-
-// "a,b" → {"a", "b"} ("" → {""}).
-std::vector<std::string> split_items(const std::string& text) {
-  std::vector<std::string> items(1);
-  for (const char c : text) {
-    if (c == ',') {
-      items.emplace_back();
-    } else if (c != ' ') {
-      items.back() += c;
-    }
-  }
-  return items;
-}
 
 std::string milliseconds(double seconds) {
   return fmt::format("{:.3f} ms", seconds * 1e3);
@@ -117,15 +99,7 @@ void add_plan_cost_options(CLI::App& command, PlanCostOptions& options) {
       .add_option("--logits", options.logits,
                   "with --comm-table: how rank 0 reads the logits, local or gather (of a list, "
                   "the first)")
-      ->check(CLI::Validator(
-          [](const std::string& value) {
-            for (const std::string& item : split_items(value)) {
-              if (item != "local" && item != "gather")
-                return fmt::format("'{}' is not local or gather", item);
-            }
-            return std::string();
-          },
-          "local|gather", "logits mode"))
+      ->check(member_or_list({"gather", "local"}, true))
       ->capture_default_str();
 }
 
@@ -148,7 +122,7 @@ PlanCost plan_cost(const PlanCostOptions& options, const ModelConfig& config,
   cost.model.alpha = options.alpha;
   cost.model.draft_len = options.draft_len;
   cost.model.logits =
-      split_items(options.logits).front() == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
+      split_list(options.logits).front() == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
   auto [plan, from] = draft_plan(options, static_cast<int>(config.num_layers));
   cost.model.draft_plan = plan;
   cost.draft_from = std::move(from);

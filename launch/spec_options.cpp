@@ -7,6 +7,7 @@
 #include "draft/layer_skip_drafter.hpp"
 #include "launch/acceptance_predictor_file.hpp"
 #include "launch/draft_vocab_file.hpp"
+#include "launch/list_options.hpp"
 #include "launch/options.hpp"
 
 #include <fmt/format.h>
@@ -18,35 +19,6 @@
 namespace selfspec::launch {
 
 namespace {
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    items.push_back(text.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return items;
-}
-
-// Accepts one of `allowed`, or (with lists) a comma-separated list of them.
-CLI::Validator member_or_list(std::vector<std::string> allowed, bool lists) {
-  return CLI::Validator(
-      [allowed, lists](std::string& value) -> std::string {
-        const std::vector<std::string> items =
-            lists ? split_list(value) : std::vector<std::string>{value};
-        for (const std::string& item : items) {
-          if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
-            std::string known;
-            for (const auto& a : allowed) known += (known.empty() ? "" : ", ") + a;
-            return "'" + item + "' is not one of: " + known;
-          }
-        }
-        return {};
-      },
-      lists ? "LIST" : "VALUE");
-}
 
 // --draft-vocab-size: one count (or, with lists, comma-separated counts), each an integer >= 0.
 std::vector<std::int64_t> parse_sizes(const std::string& text) {

@@ -32,6 +32,7 @@
 #include "comm/launcher_environment.hpp"
 #include "comm/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "core/process_identity.hpp"
 #include "core/text_file_output.hpp"
 
@@ -108,16 +109,11 @@ CollectivePoint measure_point(Communicator& comm, const Options& options, double
   return {bytes, ns(quantile(times, 0.5)), ns(quantile(times, 0.9))};
 }
 
-std::string human_bytes(double bytes) {
-  if (bytes >= 1048576.0) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  if (bytes >= 1024.0) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{:.0f} B", bytes);
-}
-
 void progress(const Communicator& comm, std::string_view op, double bytes, std::size_t index,
               std::size_t total) {
   if (!comm.is_root()) return;
-  fmt::print(stderr, "comm_bench: {} {} ({}/{})\n", op, human_bytes(bytes), index + 1, total);
+  fmt::print(stderr, "comm_bench: {} {} ({}/{})\n", op,
+             message_bytes(static_cast<std::uint64_t>(bytes)), index + 1, total);
   std::fflush(stderr);
 }
 
@@ -224,8 +220,9 @@ void print_summary(const CommTable& table) {
   fmt::print("{:<11} {:>10} {:>12} {:>12}\n", "op", "bytes", "median_us", "p90_us");
   for (const auto& [name, cost] : table.ops) {
     for (const CollectivePoint& p : cost.points) {
-      fmt::print("{:<11} {:>10} {:>12.2f} {:>12.2f}\n", name, human_bytes(p.bytes),
-                 p.median_s * 1e6, p.p90_s.value_or(0.0) * 1e6);
+      fmt::print("{:<11} {:>10} {:>12.2f} {:>12.2f}\n", name,
+                 message_bytes(static_cast<std::uint64_t>(p.bytes)), p.median_s * 1e6,
+                 p.p90_s.value_or(0.0) * 1e6);
     }
   }
   for (const auto& [name, cost] : table.ops) {

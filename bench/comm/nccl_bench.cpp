@@ -20,6 +20,7 @@
 #include "comm/mpi_runtime.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "core/process_identity.hpp"
 
 #include <fmt/format.h>
@@ -188,12 +189,6 @@ class Bench {
   cudaGraphExec_t graph_exec_ = nullptr;
 };
 
-std::string human_bytes(std::size_t bytes) {
-  if (bytes >= (std::size_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  if (bytes >= (std::size_t{1} << 10)) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", bytes);
-}
-
 // Everything that needs MPI and NCCL; its exceptions reach run() after NcclComm has been
 // aborted (it is destroyed during unwinding) and while MPI is still up.
 int measure(const Options& options) {
@@ -224,7 +219,7 @@ int measure(const Options& options) {
         results.push_back(r);
         if (comm.is_root()) {
           fmt::print("{:>6} {:>5} {:>6} {:>10} {:>11.2f} {:>11} {:>12.2f} {:>12.2f}\n", hidden,
-                     dtype_name(dtype), tokens, human_bytes(r.config.bytes()), r.stream_us,
+                     dtype_name(dtype), tokens, message_bytes(r.config.bytes()), r.stream_us,
                      options.graph ? fmt::format("{:.2f}", r.graph_us) : std::string("-"),
                      r.algbw_gbps, r.busbw_gbps);
         }
