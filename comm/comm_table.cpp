@@ -141,12 +141,7 @@ CollectiveCost read_cost(const Json& value, const Where& where) {
   if (const Json* fit = member(value, "fit"); fit != nullptr && !fit->is_null()) {
     cost.fit = read_fit(*fit, where / "fit");
   } else if (cost.points.size() >= 2) {
-    std::vector<double> bytes, seconds;
-    for (const CollectivePoint& p : cost.points) {
-      bytes.push_back(p.bytes);
-      seconds.push_back(p.median_s);
-    }
-    cost.fit = fit_latency(bytes, seconds);
+    cost = CollectiveCost::fitted(std::move(cost.points));
   } else {
     where.fail("needs a fit {{latency_s, bandwidth_bytes_per_s}} or at least two points (has {})",
                cost.points.size());
@@ -245,6 +240,15 @@ double CollectiveCost::time_s(double bytes) const {
   const CollectivePoint& lo = *(upper - 1);
   const double f = (bytes - lo.bytes) / (hi.bytes - lo.bytes);
   return lo.median_s + f * (hi.median_s - lo.median_s);
+}
+
+CollectiveCost CollectiveCost::fitted(std::vector<CollectivePoint> points) {
+  std::vector<double> bytes, seconds;
+  for (const CollectivePoint& p : points) {
+    bytes.push_back(p.bytes);
+    seconds.push_back(p.median_s);
+  }
+  return {std::move(points), fit_latency(bytes, seconds)};
 }
 
 const CollectiveCost& CommTable::op(std::string_view name) const {

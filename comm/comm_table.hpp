@@ -56,6 +56,8 @@ struct CollectiveCost {
   LatencyFit fit;                       // given, or fitted to the points
 
   double time_s(double bytes) const;
+  // The cost of measured points, with their least-squares fit (fit_latency over the medians).
+  static CollectiveCost fitted(std::vector<CollectivePoint> points);
 };
 
 struct CommTable {

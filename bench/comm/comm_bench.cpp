@@ -28,7 +28,6 @@
 #include "bench/comm/bench_job.hpp"
 #include "comm/comm_table.hpp"
 #include "comm/communicator.hpp"
-#include "comm/latency_fit.hpp"
 #include "comm/launcher_environment.hpp"
 #include "comm/mpi_runtime.hpp"
 #include "core/error.hpp"
@@ -117,18 +116,6 @@ void progress(const Communicator& comm, std::string_view op, double bytes, std::
   std::fflush(stderr);
 }
 
-CollectiveCost fitted(std::vector<CollectivePoint> points) {
-  CollectiveCost cost;
-  std::vector<double> bytes, seconds;
-  for (const CollectivePoint& p : points) {
-    bytes.push_back(p.bytes);
-    seconds.push_back(p.median_s);
-  }
-  cost.fit = fit_latency(bytes, seconds);
-  cost.points = std::move(points);
-  return cost;
-}
-
 CollectiveCost bench_all_reduce(Communicator& comm, const Options& options) {
   std::set<std::int64_t> counts;
   for (int h : options.hidden) {
@@ -142,7 +129,7 @@ CollectiveCost bench_all_reduce(Communicator& comm, const Options& options) {
     const std::span<float> data(buffer.data(), static_cast<std::size_t>(count));
     points.push_back(measure_point(comm, options, bytes, [&] { comm.all_reduce_sum(data); }));
   }
-  return fitted(std::move(points));
+  return CollectiveCost::fitted(std::move(points));
 }
 
 CollectiveCost bench_broadcast(Communicator& comm, const Options& options) {
@@ -155,7 +142,7 @@ CollectiveCost bench_broadcast(Communicator& comm, const Options& options) {
     points.push_back(
         measure_point(comm, options, static_cast<double>(size), [&] { comm.broadcast(data, 0); }));
   }
-  return fitted(std::move(points));
+  return CollectiveCost::fitted(std::move(points));
 }
 
 // Per-rank float counts of the logits exchanges: T ShardStats records (6 floats each) and T rows
@@ -191,18 +178,15 @@ CollectiveCost bench_gathers(Communicator& comm, const Options& options, bool al
       }
     }));
   }
-  return fitted(std::move(points));
+  return CollectiveCost::fitted(std::move(points));
 }
 
-// Distinct host names among the ranks (FNV-1a hashes of process_identity().host).
+// Nodes among the ranks: the ranks first on theirs (process_identity().local_rank, from MPI's
+// shared-memory split, as the start lines report it).
 int count_nodes(Communicator& comm) {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (const char c : process_identity().host) {
-    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  }
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-  comm.all_gather_u64(hash, all);
-  return static_cast<int>(std::set<std::uint64_t>(all.begin(), all.end()).size());
+  std::vector<std::uint64_t> first(static_cast<std::size_t>(comm.size()));
+  comm.all_gather_u64(process_identity().local_rank == 0 ? 1 : 0, first);
+  return static_cast<int>(std::count(first.begin(), first.end(), std::uint64_t{1}));
 }
 
 std::string utc_now() {
