@@ -43,8 +43,8 @@ ctl_port=6917
 slurmd_port=6918
 SKIP=77
 self=$(cd -P "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-# shellcheck source=../slurm/lib/test_cluster_conf.sh
-source "$(dirname "$self")/../slurm/lib/test_cluster_conf.sh"
+# shellcheck source=../slurm/lib/test_cluster.sh
+source "$(dirname "$self")/../slurm/lib/test_cluster.sh"
 
 log() { echo "[netns-cluster] $*" >&2; }
 die() { echo "netns-cluster: error: $*" >&2; exit 1; }
@@ -52,25 +52,6 @@ node_ns() { echo "${prefix}-node$1"; }
 node_name() { echo "ssnode$1"; }
 node_addr() { echo "$subnet.$((10 + $1))"; }
 node_count() { cat "$state/nodes" 2>/dev/null || echo 0; }
-
-# alive PID NAME: PID is a running (not zombie) process called NAME.
-alive() {
-  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] &&
-    [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
-}
-
-# stop_pid NAME PID: SIGTERM, up to 10 s, then SIGKILL; only while PID is still NAME.
-stop_pid() {
-  local name=$1 pid=$2
-  alive "$pid" "$name" || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 40); do
-    alive "$pid" "$name" || return 0
-    sleep 0.25
-  done
-  log "$name ($pid) ignored SIGTERM for 10 s: SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-}
 
 # stop_uts UTS: ends every process of that UTS namespace (as readlink /proc/PID/ns/uts names it):
 # SIGTERM, up to 10 s, then SIGKILL.
@@ -227,14 +208,13 @@ preflight() {
     echo "SKIP: a cluster is already up ($state): '$self down' removes it"
     exit $SKIP
   fi
-  local p
-  for p in /proc/[0-9]*; do
-    if alive "${p#/proc/}" slurmctld; then  # (zombies of an earlier cluster are not running)
-      echo "SKIP: a slurmctld not started by this script is running (pid ${p#/proc/}); it will" \
-           "not share this machine"
-      exit $SKIP
-    fi
-  done
+  local other
+  other=$(pids_named slurmctld | tr '\n' ' ')  # (zombies of an earlier cluster do not count)
+  if [ -n "$other" ]; then
+    echo "SKIP: a slurmctld not started by this script is running (pid ${other% }); it will not" \
+         "share this machine"
+    exit $SKIP
+  fi
 }
 
 make_network() {
@@ -266,24 +246,12 @@ make_network() {
 }
 
 start_munge() {
-  if munge -n 2> /dev/null | unmunge > /dev/null 2>&1; then
+  if munge_answers; then
     log "munged already running: using it"
     return 0
   fi
-  local key=/etc/munge/munge.key
-  [ -s "$key" ] || mungekey --create --keyfile "$key"
-  chown munge:munge "$key" && chmod 600 "$key"
-  mkdir -p /run/munge /var/lib/munge /var/log/munge
-  chown munge:munge /run/munge /var/lib/munge /var/log/munge
-  chmod 755 /run/munge
-  setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged --foreground \
-    > "$work/logs/munged.out" 2>&1 &
-  echo $! > "$state/munged.pid"
-  for _ in $(seq 1 40); do
-    munge -n 2> /dev/null | unmunge > /dev/null 2>&1 && return 0
-    sleep 0.25
-  done
-  die "munged did not come up ($work/logs/munged.out)"
+  start_munged "$work/logs/munged.out" "$state/munged.pid" ||
+    die "munged did not come up ($work/logs/munged.out)"
 }
 
 write_slurm_conf() {
@@ -332,7 +300,7 @@ start_slurm() {
   readlink "/proc/$!/ns/uts" > "$state/head.uts" 2> /dev/null || true
   for i in $(seq 1 "$nodes"); do cmd_start_slurmd "$i"; done
   for _ in $(seq 1 120); do
-    alive "$(cat "$state/slurmctld.pid")" slurmctld || die "slurmctld exited: $work/logs/slurmctld.*"
+    running "$(cat "$state/slurmctld.pid")" slurmctld || die "slurmctld exited: $work/logs/slurmctld.*"
     idle=$(sinfo -h -N -t idle -o %N 2> /dev/null | sort -u | grep -c . || true)
     [ "$idle" -eq "$nodes" ] && return 0
     sleep 0.5
@@ -367,11 +335,11 @@ cmd_down() {
     for p in $(squeue -h -o %i 2> /dev/null); do scancel "$p" 2> /dev/null || true; done
   fi
   for i in $(seq 1 "$nodes"); do
-    [ -f "$state/slurmd-$i.pid" ] && stop_pid slurmd "$(cat "$state/slurmd-$i.pid")"
+    [ -f "$state/slurmd-$i.pid" ] && stop_daemon slurmd "$(cat "$state/slurmd-$i.pid")"
   done
-  [ -f "$state/slurmctld.pid" ] && stop_pid slurmctld "$(cat "$state/slurmctld.pid")"
+  [ -f "$state/slurmctld.pid" ] && stop_daemon slurmctld "$(cat "$state/slurmctld.pid")"
   [ -s "$state/head.uts" ] && stop_uts "$(cat "$state/head.uts")"
-  [ -f "$state/munged.pid" ] && stop_pid munged "$(cat "$state/munged.pid")"
+  [ -f "$state/munged.pid" ] && stop_daemon munged "$(cat "$state/munged.pid")"
   # Whatever still runs on a node (stepds, ranks, orteds) goes with it.
   for i in $(seq 1 "$nodes"); do
     ns=$(node_ns "$i")

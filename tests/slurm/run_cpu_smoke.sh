@@ -47,8 +47,8 @@ repo=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=$(cd "$1" && pwd)
 bin=$build_dir/bin/selfspec
 job_script=$repo/scripts/slurm/cpu_smoke.sbatch
-# shellcheck source=../../scripts/slurm/lib/test_cluster_conf.sh
-source "$repo/scripts/slurm/lib/test_cluster_conf.sh"
+# shellcheck source=../../scripts/slurm/lib/test_cluster.sh
+source "$repo/scripts/slurm/lib/test_cluster.sh"
 if [ ! -x "$bin" ]; then
   echo "FAIL: $bin not found (build the selfspec target first)" >&2
   exit 1
@@ -75,63 +75,36 @@ conf=/etc/slurm/slurm.conf
 marker="# written by selfspec tests/slurm/run_cpu_smoke.sh"
 export SLURM_CONF=$conf
 
-# pids_named NAME: pids of the running processes whose command name is NAME (no procps needed).
-pids_named() {
-  local p
-  for p in /proc/[0-9]*; do
-    [ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] || continue
-    # skip zombies (state Z): they are exited processes waiting for their parent
-    [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" = Z ] || echo "${p#/proc/}"
-  done
-}
-
-# stop_pid NAME PID: SIGTERM, up to 20 s, then SIGKILL; only if PID is still that daemon.
-stop_pid() {
-  local name=$1 pid=$2
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 40); do
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || break
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
-    sleep 0.5
-  done
-  if [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] &&
-     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
-    log "$name ($pid) ignored SIGTERM for 20 s: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true  # reap it when it is our child
-}
-
 # --- 0. leftovers of an earlier run of this test that was killed before its cleanup ----------
 for name in slurmd slurmctld munged; do
   if [ -f "$pids/$name.pid" ]; then
     old=$(cat "$pids/$name.pid")
     if [ "$(cat "/proc/$old/comm" 2>/dev/null)" = "$name" ]; then
       log "stopping $name ($old) left over by an earlier run of this test"
-      stop_pid "$name" "$old"
+      stop_daemon "$name" "$old"
     fi
     rm -f "$pids/$name.pid"
   fi
 done
-# (The namespace cluster of the multinode tests, scripts/multinode/netns_cluster.sh, is no live
-# cluster of this machine: its daemons use other ports, another slurm.conf and, for slurmd,
-# network namespaces of their own; they are left out.)
-netns_cluster=/run/selfspec-netns-cluster
-not_netns_cluster() {
-  local p ns
-  ns=$(stat -L -c %i /proc/self/ns/net)
-  while read -r p; do
-    [ -n "$p" ] || continue
-    [ "$p" = "$(cat "$netns_cluster/slurmctld.pid" 2>/dev/null)" ] && continue
-    [ "$(stat -L -c %i "/proc/$p/ns/net" 2>/dev/null)" = "$ns" ] || continue
-    echo "$p"
-  done
+# A live cluster is one whose daemons read the slurm.conf this test rewrites: started without -f,
+# or with -f naming it. Daemons of other clusters (their own -f, such as the multinode tests'
+# namespace cluster) are left alone.
+reads_conf() {  # reads_conf PID: the daemon reads $conf
+  local arg next=0 file=$conf
+  [ -r "/proc/$1/cmdline" ] || return 1
+  while IFS= read -r -d '' arg; do
+    if [ "$next" = 1 ]; then file=$arg; next=0; fi
+    [ "$arg" = -f ] && next=1
+  done < "/proc/$1/cmdline"
+  [ "$file" = "$conf" ]
 }
 for name in slurmctld slurmd; do
-  other=$(pids_named "$name" | not_netns_cluster | tr '\n' ' ')
+  other=
+  for p in $(pids_named "$name"); do
+    if reads_conf "$p"; then other="$other $p"; fi
+  done
   if [ -n "$other" ]; then
-    echo "SKIP: $name is already running (pid $other) and was not started by this test; it" \
+    echo "SKIP: $name is already running (pid$other) and was not started by this test; it" \
          "will not reconfigure a live Slurm cluster"
     exit "$SKIP"
   fi
@@ -155,7 +128,7 @@ cleanup() {
   fi
   for name in slurmd slurmctld munged; do
     if [ -f "$pids/$name.pid" ]; then
-      stop_pid "$name" "$(cat "$pids/$name.pid")"
+      stop_daemon "$name" "$(cat "$pids/$name.pid")"
       rm -f "$pids/$name.pid"
     fi
   done
@@ -265,10 +238,7 @@ log "slurm.conf: NodeName=localhost $hw"
 # --- 3. daemons -------------------------------------------------------------------------------
 # daemon_alive NAME: our daemon still runs (fails fast instead of waiting for a timeout).
 daemon_alive() {
-  local pid
-  pid=$(cat "$pids/$1.pid")
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ] &&
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+  running "$(cat "$pids/$1.pid")" "$1"
 }
 fail_daemon() {
   echo "FAIL: $1 did not come up; its log:" >&2
@@ -276,27 +246,10 @@ fail_daemon() {
   exit 1
 }
 
-if munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then
+if munge_answers; then
   log "munged already running: using it"
 else
-  key=/etc/munge/munge.key
-  if [ ! -s "$key" ]; then
-    mungekey --create --keyfile "$key"
-  fi
-  chown munge:munge "$key" && chmod 600 "$key"
-  mkdir -p /run/munge /var/lib/munge /var/log/munge
-  chown munge:munge /run/munge /var/lib/munge /var/log/munge
-  chmod 755 /run/munge
-  # setpriv execs munged as the munge user in this process, so $! is munged's own pid.
-  setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged --foreground \
-    > "$work/logs/munged.out" 2>&1 9>&- &
-  echo $! > "$pids/munged.pid"
-  for _ in $(seq 1 40); do
-    munge -n 2>/dev/null | unmunge > /dev/null 2>&1 && break
-    daemon_alive munged || fail_daemon munged
-    sleep 0.25
-  done
-  munge -n 2>/dev/null | unmunge > /dev/null 2>&1 || fail_daemon munged
+  start_munged "$work/logs/munged.out" "$pids/munged.pid" || fail_daemon munged
   log "munged started (pid $(cat "$pids/munged.pid"))"
 fi
 
