@@ -33,6 +33,7 @@
 //   bonus token. Agrees with a sequential ascending walk except within rounding of a boundary.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/segment_walk.cuh"
 
 #include <cuda_runtime.h>
 
@@ -428,9 +429,9 @@ __global__ void __launch_bounds__(kAcceptThreads)
   const long long accepted = s_accepted;
   const float* p_row = p + accepted * vocab;
   const float* q_row = accepted < k ? q + accepted * vocab : nullptr;
-  const std::int64_t segment = (vocab + kAcceptThreads - 1) / kAcceptThreads;
-  const std::int64_t begin = static_cast<std::int64_t>(threadIdx.x) * segment;
-  const std::int64_t end = begin + segment < vocab ? begin + segment : vocab;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  detail::thread_segment<kAcceptThreads>(vocab, &begin, &end);
 
   // Residual weights after a rejection; p itself when the residual is empty or for the bonus.
   bool residual = q_row != nullptr;
@@ -442,45 +443,11 @@ __global__ void __launch_bounds__(kAcceptThreads)
       const double qv = q_row[x];
       return pv > qv ? pv - qv : 0.0;
     };
-    if (threadIdx.x == 0) s_last_positive = -1;
-    __syncthreads();
-    double local = 0.0;
-    long long last_positive = -1;
-    for (std::int64_t x = begin; x < end; ++x) {
-      const double w = weight(x);
-      if (w > 0.0) {
-        local += w;
-        last_positive = x;
-      }
-    }
-    s_prefix[threadIdx.x] = local;
-    atomicMax(&s_last_positive, last_positive);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int s = 1; s < kAcceptThreads; ++s) s_prefix[s] += s_prefix[s - 1];
-      s_choice = -1;
-    }
-    __syncthreads();
+    if (threadIdx.x == 0) s_choice = -1;
+    detail::segment_prefix<kAcceptThreads>(weight, begin, end, s_prefix, &s_last_positive);
     mass = s_prefix[kAcceptThreads - 1];
     if (!(residual && !(mass > 0.0))) {  // block-uniform
-      const double target = uniforms[k] * mass;
-      const double before = threadIdx.x > 0 ? s_prefix[threadIdx.x - 1] : 0.0;
-      if (mass > 0.0 && target < s_prefix[threadIdx.x] && !(target < before)) {
-        double cumulative = before;
-        long long choice = -1;
-        long long segment_last = -1;
-        for (std::int64_t x = begin; x < end; ++x) {
-          const double w = weight(x);
-          if (w <= 0.0) continue;
-          segment_last = x;
-          cumulative += w;
-          if (target < cumulative) {
-            choice = x;
-            break;
-          }
-        }
-        s_choice = choice >= 0 ? choice : segment_last;  // exactly one thread gets here
-      }
+      detail::segment_choice(weight, begin, end, uniforms[k] * mass, s_prefix, &s_choice);
       __syncthreads();
       if (threadIdx.x == 0) {
         const long long next = s_choice >= 0 ? s_choice : s_last_positive;  // rounding: the end

@@ -3,17 +3,17 @@
 // rows that stay in device memory. The plain reference is decode/logit_statistics.cpp
 // (walk_softmax, residual_mass, walk_residual); tests/gpu/shard_walk_cuda_test.cpp compares them.
 //
-// One block of kWalkThreads per call. Thread s owns the contiguous id segment
-// [s·L, min(n, (s + 1)·L)), L = ceil(n / kWalkThreads), and sums its weights in double in
-// ascending ids; thread 0 adds the segment sums in segment order (an inclusive prefix); the one
-// thread whose segment holds the target (before <= target < prefix) walks its segment ascending
-// from `before`. A segment that rounding leaves unreached gives its last positive id, and a target
-// beyond the total gives the row's last positive id (the CPU walk's fallback). The weights:
+// One block of kWalkThreads per call, walking as speculative_accept does (segment_walk.cuh: fixed
+// segments, summed in double in ascending ids, an inclusive prefix in segment order, one thread
+// walking the segment that holds the target). A segment that rounding leaves unreached gives its
+// last positive id, and a target beyond the total gives the row's last positive id (the CPU
+// walk's fallback). The weights:
 //   softmax:  exp(l · inv_T − m), m the shard's max from its row_stats record (NaN: no weight);
 //   residual: max(0, p(x) − q(x)), p(x) = exp(l_p · inv_T − p_max) / p_sum, q likewise
 //             (Leviathan et al. 2023, Alg. 1 step 7; Draft & Verify Alg. 4).
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/segment_walk.cuh"
 
 #include <cuda_runtime.h>
 
@@ -68,31 +68,6 @@ struct ResidualWeight {
   }
 };
 
-// The segment sums' inclusive prefix (s_prefix) and the row's last positive id
-// (*s_last_positive), for the calling thread's segment [begin, end). Every thread must call it.
-template <typename Weight>
-__device__ void segment_prefix(const Weight& weight, std::int64_t begin, std::int64_t end,
-                               double* s_prefix, long long* s_last_positive) {
-  if (threadIdx.x == 0) *s_last_positive = -1;
-  __syncthreads();
-  double local = 0.0;
-  long long last_positive = -1;
-  for (std::int64_t x = begin; x < end; ++x) {
-    const double w = weight(x);
-    if (w > 0.0) {
-      local += w;
-      last_positive = x;
-    }
-  }
-  s_prefix[threadIdx.x] = local;
-  if (last_positive >= 0) atomicMax(s_last_positive, last_positive);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int s = 1; s < kWalkThreads; ++s) s_prefix[s] += s_prefix[s - 1];
-  }
-  __syncthreads();
-}
-
 // The walk: out->id the global id where the cumulative weight first exceeds target (-1 when the
 // row has no positive weight), out->logit logits[id] when `logits` is given.
 template <typename Weight>
@@ -101,28 +76,12 @@ __device__ void walk(Weight weight, std::int64_t n, std::int64_t vocab_begin, do
   __shared__ double s_prefix[kWalkThreads];
   __shared__ long long s_last_positive;
   __shared__ long long s_choice;
-  const std::int64_t segment = (n + kWalkThreads - 1) / kWalkThreads;
-  const std::int64_t begin = static_cast<std::int64_t>(threadIdx.x) * segment;
-  const std::int64_t end = begin + segment < n ? begin + segment : n;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  detail::thread_segment<kWalkThreads>(n, &begin, &end);
   if (threadIdx.x == 0) s_choice = -1;
-  segment_prefix(weight, begin, end, s_prefix, &s_last_positive);
-  const double before = threadIdx.x > 0 ? s_prefix[threadIdx.x - 1] : 0.0;
-  if (target < s_prefix[threadIdx.x] && !(target < before)) {  // at most one thread
-    double cumulative = before;
-    long long choice = -1;
-    long long segment_last = -1;
-    for (std::int64_t x = begin; x < end; ++x) {
-      const double w = weight(x);
-      if (w <= 0.0) continue;
-      segment_last = x;
-      cumulative += w;
-      if (target < cumulative) {
-        choice = x;
-        break;
-      }
-    }
-    s_choice = choice >= 0 ? choice : segment_last;
-  }
+  detail::segment_prefix<kWalkThreads>(weight, begin, end, s_prefix, &s_last_positive);
+  detail::segment_choice(weight, begin, end, target, s_prefix, &s_choice);
   __syncthreads();
   if (threadIdx.x == 0) {
     const long long local = s_choice >= 0 ? s_choice : s_last_positive;
@@ -158,10 +117,11 @@ __global__ void __launch_bounds__(kWalkThreads)
                          double* out) {
   __shared__ double s_prefix[kWalkThreads];
   __shared__ long long s_last_positive;
-  const std::int64_t segment = (n + kWalkThreads - 1) / kWalkThreads;
-  const std::int64_t begin = static_cast<std::int64_t>(threadIdx.x) * segment;
-  const std::int64_t end = begin + segment < n ? begin + segment : n;
-  segment_prefix(ResidualWeight{p_row, q_row, pair}, begin, end, s_prefix, &s_last_positive);
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  detail::thread_segment<kWalkThreads>(n, &begin, &end);
+  detail::segment_prefix<kWalkThreads>(ResidualWeight{p_row, q_row, pair}, begin, end, s_prefix,
+                                       &s_last_positive);
   if (threadIdx.x == 0) *out = s_prefix[kWalkThreads - 1];
 }
 
