@@ -739,11 +739,10 @@ CLI::Option* add_prompt_suite_options(CLI::App& command, BenchOptions& options) 
                   "at most this many suite prompts of each task (the first in file order)")
       ->check(CLI::PositiveNumber)
       ->needs(file);
-  command
-      .add_flag("--ignore-eos", options.ignore_eos,
-                "suite prompts: always generate --gen tokens instead of stopping at the end of "
-                "sequence (random prompts always do: there it changes nothing, so a run config "
-                "that sets it for `generate` also serves `bench`)");
+  command.add_flag("--ignore-eos", options.ignore_eos,
+                   "suite prompts: always generate --gen tokens instead of stopping at the end of "
+                   "sequence (random prompts always do: there it changes nothing, so a run config "
+                   "that sets it for `generate` also serves `bench`)");
   options.chat.add_to(command, "each suite prompt")->needs(file);
   return file;
 }
