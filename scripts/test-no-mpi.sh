@@ -12,5 +12,10 @@ cd "$(dirname "$0")/.."
 build_dir=${SELFSPEC_NO_MPI_BUILD_DIR:-build-nompi}
 SELFSPEC_BUILD_DIR=$build_dir ./scripts/build.sh -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
   -DSELFSPEC_BUILD_BENCH=OFF "$@"
+rc=0
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j "$(nproc)" \
-  --output-junit "$PWD/$build_dir/test-results.xml" -L '^unit|^integration:launch$|^mpi$'
+  --output-junit "$PWD/$build_dir/test-results.xml" -L '^unit|^integration:launch$|^mpi$' || rc=$?
+if [ "$rc" -ne 0 ]; then
+  ./scripts/failed-tests.sh "$build_dir" || true
+  exit "$rc"
+fi
