@@ -10,7 +10,8 @@
 #   mn_ranks NODE            pids of the selfspec processes on node NODE
 #   mn_tokens FILE           the "tokens":[...] of the last JSON line of FILE
 #   mn_wait_idle SECONDS     waits until every node is idle again
-#   mn_fail MESSAGE          prints FAIL and exits 1 (after showing $work's logs)
+#   mn_fail MESSAGE          prints FAIL, $work's logs, the cluster's state and logs, FAIL again
+#                            (last), and exits 1
 
 mn_init() {
   local name=$1 build_dir
@@ -29,7 +30,17 @@ mn_init() {
     exit 1
   fi
   [ -x "$bin" ] || { echo "FAIL: $bin not found (build the selfspec target first)" >&2; exit 1; }
+  local dir
+  for dir in "$build_dir" "$repo"; do
+    case "$dir/" in
+      /tmp/* | /dev/shm/*)
+        echo "FAIL: $dir is under /tmp or /dev/shm, which every node of the cluster has its own" \
+             "of: the nodes cannot see it (use a build directory elsewhere)" >&2
+        exit 1 ;;
+    esac
+  done
   eval "$("$cluster" env)"
+  cluster_logs=$(cat /run/selfspec-netns-cluster/work 2> /dev/null)/logs
   export SLURM_CONF
   work=$build_dir/multinode/$name
   rm -rf "$work"
@@ -43,9 +54,16 @@ log() { echo "[$(basename "$0" .sh) +$(($(date +%s) - t_start))s] $*"; }
 mn_fail() {
   echo "FAIL: $*" >&2
   local f
-  for f in "$work"/*.out "$work"/*.log; do
+  for f in "$work"/*.out "$work"/*.log "$work"/results/*/*.log "$work"/results/*/job.json; do
     [ -f "$f" ] && { echo "--- $f" >&2; tail -n 25 "$f" >&2; }
   done
+  echo "--- the cluster: nodes, queue, the controller's and the nodes' last log lines" >&2
+  sinfo -h -N -o '%N %T %E' >&2 2> /dev/null || true
+  squeue -h -o '%i %j %T %R' >&2 2> /dev/null || true
+  for f in "$cluster_logs"/slurmctld.log "$cluster_logs"/slurmd-*.log; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 8 "$f" >&2; }
+  done
+  echo "FAIL: $*" >&2  # again, last: a log that keeps only its tail still says why
   exit 1
 }
 
