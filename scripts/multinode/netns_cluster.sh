@@ -4,7 +4,8 @@
 # nodes crosses a bridge, so Open MPI, PMIx and Slurm talk TCP between nodes exactly as they do
 # between machines (and a link can be taken down, or slowed with netem, per node).
 #
-#   scripts/multinode/netns_cluster.sh up WORKDIR [NODES] [CPUS_PER_NODE]   (default 2 nodes x 2)
+#   scripts/multinode/netns_cluster.sh up WORKDIR [NODES] [CPUS_PER_NODE]   (default 2 nodes x 2;
+#                                   up once every node is idle and has run a first step)
 #   scripts/multinode/netns_cluster.sh exec NODE CMD...     run CMD on node NODE (1, 2, ...)
 #   scripts/multinode/netns_cluster.sh env                  the environment that sbatch/srun need
 #   scripts/multinode/netns_cluster.sh link NODE up|down    that node's link to the bridge
@@ -309,6 +310,19 @@ start_slurm() {
   die "not all $nodes nodes idle after 60 s: $work/logs/"
 }
 
+# The cluster is up once it has run a step on every node: srun -N NODES hostname, each node
+# answering with its own name (the first step also pays for whatever its daemons do only once).
+check_first_step() {
+  local nodes=$1 t0 got want
+  t0=$(date +%s)
+  got=$(SLURM_CONF=$state/slurm.conf timeout 120 srun --nodes="$nodes" --ntasks-per-node=1 \
+        --mpi=none hostname 2> "$work/logs/first-step.err" | sort | tr '\n' ' ') ||
+    die "a first step on all $nodes nodes failed: $(tail -n 3 "$work/logs/first-step.err" | tr '\n' ' ')"
+  want=$(for i in $(seq 1 "$nodes"); do node_name "$i"; done | sort | tr '\n' ' ')
+  [ "$got" = "$want" ] || die "a first step on all nodes answered '$got', not '$want'"
+  log "first step on every node: $got($(($(date +%s) - t0)) s)"
+}
+
 cmd_up() {
   work=${1:?usage: up WORKDIR [NODES] [CPUS_PER_NODE]}
   local nodes=${2:-2} cpus=${3:-2}
@@ -322,6 +336,7 @@ cmd_up() {
   start_munge
   write_slurm_conf "$nodes" "$cpus"
   start_slurm "$nodes"
+  check_first_step "$nodes"
   log "cluster up: $(sinfo -h -N -o '%N:%T' | sort -u | tr '\n' ' ')"
 }
 
