@@ -5,7 +5,8 @@
 # between machines (and a link can be taken down, or slowed with netem, per node).
 #
 #   scripts/multinode/netns_cluster.sh up WORKDIR [NODES] [CPUS_PER_NODE]   (default 2 nodes x 2;
-#                                   up once every node is idle and has run a first step)
+#                                   up once every node is idle, reaches the others over TCP and
+#                                   has run a first step)
 #   scripts/multinode/netns_cluster.sh exec NODE CMD...     run CMD on node NODE (1, 2, ...)
 #   scripts/multinode/netns_cluster.sh env                  the environment that sbatch/srun need
 #   scripts/multinode/netns_cluster.sh link NODE up|down    that node's link to the bridge
@@ -310,6 +311,31 @@ start_slurm() {
   die "not all $nodes nodes idle after 60 s: $work/logs/"
 }
 
+# Every node reaches every other one by name over TCP (the ranks' path, node to node through the
+# bridge, which slurmd's registration with the head does not take): a connection to the other
+# node's slurmd port, retried for up to 30 s.
+check_node_to_node() {
+  local nodes=$1 i j t0 ok
+  t0=$(date +%s)
+  for i in $(seq 1 "$nodes"); do
+    for j in $(seq 1 "$nodes"); do
+      [ "$i" -ne "$j" ] || continue
+      ok=0
+      for _ in $(seq 1 30); do
+        if "$self" exec "$i" timeout 2 bash -c \
+          "exec 3<> /dev/tcp/$(node_name "$j")/$slurmd_port" 2> /dev/null; then
+          ok=1
+          break
+        fi
+        sleep 1
+      done
+      [ "$ok" = 1 ] || die "$(node_name "$i") cannot reach $(node_name "$j") over TCP" \
+        "(port $slurmd_port) within 30 s"
+    done
+  done
+  log "every node reaches every other over TCP ($(($(date +%s) - t0)) s)"
+}
+
 # The cluster is up once it has run a step on every node: srun -N NODES hostname, each node
 # answering with its own name (the first step also pays for whatever its daemons do only once).
 check_first_step() {
@@ -336,6 +362,7 @@ cmd_up() {
   start_munge
   write_slurm_conf "$nodes" "$cpus"
   start_slurm "$nodes"
+  check_node_to_node "$nodes"
   check_first_step "$nodes"
   log "cluster up: $(sinfo -h -N -o '%N:%T' | sort -u | tr '\n' ' ')"
 }
