@@ -302,7 +302,7 @@ start_slurm() {
   readlink "/proc/$!/ns/uts" > "$state/head.uts" 2> /dev/null || true
   for i in $(seq 1 "$nodes"); do cmd_start_slurmd "$i"; done
   for _ in $(seq 1 120); do
-    running "$(cat "$state/slurmctld.pid")" slurmctld || die "slurmctld exited: $work/logs/slurmctld.*"
+    alive "$(cat "$state/slurmctld.pid")" || die "slurmctld exited: $work/logs/slurmctld.*"
     idle=$(sinfo -h -N -t idle -o %N 2> /dev/null | sort -u | grep -c . || true)
     [ "$idle" -eq "$nodes" ] && return 0
     sleep 0.5
@@ -315,22 +315,17 @@ start_slurm() {
 # bridge, which slurmd's registration with the head does not take): a connection to the other
 # node's slurmd port, retried for up to 30 s.
 check_node_to_node() {
-  local nodes=$1 i j t0 ok
+  local nodes=$1 i j t0
   t0=$(date +%s)
   for i in $(seq 1 "$nodes"); do
     for j in $(seq 1 "$nodes"); do
       [ "$i" -ne "$j" ] || continue
-      ok=0
       for _ in $(seq 1 30); do
-        if "$self" exec "$i" timeout 2 bash -c \
-          "exec 3<> /dev/tcp/$(node_name "$j")/$slurmd_port" 2> /dev/null; then
-          ok=1
-          break
-        fi
+        "$self" exec "$i" timeout 2 bash -c \
+          "exec 3<> /dev/tcp/$(node_name "$j")/$slurmd_port" 2> /dev/null && continue 2
         sleep 1
       done
-      [ "$ok" = 1 ] || die "$(node_name "$i") cannot reach $(node_name "$j") over TCP" \
-        "(port $slurmd_port) within 30 s"
+      die "$(node_name "$i") cannot reach $(node_name "$j") over TCP (port $slurmd_port) within 30 s"
     done
   done
   log "every node reaches every other over TCP ($(($(date +%s) - t0)) s)"

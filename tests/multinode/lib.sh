@@ -40,7 +40,7 @@ mn_init() {
     esac
   done
   eval "$("$cluster" env)"
-  cluster_logs=$(cat /run/selfspec-netns-cluster/work 2> /dev/null)/logs
+  cluster_logs=$fixture/logs
   export SLURM_CONF
   work=$build_dir/multinode/$name
   rm -rf "$work"

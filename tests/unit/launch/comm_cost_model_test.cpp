@@ -241,6 +241,21 @@ class CollectiveCounts : public ::testing::Test {
       body(*model, counting);
     });
   }
+  // Greedy decoding of exactly max_new_tokens tokens, logits in the given mode.
+  static GenerationOptions generation_of(int max_new_tokens, LogitsMode mode) {
+    GenerationOptions generation;
+    generation.max_new_tokens = max_new_tokens;
+    generation.ignore_eos = true;
+    generation.logits = mode;
+    return generation;
+  }
+  // A draft length fixed at k.
+  static std::unique_ptr<DraftLengthController> fixed_draft_length(int k) {
+    ControllerOptions fixed;
+    fixed.kind = "fixed";
+    fixed.max_draft = k;
+    return make_draft_length_controller(fixed);
+  }
   const LayerPlan skip_ = LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{2});
   const std::vector<std::int32_t> prompt_ = {1, 14, 3, 27, 9, 40};
   testing::TempDir dir_;
@@ -283,10 +298,7 @@ CallCounts prefill_and_first_token(const ModelConfig& config, std::int64_t promp
 TEST_F(CollectiveCounts, PlainDecodingStepsAreTheModels) {
   for (const LogitsMode mode : {LogitsMode::kLocal, LogitsMode::kGather}) {
     on_two_ranks([&](LlamaModel& model, CountingComm& comm) {
-      GenerationOptions generation;
-      generation.max_new_tokens = 7;
-      generation.ignore_eos = true;
-      generation.logits = mode;
+      const GenerationOptions generation = generation_of(7, mode);
       KvCache kv = model.make_kv_cache(32);
       Decoder decoder(model, comm);
       const GenerationResult result = decoder.generate(prompt_, generation, kv);
@@ -306,16 +318,10 @@ TEST_F(CollectiveCounts, PlainDecodingStepsAreTheModels) {
 TEST_F(CollectiveCounts, SelfSpeculativeRoundsAreTheModels) {
   for (const LogitsMode mode : {LogitsMode::kLocal, LogitsMode::kGather}) {
     on_two_ranks([&](LlamaModel& model, CountingComm& comm) {
-      GenerationOptions generation;
-      generation.max_new_tokens = 12;
-      generation.ignore_eos = true;
-      generation.logits = mode;
+      const GenerationOptions generation = generation_of(12, mode);
       KvCache kv = model.make_kv_cache(32);
       LayerSkipDrafter drafter(skip_, "test");
-      ControllerOptions fixed;
-      fixed.kind = "fixed";
-      fixed.max_draft = 1;
-      const auto controller = make_draft_length_controller(fixed);
+      const auto controller = fixed_draft_length(1);
       Decoder decoder(model, comm, drafter, *controller);
       const DecodingStats stats = decoder.generate(prompt_, generation, kv).stats;
       const std::int64_t shard = model.shard().vocab.size();
@@ -337,17 +343,11 @@ TEST_F(CollectiveCounts, SelfSpeculativeRoundsAreTheModels) {
 // verification is over K + 1 = 4 tokens.
 TEST_F(CollectiveCounts, FullRoundsVerifyKPlusOneTokens) {
   on_two_ranks([&](LlamaModel& model, CountingComm& comm) {
-    GenerationOptions generation;
-    generation.max_new_tokens = 1 + 3 * 4;
-    generation.ignore_eos = true;
-    generation.logits = LogitsMode::kLocal;
+    const GenerationOptions generation = generation_of(1 + 3 * 4, LogitsMode::kLocal);
     KvCache kv = model.make_kv_cache(32);
     const LayerPlan full = LayerPlan::full(4);
     LayerSkipDrafter drafter(full, "none skipped");
-    ControllerOptions fixed;
-    fixed.kind = "fixed";
-    fixed.max_draft = 3;
-    const auto controller = make_draft_length_controller(fixed);
+    const auto controller = fixed_draft_length(3);
     Decoder decoder(model, comm, drafter, *controller);
     const DecodingStats stats = decoder.generate(prompt_, generation, kv).stats;
     ASSERT_EQ(stats.verify_forwards, 3);
