@@ -238,7 +238,7 @@ log "slurm.conf: NodeName=localhost $hw"
 # --- 3. daemons -------------------------------------------------------------------------------
 # daemon_alive NAME: our daemon still runs (fails fast instead of waiting for a timeout).
 daemon_alive() {
-  running "$(cat "$pids/$1.pid")" "$1"
+  alive "$(cat "$pids/$1.pid")"
 }
 fail_daemon() {
   echo "FAIL: $1 did not come up; its log:" >&2

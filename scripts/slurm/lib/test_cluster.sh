@@ -9,6 +9,8 @@
 #                              lack them), no accounting, CPUs as consumable resources, and
 #                              slurm.conf trusted over the hardware slurmd detects (a container's
 #                              odd topology must not drain a node)
+#   alive PID                  PID is a process that has not ended (zombies have); for a daemon
+#                              just started, whose name is still its launcher's until it execs
 #   running PID NAME           PID is a running process called NAME (zombies are not running)
 #   pids_named NAME            pids of the running processes called NAME
 #   stop_daemon NAME PID       SIGTERM, up to 20 s, then SIGKILL; only while PID is still NAME
@@ -37,9 +39,13 @@ MailProg=/bin/true
 CONF
 }
 
+alive() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2> /dev/null) && [ -n "$state" ] && [ "$state" != Z ]
+}
+
 running() {
-  [ "$(cat "/proc/$1/comm" 2> /dev/null)" = "$2" ] &&
-    [ "$(awk '{print $3}' "/proc/$1/stat" 2> /dev/null)" != Z ]
+  [ "$(cat "/proc/$1/comm" 2> /dev/null)" = "$2" ] && alive "$1"
 }
 
 pids_named() {
@@ -81,7 +87,7 @@ start_munged() {
   echo "$pid" > "$pidfile"
   for _ in $(seq 1 40); do
     munge_answers && return 0
-    running "$pid" munged || return 1
+    alive "$pid" || return 1  # (not `running`: until setpriv execs it, the name is setpriv's)
     sleep 0.25
   done
   munge_answers
