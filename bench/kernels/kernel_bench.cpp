@@ -112,7 +112,7 @@ const WeightPool& weight_pool(DType dtype, std::int64_t rows, std::int64_t cols,
 }
 
 bool select_isa(benchmark::State& state, Isa isa) {
-  if (isa == Isa::kAvx2 && detected_isa() != Isa::kAvx2) {
+  if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks AVX2/FMA/F16C");
     return false;
   }

@@ -1,10 +1,11 @@
 // Instruction-set detection and override for the CPU kernels.
 //
 // detected_isa() asks cpuid once (via __builtin_cpu_supports, which also checks that the OS saves
-// the YMM state) for AVX2 + FMA + F16C. The active ISA is, in order of precedence: the value set by
-// force_isa() (an atomic, so tests and benchmarks may switch at any time between kernel calls),
-// SELFSPEC_CPU_ISA=scalar|avx2 from the environment (read once), or the detected ISA. Asking for
-// AVX2 on a CPU without it is an error rather than a silent fallback.
+// the YMM/ZMM state): AVX2 + FMA + F16C, then AVX-512 F/BW/VL/DQ + VNNI + BF16. The active ISA is,
+// in order of precedence: the value set by force_isa() (an atomic, so tests and benchmarks may
+// switch at any time between kernel calls), SELFSPEC_CPU_ISA=scalar|avx2|avx512 from the
+// environment (read once), or the detected ISA. Asking for an ISA the CPU lacks is an error rather
+// than a silent fallback.
 #include "kernels/cpu/cpu_features.hpp"
 
 #include "core/error.hpp"
@@ -23,15 +24,20 @@ std::atomic<int> g_forced_isa{kNotForced};
 
 Isa detect() {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") != 0;
-  const bool fma = __builtin_cpu_supports("fma") != 0;
-  const bool f16c = __builtin_cpu_supports("f16c") != 0;
-  return avx2 && fma && f16c ? Isa::kAvx2 : Isa::kScalar;
+  const bool avx2 = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0 &&
+                    __builtin_cpu_supports("f16c") != 0;
+  if (!avx2) return Isa::kScalar;
+  const bool avx512 =
+      __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0 &&
+      __builtin_cpu_supports("avx512vl") != 0 && __builtin_cpu_supports("avx512dq") != 0 &&
+      __builtin_cpu_supports("avx512vnni") != 0 && __builtin_cpu_supports("avx512bf16") != 0;
+  return avx512 ? Isa::kAvx512 : Isa::kAvx2;
 }
 
 void check_supported(Isa isa, std::string_view origin) {
-  if (isa == Isa::kAvx2 && detected_isa() != Isa::kAvx2) {
-    fail("{} requests the avx2 kernels, but this CPU lacks AVX2, FMA or F16C", origin);
+  if (!isa_supported(isa)) {
+    fail("{} requests the {} kernels, but this CPU lacks {}", origin, isa_name(isa),
+         isa == Isa::kAvx2 ? "AVX2, FMA or F16C" : "one of AVX-512 F, BW, VL, DQ, VNNI and BF16");
   }
 }
 
@@ -49,8 +55,10 @@ Isa environment_isa() {
       chosen = Isa::kScalar;
     } else if (value == "avx2") {
       chosen = Isa::kAvx2;
+    } else if (value == "avx512") {
+      chosen = Isa::kAvx512;
     } else {
-      fail("SELFSPEC_CPU_ISA must be 'scalar' or 'avx2' (got '{}')", env);
+      fail("SELFSPEC_CPU_ISA must be 'scalar', 'avx2' or 'avx512' (got '{}')", env);
     }
     check_supported(chosen, "SELFSPEC_CPU_ISA");
     return chosen;
@@ -76,12 +84,18 @@ void force_isa(Isa isa) {
   g_forced_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
+bool isa_supported(Isa isa) {
+  return static_cast<int>(isa) <= static_cast<int>(detected_isa());
+}
+
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar:
       return "scalar";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }

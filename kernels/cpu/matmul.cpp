@@ -120,7 +120,7 @@ void matmul_rows_scalar(const float* x, std::int64_t n_tokens, const WeightView&
 
 void matmul_rows(Isa isa, const float* x, std::int64_t n_tokens, const WeightView& w,
                  std::int64_t row_begin, std::int64_t row_end, float* y) {
-  if (isa == Isa::kAvx2) {
+  if (isa >= Isa::kAvx2) {
     matmul_rows_avx2(x, n_tokens, w, row_begin, row_end, y);
   } else {
     matmul_rows_scalar(x, n_tokens, w, row_begin, row_end, y);
@@ -134,7 +134,7 @@ float dot(const float* x, const void* w, DType w_dtype, std::int64_t n) {
   SELFSPEC_CHECK(n >= 0, "dot: negative length {}", n);
   if (n == 0) return 0.0f;
   SELFSPEC_CHECK(x != nullptr && w != nullptr, "dot: null operand");
-  return active_isa() == Isa::kAvx2 ? detail::dot_avx2(x, w, w_dtype, n)
+  return active_isa() >= Isa::kAvx2 ? detail::dot_avx2(x, w, w_dtype, n)
                                     : detail::dot_scalar(x, w, w_dtype, n);
 }
 
@@ -161,7 +161,7 @@ void matmul(const float* x, std::int64_t n_tokens, const WeightView& w, float* y
   const std::int64_t work_per_row = w.cols * n_tokens;
   std::int64_t grain = std::max<std::int64_t>(1, (min_work + work_per_row - 1) / work_per_row);
   grain = (grain + row_align - 1) / row_align * row_align;
-  if (isa == Isa::kAvx2) {
+  if (isa >= Isa::kAvx2) {
     // x is padded and laid out for the kernel once, shared (read-only) by all chunks.
     thread_local AlignedBuffer<float> prepared;
     prepared.ensure(static_cast<std::size_t>(detail::prepared_x_floats(n_tokens, w.cols)));

@@ -53,7 +53,7 @@ float read_scalar(const float* data, std::int64_t n) {
 }  // namespace
 
 float stream_read(const float* data, std::int64_t n) {
-  const bool avx2 = active_isa() == Isa::kAvx2;
+  const bool avx2 = active_isa() >= Isa::kAvx2;
   std::atomic<float> total{0.0f};
   parallel_for(n, kGrain, [&](std::int64_t begin, std::int64_t end) {
     const float part =

@@ -125,7 +125,9 @@ inline StoredWeights random_weights(std::mt19937& rng, DType dtype, std::int64_t
 // The ISAs this CPU can run.
 inline std::vector<Isa> available_isas() {
   std::vector<Isa> isas{Isa::kScalar};
-  if (detected_isa() == Isa::kAvx2) isas.push_back(Isa::kAvx2);
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (isa_supported(isa)) isas.push_back(isa);
+  }
   return isas;
 }
 

@@ -144,7 +144,7 @@ std::vector<float> spread_floats(std::mt19937& rng, std::size_t n) {
 }
 
 TEST_P(MatmulTest, ScalarAndAvx2AreBitIdentical) {
-  if (detected_isa() != Isa::kAvx2) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
   const DType dtype = GetParam();
   std::mt19937 rng(7);
   for (const std::int64_t k : kAwkwardK) {
@@ -239,22 +239,22 @@ TEST_P(MatmulTest, EveryTokenCountIsBitExactAndTokenInvariant) {
     const std::vector<float> x = spread_floats(rng, static_cast<std::size_t>(max_tokens * k));
     const StoredWeights w = random_weights(rng, dtype, rows, k);
     // Every token alone (T = 1), per ISA.
-    std::vector<std::vector<float>> singles[2];
+    std::vector<std::vector<float>> singles[3];
     for (const Isa isa : available_isas()) {
       force_isa(isa);
       for (std::int64_t t = 0; t < max_tokens; ++t) {
         const std::vector<float> x_t(x.begin() + t * k, x.begin() + (t + 1) * k);
-        singles[static_cast<int>(isa == Isa::kAvx2)].push_back(run_matmul(x_t, 1, w));
+        singles[static_cast<int>(isa)].push_back(run_matmul(x_t, 1, w));
       }
     }
     for (const std::int64_t n_tokens : shape.token_counts) {
       SCOPED_TRACE(::testing::Message() << "N " << rows << " K " << k << " T " << n_tokens);
       const std::vector<float> x_batch(x.begin(), x.begin() + n_tokens * k);
-      std::vector<float> results[2];
+      std::vector<float> results[3];
       for (const Isa isa : available_isas()) {
         SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa));
         force_isa(isa);
-        const int i = static_cast<int>(isa == Isa::kAvx2);
+        const int i = static_cast<int>(isa);
         results[i] = run_matmul(x_batch, n_tokens, w);
         for (std::int64_t t = 0; t < n_tokens; ++t) {
           const std::vector<float> row(results[i].begin() + t * rows,
@@ -262,8 +262,8 @@ TEST_P(MatmulTest, EveryTokenCountIsBitExactAndTokenInvariant) {
           ASSERT_TRUE(same_bits(singles[i][static_cast<std::size_t>(t)], row)) << "token " << t;
         }
       }
-      if (detected_isa() == Isa::kAvx2) {
-        ASSERT_TRUE(same_bits(results[0], results[1]));
+      for (const Isa isa : available_isas()) {
+        ASSERT_TRUE(same_bits(results[0], results[static_cast<int>(isa)])) << isa_name(isa);
       }
     }
   }
@@ -364,14 +364,18 @@ TEST(CpuFeatures, ForceIsa) {
   IsaGuard guard;
   EXPECT_EQ(isa_name(Isa::kScalar), "scalar");
   EXPECT_EQ(isa_name(Isa::kAvx2), "avx2");
+  EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
   force_isa(Isa::kScalar);
   EXPECT_EQ(active_isa(), Isa::kScalar);
-  if (detected_isa() == Isa::kAvx2) {
-    force_isa(Isa::kAvx2);
-    EXPECT_EQ(active_isa(), Isa::kAvx2);
-  } else {
-    EXPECT_THROW(force_isa(Isa::kAvx2), selfspec::Error);
-    EXPECT_EQ(active_isa(), Isa::kScalar);
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (isa_supported(isa)) {
+      force_isa(isa);
+      EXPECT_EQ(active_isa(), isa);
+    } else {
+      force_isa(Isa::kScalar);
+      EXPECT_THROW(force_isa(isa), selfspec::Error);
+      EXPECT_EQ(active_isa(), Isa::kScalar);
+    }
   }
 }
 
@@ -390,8 +394,11 @@ TEST(CpuFeatures, EnvironmentOverride) {
   EXPECT_EXIT(std::exit(active_isa_with_env("scalar")), ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(std::exit(active_isa_with_env("SCALAR")), ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(std::exit(active_isa_with_env("sse9")), ::testing::ExitedWithCode(10), "");
-  const int avx2_expected = detected_isa() == Isa::kAvx2 ? static_cast<int>(Isa::kAvx2) : 10;
+  const int avx2_expected = isa_supported(Isa::kAvx2) ? static_cast<int>(Isa::kAvx2) : 10;
   EXPECT_EXIT(std::exit(active_isa_with_env("avx2")), ::testing::ExitedWithCode(avx2_expected), "");
+  const int avx512_expected = isa_supported(Isa::kAvx512) ? static_cast<int>(Isa::kAvx512) : 10;
+  EXPECT_EXIT(std::exit(active_isa_with_env("avx512")), ::testing::ExitedWithCode(avx512_expected),
+              "");
 }
 
 }  // namespace

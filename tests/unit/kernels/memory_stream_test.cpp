@@ -14,7 +14,7 @@ namespace {
 class MemoryStream : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (GetParam() == Isa::kAvx2 && detected_isa() != Isa::kAvx2) GTEST_SKIP() << "no AVX2";
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     force_isa(GetParam());
   }
   void TearDown() override { force_isa(detected_isa()); }
