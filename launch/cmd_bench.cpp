@@ -35,6 +35,7 @@
 // compute and report.
 #include "backend/memory_bandwidth.hpp"
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
 #include "core/stop_request.hpp"
@@ -55,6 +56,7 @@
 #include "model/draft_vocabulary.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_int_distribution.hpp>
 #include <nlohmann/json.hpp>
@@ -62,6 +64,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -384,7 +387,7 @@ std::uint64_t decode_weight_bytes(const LlamaWeights& weights) {
   std::uint64_t bytes = weights.output_matrix().bytes() + weights.final_norm.bytes();
   for (std::size_t l = 0; l < weights.layers.size(); ++l) bytes += weights.layer_bytes(l);
   const Matrix& table = weights.embedding;
-  bytes += static_cast<std::uint64_t>(table.cols) * dtype_size(table.dtype);
+  bytes += table.bytes() / static_cast<std::uint64_t>(std::max<std::int64_t>(1, table.rows));
   return bytes;
 }
 
@@ -430,6 +433,27 @@ std::optional<DeviceBandwidthTotals> device_bandwidth(const Bench& bench, int in
 
 // ---- Report ----
 
+// The format holding most of this rank's weight bytes ("q4_k", "bf16").
+std::string main_weight_format(const LlamaWeights& weights) {
+  const std::map<std::string, std::uint64_t> by_format = weights.bytes_by_format();
+  const auto largest =
+      std::max_element(by_format.begin(), by_format.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  return largest == by_format.end() ? "" : largest->first;
+}
+
+// "q4_k 757 MB + q6_k 354 MB + f32 1 MB": the weights of this rank by format, largest first.
+std::string weight_formats_text(const LlamaWeights& weights) {
+  const std::map<std::string, std::uint64_t> by_format = weights.bytes_by_format();
+  std::vector<std::pair<std::string, std::uint64_t>> sorted(by_format.begin(), by_format.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> parts;
+  for (const auto& [format, bytes] : sorted)
+    parts.push_back(fmt::format("{} {}", format, human_bytes(bytes)));
+  return fmt::format("{}", fmt::join(parts, " + "));
+}
+
 // Everything the report shows, measured and computed.
 struct BenchResult {
   MemoryBandwidth bandwidth;
@@ -446,7 +470,8 @@ nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   nlohmann::json out;
   out["model"] = options.engine.model_name();
   out["parameters"] = engine.config().parameter_count();
-  out["weight_dtype"] = dtype_name(engine.model().weights().embedding.dtype);
+  out["weight_dtype"] = main_weight_format(engine.model().weights());
+  out["weight_bytes_by_format"] = engine.model().weights().bytes_by_format();
   out["tp"] = bench.comm().size();
   out["threads_per_rank"] = num_threads();
   out["isa"] = engine.backend().description().isa;
@@ -533,17 +558,17 @@ void print_speed_summary(std::FILE* to, const Bench& bench, const BenchResult& r
   Engine& engine = bench.engine;
   const ArSamples& samples = r.matrix.samples;
   const double effective = r.traffic.effective_all_gbps();
-  fmt::print(
-      to,
-      "bench: {} params ({}), tp {}, {} thread(s)/rank, prompt {}, gen {}\n"
-      "  prefill {:.1f} tok/s | decode {:.2f} tok/s = {:.2f} ms/token\n"
-      "  decode reads {:.1f} MB/token (all ranks) -> {:.2f} GB/s effective = {:.0f}% of "
-      "the measured {:.2f} GB/s streaming read\n",
-      engine.config().parameter_count(), dtype_name(engine.model().weights().embedding.dtype),
-      bench.comm().size(), num_threads(), bench.options.prompt_len, bench.options.gen,
-      median(samples.prefill_tps), median(samples.decode_tps), median(samples.decode_ms),
-      r.traffic.all_rank_bytes / 1e6, effective,
-      100.0 * ratio(effective, r.bandwidth.aggregate_read_gbps), r.bandwidth.aggregate_read_gbps);
+  fmt::print(to,
+             "bench: {} params ({}), tp {}, {} thread(s)/rank, prompt {}, gen {}\n"
+             "  prefill {:.1f} tok/s | decode {:.2f} tok/s = {:.2f} ms/token\n"
+             "  decode reads {:.1f} MB/token (all ranks) -> {:.2f} GB/s effective = {:.0f}% of "
+             "the measured {:.2f} GB/s streaming read\n",
+             engine.config().parameter_count(), weight_formats_text(engine.model().weights()),
+             bench.comm().size(), num_threads(), bench.options.prompt_len, bench.options.gen,
+             median(samples.prefill_tps), median(samples.decode_tps), median(samples.decode_ms),
+             r.traffic.all_rank_bytes / 1e6, effective,
+             100.0 * ratio(effective, r.bandwidth.aggregate_read_gbps),
+             r.bandwidth.aggregate_read_gbps);
   if (r.device) {
     fmt::print(to,
                "  on {}: {:.0f}% of the measured device copy bandwidth ({:.0f} GB/s), {:.0f}% of "

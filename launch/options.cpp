@@ -13,15 +13,15 @@ namespace selfspec::launch {
 
 namespace {
 
-const std::vector<std::string> kWeightsDtypes = {"auto", "f32", "bf16", "f16"};
+const std::vector<std::string> kWeightsDtypes = {"auto", "native", "f32", "bf16", "f16"};
 
 }  // namespace
 
 std::optional<DType> parse_weights_dtype(const std::string& text) {
-  if (text == "auto") return std::nullopt;
+  if (text == "auto" || text == "native") return std::nullopt;
   const std::optional<DType> dtype = parse_dtype(text);
-  SELFSPEC_CHECK(dtype.has_value(), "--weights-dtype: unknown dtype '{}' (auto, f32, bf16, f16)",
-                 text);
+  SELFSPEC_CHECK(dtype.has_value(),
+                 "--weights-dtype: unknown dtype '{}' (auto, native, f32, bf16, f16)", text);
   return dtype;
 }
 
@@ -203,8 +203,9 @@ void EngineCliOptions::add_to(CLI::App& command) {
       ->check(CLI::ExistingFile);
   add_weights_dtype_option(
       command, weights_dtype,
-      "keep the weights as stored (GGUF: dequantize to bf16); the others convert once "
-      "at load");
+      "keep the weights as stored; a GGUF's quantized tensors run as stored on the CPU and "
+      "dequantize to bf16 on a GPU. native: as stored, and an error on a GPU. The others "
+      "convert once at load");
   add_ctx_size_option(command, ctx_size, "limit");
   command
       .add_option("--threads", threads, "worker threads per rank (default: cores / local ranks)")
@@ -243,6 +244,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.expected_tp = tp;
   options.tokenizer_path = tokenizer;
   options.weights_dtype = parse_weights_dtype(weights_dtype);
+  options.native_weights_required = weights_dtype == "native";
   options.ctx_size = ctx_size;
   options.device = device;
   options.cuda_graphs = cuda_graphs == "on";

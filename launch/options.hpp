@@ -23,7 +23,7 @@
 
 namespace selfspec::launch {
 
-// "--weights-dtype auto|f32|bf16|f16": nullopt for auto.
+// "--weights-dtype auto|native|f32|bf16|f16": nullopt for auto and native (as stored).
 std::optional<DType> parse_weights_dtype(const std::string& text);
 
 // Declares `--config FILE` on a command (run_config.hpp reads the file before parsing; the
@@ -42,7 +42,8 @@ std::optional<std::string> tp_unavailable_reason(int tp, bool mpi_built);
 CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
                                  std::string_view purpose);
 
-// --weights-dtype auto|f32|bf16|f16 (parse_weights_dtype); `auto_means` says what auto picks.
+// --weights-dtype auto|native|f32|bf16|f16 (parse_weights_dtype); `auto_means` says what auto
+// picks.
 CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
                                       std::string_view auto_means);
 

@@ -124,3 +124,27 @@ void embedding_lookup(const WeightView& table, std::int64_t vocab_begin, const s
 }
 
 }  // namespace selfspec::kernels::cpu
+
+namespace selfspec::kernels::cpu {
+
+void embedding_lookup(const PackedView& table, std::int64_t vocab_begin, const std::int32_t* tokens,
+                      std::int64_t n_tokens, float* out) {
+  SELFSPEC_CHECK(n_tokens >= 0 && table.rows > 0 && table.cols > 0 && vocab_begin >= 0,
+                 "embedding_lookup: bad shape (tokens {}, rows {}, cols {}, vocab_begin {})",
+                 n_tokens, table.rows, table.cols, vocab_begin);
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    if (tokens[t] < 0) fail("embedding_lookup: negative token id {} at position {}", tokens[t], t);
+  }
+  const std::int64_t dim = table.cols;
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    float* dst = out + t * dim;
+    const std::int64_t row = static_cast<std::int64_t>(tokens[t]) - vocab_begin;
+    if (row < 0 || row >= table.rows) {
+      std::fill(dst, dst + dim, 0.0f);
+    } else {
+      dequantize_packed_row(table, row, {dst, static_cast<std::size_t>(dim)});
+    }
+  }
+}
+
+}  // namespace selfspec::kernels::cpu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 
 #include <cstdint>
 
@@ -27,6 +28,10 @@ void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t d
 // the embedding matrix; out[t] = row tokens[t] as f32 when this shard owns it, zeros otherwise
 // (the all-reduce over ranks then yields the full embedding exactly).
 void embedding_lookup(const WeightView& table, std::int64_t vocab_begin, const std::int32_t* tokens,
+                      std::int64_t n_tokens, float* out);
+// The same for a packed table (bf16 or quantized): each row as dequantize_packed_row gives it,
+// i.e. the file's values (ggml's dequantization, bit for bit).
+void embedding_lookup(const PackedView& table, std::int64_t vocab_begin, const std::int32_t* tokens,
                       std::int64_t n_tokens, float* out);
 
 }  // namespace selfspec::kernels::cpu

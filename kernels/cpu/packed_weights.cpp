@@ -523,16 +523,6 @@ QuantLayout quant_layout(WeightFormat format) {
   }
 }
 
-std::int64_t PanelGeometry::segments() const {
-  const std::int64_t rest = std::max<std::int64_t>(0, groups() - lead_groups);
-  return (groups() > 0 ? 1 : 0) + (rest + kSegmentGroups - 1) / kSegmentGroups;
-}
-
-std::int64_t PanelGeometry::segment_groups(std::int64_t s) const {
-  if (s == 0) return std::min(groups(), lead_groups);
-  return std::min(kSegmentGroups, groups() - lead_groups - (s - 1) * kSegmentGroups);
-}
-
 PanelGeometry panel_geometry(const PackedView& view) {
   SELFSPEC_CHECK(view.data != nullptr, "packed {} matrix: null data",
                  weight_format_name(view.format));

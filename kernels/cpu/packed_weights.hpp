@@ -75,8 +75,15 @@ struct PanelGeometry {
 
   std::int64_t groups() const { return cols / kGroupCols; }
   // Groups in segment s (quantized formats); segments() of them.
-  std::int64_t segments() const;
-  std::int64_t segment_groups(std::int64_t s) const;
+  std::int64_t segments() const {
+    const std::int64_t rest = groups() > lead_groups ? groups() - lead_groups : 0;
+    return (groups() > 0 ? 1 : 0) + (rest + kSegmentGroups - 1) / kSegmentGroups;
+  }
+  std::int64_t segment_groups(std::int64_t s) const {
+    if (s == 0) return groups() < lead_groups ? groups() : lead_groups;
+    const std::int64_t left = groups() - lead_groups - (s - 1) * kSegmentGroups;
+    return left < kSegmentGroups ? left : kSegmentGroups;
+  }
   const std::byte* panel(std::int64_t p) const { return first_panel + p * panel_bytes; }
 };
 

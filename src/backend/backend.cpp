@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace selfspec {
 
@@ -80,6 +81,46 @@ void Backend::forward_pass(const ForwardInputs& inputs, const LaunchShape& shape
   begin_forward(inputs);
   launches();
   end_forward();
+}
+
+std::size_t dense_element_bytes(WeightFormat format) {
+  const std::optional<DType> dtype = dense_dtype(format);
+  SELFSPEC_CHECK(dtype.has_value(), "{} is not a dense format", weight_format_name(format));
+  return dtype_size(*dtype);
+}
+
+DeviceBuffer select_dense_rows(Backend& backend, const BackendWeight& w,
+                               std::span<const std::int32_t> rows) {
+  const std::size_t row_bytes = static_cast<std::size_t>(w.cols) * dense_element_bytes(w.format);
+  std::vector<std::byte> staged(rows.size() * row_bytes);
+  const auto* base = static_cast<const std::byte*>(w.data);
+  for (std::size_t j = 0; j < rows.size(); ++j) {
+    SELFSPEC_CHECK(rows[j] >= 0 && rows[j] < w.rows, "select rows: row {} outside [0, {})", rows[j],
+                   w.rows);
+    backend.download(staged.data() + j * row_bytes,
+                     base + static_cast<std::size_t>(rows[j]) * row_bytes, row_bytes);
+  }
+  DeviceBuffer out = backend.allocate(staged.size());
+  backend.upload(out.data(), staged.data(), staged.size());
+  return out;
+}
+
+DeviceBuffer select_dense_cols(Backend& backend, const BackendWeight& w, std::int64_t begin,
+                               std::int64_t end) {
+  SELFSPEC_CHECK(0 <= begin && begin < end && end <= w.cols, "select columns [{}, {}) of {}", begin,
+                 end, w.cols);
+  const std::size_t element = dense_element_bytes(w.format);
+  std::vector<std::byte> host(static_cast<std::size_t>(w.rows * w.cols) * element);
+  backend.download(host.data(), w.data, host.size());
+  const std::size_t row_bytes = static_cast<std::size_t>(end - begin) * element;
+  std::vector<std::byte> block(static_cast<std::size_t>(w.rows) * row_bytes);
+  for (std::int64_t n = 0; n < w.rows; ++n) {
+    std::copy_n(host.data() + static_cast<std::size_t>(n * w.cols + begin) * element, row_bytes,
+                block.data() + static_cast<std::size_t>(n) * row_bytes);
+  }
+  DeviceBuffer out = backend.allocate(block.size());
+  backend.upload(out.data(), block.data(), block.size());
+  return out;
 }
 
 #if !defined(SELFSPEC_CUDA_BACKEND_BUILT)

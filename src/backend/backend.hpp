@@ -19,6 +19,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
+#include "core/weight_format.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -64,12 +65,28 @@ class DeviceBuffer {
   Release release_ = nullptr;
 };
 
-// A weight matrix view in backend memory: row-major [rows × cols] in its storage dtype.
+// A weight matrix [rows × cols] in backend memory, in its format and in the backend's layout for
+// that format: row-major for f32 and f16 everywhere and for bf16 on the CUDA backend; row panels
+// for bf16 and the quantized formats on the CPU backend (kernels/cpu/packed_weights.hpp). Only the
+// backend that made a weight (make_weight) reads its data.
 struct BackendWeight {
-  DType dtype = DType::kF32;
+  WeightFormat format = WeightFormat::kF32;
   const void* data = nullptr;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+};
+
+// A weight matrix in host memory as the loader read it, for make_weight: dense formats row-major
+// [rows × cols] (row_stride = cols elements); quantized formats as a GGUF file stores a slice
+// (kernels/cpu/packed_weights.hpp's GgufRows: whole blocks per row, row_stride bytes apart, the
+// slice's columns [skip, skip + cols) of them).
+struct HostWeight {
+  WeightFormat format = WeightFormat::kF32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  const void* data = nullptr;
+  std::int64_t row_stride_bytes = 0;  // quantized formats
+  std::int64_t skip = 0;              // quantized formats
 };
 
 // What changes from one forward call to the next.
@@ -150,6 +167,20 @@ class Backend {
                             std::span<const std::int32_t> from, std::int64_t to) = 0;
   // True when backend memory is ordinary host memory (a checkpoint slice can be read into it).
   virtual bool host_memory() const = 0;
+
+  // --- weights --------------------------------------------------------------------------------
+  // Whether matmuls run on weights in this format (CPU: every format; CUDA: the dense ones).
+  virtual bool runs_format(WeightFormat format) const = 0;
+  // The weight in this backend's memory and layout; throws naming the format when it does not run
+  // it, or when the host data is malformed (a quantized block with a non-finite scale).
+  virtual DeviceBuffer make_weight(const HostWeight& host) = 0;
+  // A new weight holding the given rows of w in that order (a draft vocabulary's LM-head rows).
+  virtual DeviceBuffer select_weight_rows(const BackendWeight& w,
+                                          std::span<const std::int32_t> rows) = 0;
+  // A new weight holding the columns [begin, end) of w (a fixed-partition chunk; quantized
+  // formats: multiples of 32).
+  virtual DeviceBuffer select_weight_cols(const BackendWeight& w, std::int64_t begin,
+                                          std::int64_t end) = 0;
   // For device memory: its bandwidth (benchmarks report decode against it). nullopt for host
   // memory, which the benchmark measures itself.
   virtual std::optional<DeviceBandwidth> measure_device_bandwidth() { return std::nullopt; }
@@ -174,7 +205,7 @@ class Backend {
   virtual void add_rmsnorm(float* x, const float* delta, const float* weight, float eps,
                            std::int64_t rows, std::int64_t dim, float* y) = 0;
   // y[r] = x[r] · Wᵀ for `rows` token rows. Per-output reduction order independent of `rows`
-  // for the decode and verification sizes (token-count invariance).
+  // for the decode and verification sizes (token-count invariance); on the CPU for every size.
   virtual void matmul(const float* x, std::int64_t rows, const BackendWeight& w, float* y) = 0;
   virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) = 0;
   // RoPE at the current positions on n_heads head vectors per current token row.
@@ -217,6 +248,15 @@ class Backend {
   // Completes the pass (all work done, errors surfaced).
   virtual void end_forward() = 0;
 };
+
+// Row-major helpers for backends whose weights of a dense format are row-major: the selected rows
+// or columns copied through host memory (download, then upload of the new weight).
+DeviceBuffer select_dense_rows(Backend& backend, const BackendWeight& w,
+                               std::span<const std::int32_t> rows);
+DeviceBuffer select_dense_cols(Backend& backend, const BackendWeight& w, std::int64_t begin,
+                               std::int64_t end);
+// Bytes per element of a dense format; throws for a quantized one.
+std::size_t dense_element_bytes(WeightFormat format);
 
 std::unique_ptr<Backend> make_cpu_backend();
 

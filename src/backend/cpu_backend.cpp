@@ -1,30 +1,69 @@
-// The CPU backend: host memory (64-byte aligned) and the kernels of kernels/cpu (AVX2/FMA/F16C
-// with a bit-identical scalar fallback, OpenMP threads). Token-count invariance comes from the
-// kernels' fixed reduction orders (kernels/cpu/matmul.hpp).
+// The CPU backend: host memory (64-byte aligned; weights 2 MiB aligned and advised onto
+// transparent huge pages) and the kernels of kernels/cpu (AVX-512, AVX2 and a bit-identical
+// scalar fallback; OpenMP threads). Weight layouts: f32 and f16 row-major (kernels/cpu/matmul.hpp),
+// bf16 and the quantized formats in row panels (kernels/cpu/packed_weights.hpp, bf16_matmul.hpp,
+// quant_matmul.hpp). Token-count invariance comes from the kernels' fixed reduction orders.
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/bf16_matmul.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_weights.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/row_compaction.hpp"
 #include "kernels/cpu/scatter.hpp"
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace selfspec {
 namespace {
 
 namespace kc = kernels::cpu;
 
-kc::WeightView view(const BackendWeight& w) {
-  return {w.dtype, w.data, w.rows, w.cols};
+// Weights in row panels: bf16 and the quantized formats.
+bool packed(WeightFormat format) {
+  return format == WeightFormat::kBF16 || is_quantized(format);
+}
+
+kc::WeightView dense_view(const BackendWeight& w) {
+  return {*dense_dtype(w.format), w.data, w.rows, w.cols};
+}
+
+kc::PackedView packed_view(const BackendWeight& w) {
+  return {w.format, w.data, w.rows, w.cols};
+}
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+// Weight memory: 2 MiB aligned and, from one huge page up, advised onto transparent huge pages
+// before it is first touched (a decode step streams every weight once; 4 KiB pages cost a TLB
+// miss every 4 KiB of the stream). Zeroed.
+DeviceBuffer allocate_weight_memory(std::size_t bytes) {
+  if (bytes == 0) return {};
+  void* data = nullptr;
+  const std::size_t alignment = bytes >= kHugePage ? kHugePage : 64;
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  if (posix_memalign(&data, alignment, rounded) != 0) throw std::bad_alloc();
+  if (bytes >= kHugePage) (void)madvise(data, rounded / kHugePage * kHugePage, MADV_HUGEPAGE);
+  std::memset(data, 0, rounded);
+  return DeviceBuffer(data, bytes, [](void* p) { std::free(p); });
+}
+
+DeviceBuffer weight_from(const std::vector<std::byte>& bytes) {
+  DeviceBuffer out = allocate_weight_memory(bytes.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
 }
 
 class CpuBackend final : public Backend {
@@ -55,8 +94,50 @@ class CpuBackend final : public Backend {
     kc::compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to);
   }
 
+  bool runs_format(WeightFormat /*format*/) const override { return true; }
+  DeviceBuffer make_weight(const HostWeight& host) override {
+    SELFSPEC_CHECK(host.rows > 0 && host.cols > 0 && host.data != nullptr,
+                   "make_weight: empty {} matrix [{} x {}]", weight_format_name(host.format),
+                   host.rows, host.cols);
+    if (is_quantized(host.format)) {
+      const kc::GgufRows rows{host.format, static_cast<const std::byte*>(host.data),
+                              host.rows,   host.row_stride_bytes,
+                              host.skip,   host.cols};
+      DeviceBuffer out = allocate_weight_memory(static_cast<std::size_t>(
+          kc::packed_quant_bytes(host.format, host.rows, host.cols, host.skip)));
+      kc::pack_quant_rows(rows, {out.as<std::byte>(), out.bytes()});
+      return out;
+    }
+    if (host.format == WeightFormat::kBF16) {
+      DeviceBuffer out = allocate_weight_memory(
+          static_cast<std::size_t>(kc::packed_bf16_bytes(host.rows, host.cols)));
+      kc::pack_bf16_rows(static_cast<const std::uint16_t*>(host.data), host.rows, host.cols,
+                         host.cols, {out.as<std::byte>(), out.bytes()});
+      return out;
+    }
+    const std::size_t bytes =
+        static_cast<std::size_t>(host.rows * host.cols) * dense_element_bytes(host.format);
+    DeviceBuffer out = allocate_weight_memory(bytes);
+    std::memcpy(out.data(), host.data, bytes);
+    return out;
+  }
+  DeviceBuffer select_weight_rows(const BackendWeight& w,
+                                  std::span<const std::int32_t> rows) override {
+    if (!packed(w.format)) return select_dense_rows(*this, w, rows);
+    return weight_from(kc::select_packed_rows(packed_view(w), rows));
+  }
+  DeviceBuffer select_weight_cols(const BackendWeight& w, std::int64_t begin,
+                                  std::int64_t end) override {
+    if (!packed(w.format)) return select_dense_cols(*this, w, begin, end);
+    return weight_from(kc::select_packed_cols(packed_view(w), begin, end));
+  }
+
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
-    kc::embedding_lookup(view(table), vocab_begin, inputs_.tokens.data(), n_tokens(), out);
+    if (packed(table.format)) {
+      kc::embedding_lookup(packed_view(table), vocab_begin, inputs_.tokens.data(), n_tokens(), out);
+    } else {
+      kc::embedding_lookup(dense_view(table), vocab_begin, inputs_.tokens.data(), n_tokens(), out);
+    }
   }
   void rmsnorm(const float* x, const float* weight, float eps, std::int64_t rows, std::int64_t dim,
                float* y) override {
@@ -69,7 +150,13 @@ class CpuBackend final : public Backend {
     kc::rmsnorm(x, weight, eps, rows, dim, y);
   }
   void matmul(const float* x, std::int64_t rows, const BackendWeight& w, float* y) override {
-    kc::matmul(x, rows, view(w), y);
+    if (w.format == WeightFormat::kBF16) {
+      kc::bf16_matmul(x, rows, packed_view(w), y);
+    } else if (is_quantized(w.format)) {
+      kc::quant_matmul(x, rows, packed_view(w), y);
+    } else {
+      kc::matmul(x, rows, dense_view(w), y);
+    }
   }
   void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) override {
     kc::add_bias(x, bias, rows, dim);

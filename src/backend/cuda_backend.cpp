@@ -41,8 +41,9 @@ namespace {
 
 namespace kcu = kernels::cuda;
 
+// The CUDA kernels take dense row-major weights (make_weight refuses any other format).
 kcu::DeviceWeight device_weight(const BackendWeight& w) {
-  return {w.dtype, w.data, w.rows, w.cols};
+  return {*dense_dtype(w.format), w.data, w.rows, w.cols};
 }
 
 void release_device(void* p) {
@@ -107,6 +108,29 @@ class CudaBackend final : public Backend {
     wait_for_stream("download");
   }
   bool host_memory() const override { return false; }
+
+  // Dense formats only: quantized GGUF weights are dequantized to bf16 at load for this backend
+  // (the engine asks for bf16); no device kernel runs ggml's block formats.
+  bool runs_format(WeightFormat format) const override { return !is_quantized(format); }
+  DeviceBuffer make_weight(const HostWeight& host) override {
+    SELFSPEC_CHECK(runs_format(host.format),
+                   "the CUDA backend runs dense weights only (f32, bf16, f16), not {}; load with "
+                   "--weights-dtype bf16",
+                   weight_format_name(host.format));
+    const std::size_t bytes =
+        static_cast<std::size_t>(host.rows * host.cols) * dense_element_bytes(host.format);
+    DeviceBuffer out = allocate(bytes);
+    upload(out.data(), host.data, bytes);
+    return out;
+  }
+  DeviceBuffer select_weight_rows(const BackendWeight& w,
+                                  std::span<const std::int32_t> rows) override {
+    return select_dense_rows(*this, w, rows);
+  }
+  DeviceBuffer select_weight_cols(const BackendWeight& w, std::int64_t begin,
+                                  std::int64_t end) override {
+    return select_dense_cols(*this, w, begin, end);
+  }
   void* native_stream() const override { return stream_; }
   // One kernel on the stream: later forwards, downloads and waits are ordered after it, and a
   // kernel fault surfaces at the next wait. Never recorded: the row list is an argument value.
@@ -166,9 +190,10 @@ class CudaBackend final : public Backend {
       return;
     }
     const void* operand = x;
-    if (w.dtype != DType::kF32) {
-      ensure(converted_, static_cast<std::size_t>(rows * w.cols) * dtype_size(w.dtype));
-      kcu::convert_activations(x, w.dtype, converted_.data(), rows * w.cols, stream_);
+    const DType dtype = *dense_dtype(w.format);
+    if (dtype != DType::kF32) {
+      ensure(converted_, static_cast<std::size_t>(rows * w.cols) * dtype_size(dtype));
+      kcu::convert_activations(x, dtype, converted_.data(), rows * w.cols, stream_);
       operand = converted_.data();
     }
     gemm_->matmul(operand, rows, device_weight(w), y, stream_);

@@ -49,7 +49,6 @@ Engine::Engine(EngineOptions options, Communicator& comm)
         options_.expected_tp, comm_.size(), options_.expected_tp, options_.expected_tp,
         options_.expected_tp);
   }
-  shard_ = ShardPlan::make(source_.config, comm_.size(), comm_.rank());
   SELFSPEC_CHECK(options_.ctx_size >= 0, "--ctx-size must be >= 0 (got {})", options_.ctx_size);
   if (choose_device(options_.device) == DeviceKind::kCuda) {
     // One GPU per rank: the local rank picks it (OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID).
@@ -71,6 +70,15 @@ Engine::Engine(EngineOptions options, Communicator& comm)
     backend_ = make_cpu_backend();
   }
   backend_->set_graphs_enabled(options_.cuda_graphs);
+  if (options_.native_weights_required && source_.gguf && !native_quantized_weights()) {
+    fail(
+        "--weights-dtype native: the {} backend does not run quantized weights; use "
+        "--weights-dtype bf16 (or auto, which picks bf16 there)",
+        device_kind_name(backend_->kind()));
+  }
+  // Quantized weights run as stored cut the intermediate dimension at 32-feature groups.
+  shard_ = ShardPlan::make(source_.config, comm_.size(), comm_.rank(),
+                           native_quantized_weights() ? 32 : 1);
   log::info("model: {}", source_.description);
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);
@@ -161,11 +169,17 @@ void Engine::with_tensor_source(const std::function<void(const TensorSource&)>& 
 }
 
 std::optional<DType> Engine::load_dtype() const {
-  // Synthetic weights are made in their dtype; quantized GGUF blocks dequantize into the requested
-  // dtype, bf16 unless told (f32 keeps the file's values exactly); safetensors keep theirs.
+  // Synthetic weights are made in their dtype; a GGUF's quantized blocks stay quantized where the
+  // backend runs them, else dequantize into the requested dtype, bf16 unless told (f32 keeps the
+  // file's values exactly); safetensors keep theirs.
   if (source_.synthetic) return synthetic_weights_dtype(source_.config, options_.weights_dtype);
-  if (source_.gguf) return options_.weights_dtype.value_or(DType::kBF16);
+  if (source_.gguf && !options_.weights_dtype && !native_quantized_weights()) return DType::kBF16;
   return options_.weights_dtype;
+}
+
+bool Engine::native_quantized_weights() const {
+  return source_.gguf && !options_.weights_dtype && backend_ != nullptr &&
+         backend_->runs_format(WeightFormat::kQ4_K);
 }
 
 std::string Engine::model_identity() const {

@@ -29,7 +29,10 @@ struct EngineOptions {
   ModelSourceOptions source;             // --model / --architecture / synthetic weights
   int expected_tp = 0;                   // --tp: must equal the job's world size (0: any)
   std::filesystem::path tokenizer_path;  // empty: the tokenizer of the model (its dir or GGUF)
-  std::optional<DType> weights_dtype;    // nullopt: as stored (safetensors), bf16 (GGUF)
+  // nullopt: as stored; a GGUF's quantized tensors run as stored ("native") on the CPU backend and
+  // are dequantized to bf16 for the CUDA backend.
+  std::optional<DType> weights_dtype;
+  bool native_weights_required = false;  // --weights-dtype native: no bf16 fallback for a GPU
   std::int64_t ctx_size = 0;             // 0: max_position_embeddings
   std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
   bool cuda_graphs = true;               // record and replay decode/verification forwards
@@ -66,8 +69,10 @@ class Engine {
   // Calls `body` with the model's tensors (the checkpoint, GGUF file or synthetic weights), for
   // reading whole tensors (an early-exit head's initial layer, the model's identity).
   void with_tensor_source(const std::function<void(const TensorSource&)>& body) const;
-  // The dtype load() stores weights in (nullopt: as stored).
+  // The dtype load() stores weights in (nullopt: as stored, quantized tensors natively).
   std::optional<DType> load_dtype() const;
+  // Whether load() keeps a GGUF's quantized tensors quantized (the CPU backend, no dtype asked).
+  bool native_quantized_weights() const;
   // model_io/model_identity.hpp's identity of this model (reads the final norm's weights).
   std::string model_identity() const;
   bool loaded() const { return model_ != nullptr; }

@@ -35,22 +35,12 @@ DraftVocabulary::DraftVocabulary(LlamaModel& model, std::span<const std::int32_t
   SELFSPEC_CHECK(!ids.empty(), "draft vocabulary: no token ids");
   const Matrix& head = model.weights().output_matrix();
   Backend& backend = model.backend();
-  dtype_ = head.dtype;
+  format_ = head.format;
   hidden_ = head.cols;
   source_ = head.data.data();
   if (local_ids_.empty()) return;
-
-  // Gather the kept rows through one host staging copy (a download per row, then one upload):
-  // done once per model, so a dedicated device-side gather op is not worth its code.
-  const std::size_t row_bytes = static_cast<std::size_t>(hidden_) * dtype_size(dtype_);
-  std::vector<std::byte> staged(local_ids_.size() * row_bytes);
-  const auto* base = static_cast<const std::byte*>(head.data.data());
-  for (std::size_t j = 0; j < local_ids_.size(); ++j) {
-    backend.download(staged.data() + j * row_bytes,
-                     base + static_cast<std::size_t>(local_ids_[j]) * row_bytes, row_bytes);
-  }
-  rows_ = backend.allocate(staged.size());
-  backend.upload(rows_.data(), staged.data(), staged.size());
+  // Done once per model: the backend copies the rows in its own layout (through the host).
+  rows_ = backend.select_weight_rows(head.view(), local_ids_);
   ids_device_ = backend.allocate(local_ids_.size() * sizeof(std::int32_t));
   backend.upload(ids_device_.data(), local_ids_.data(), local_ids_.size() * sizeof(std::int32_t));
 }

@@ -6,11 +6,11 @@
 //
 // Built once per model on every rank (same ids everywhere): each rank keeps the ids inside its
 // vocabulary shard, sorted ascending, and a gathered copy of their LM-head rows
-// [V'_local × hidden] in backend memory, in the head's dtype. A forward with it
-// (ForwardArgs::draft_vocabulary) computes logits = rows · norm(x) and scatters them into the
-// usual [rows × vocab_local] output, -inf everywhere else (Backend::scatter_columns), so what
-// reads logits above the model works unchanged. A rank whose shard holds no kept id writes only
-// -inf (its shard statistics are then empty: max -inf, no argmax).
+// [V'_local × hidden] in backend memory, in the head's format (Backend::select_weight_rows). A
+// forward with it (ForwardArgs::draft_vocabulary) computes logits = rows · norm(x) and scatters
+// them into the usual [rows × vocab_local] output, -inf everywhere else (Backend::scatter_columns),
+// so what reads logits above the model works unchanged. A rank whose shard holds no kept id writes
+// only -inf (its shard statistics are then empty: max -inf, no argmax).
 #pragma once
 
 #include "backend/backend.hpp"
@@ -35,7 +35,7 @@ class DraftVocabulary {
   const std::vector<std::int32_t>& local_ids() const { return local_ids_; }
   std::int64_t local_size() const { return static_cast<std::int64_t>(local_ids_.size()); }
   // The gathered LM-head rows [local_size × hidden] (empty data when local_size is 0).
-  BackendWeight head() const { return {dtype_, rows_.data(), local_size(), hidden_}; }
+  BackendWeight head() const { return {format_, rows_.data(), local_size(), hidden_}; }
   // local_ids() in backend memory.
   const std::int32_t* device_ids() const { return ids_device_.as<const std::int32_t>(); }
   // The LM head it was gathered from (a forward checks it runs on the same model).
@@ -44,7 +44,7 @@ class DraftVocabulary {
  private:
   std::int64_t size_ = 0;
   std::vector<std::int32_t> local_ids_;
-  DType dtype_ = DType::kF32;
+  WeightFormat format_ = WeightFormat::kF32;
   std::int64_t hidden_ = 0;
   DeviceBuffer rows_;
   DeviceBuffer ids_device_;

@@ -1,10 +1,8 @@
 #include "model/fixed_partition_projection.hpp"
 
-#include "core/dtype.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace selfspec {
 
@@ -32,10 +30,6 @@ FixedPartitionProjection::Weight FixedPartitionProjection::cut(const Matrix& w, 
                      split_range(units, chunks_, first + per_rank - 1).end == shard.end,
                  "fixed-partition cut: rank {}'s units [{}, {}) are not a union of the {} chunks",
                  comm_.rank(), shard.begin, shard.end, chunks_);
-  const std::size_t element = dtype_size(w.dtype);
-  std::vector<std::byte> host(static_cast<std::size_t>(w.rows * w.cols) * element);
-  backend_.download(host.data(), w.data.data(), host.size());
-
   Weight out;
   out.out = w.rows;
   out.in_local = w.cols;
@@ -45,18 +39,11 @@ FixedPartitionProjection::Weight FixedPartitionProjection::cut(const Matrix& w, 
     chunk.begin = (range.begin - shard.begin) * unit;
     chunk.cols = range.size() * unit;
     if (chunk.cols > 0) {
-      const std::size_t row_bytes = static_cast<std::size_t>(chunk.cols) * element;
-      std::vector<std::byte> block(static_cast<std::size_t>(w.rows) * row_bytes);
-      for (std::int64_t n = 0; n < w.rows; ++n) {
-        std::memcpy(block.data() + static_cast<std::size_t>(n) * row_bytes,
-                    host.data() + static_cast<std::size_t>(n * w.cols + chunk.begin) * element,
-                    row_bytes);
-      }
-      chunk.weight.dtype = w.dtype;
+      chunk.weight.format = w.format;
       chunk.weight.rows = w.rows;
       chunk.weight.cols = chunk.cols;
-      chunk.weight.data = backend_.allocate(block.size());
-      backend_.upload(chunk.weight.data.data(), block.data(), block.size());
+      chunk.weight.data =
+          backend_.select_weight_cols(w.view(), chunk.begin, chunk.begin + chunk.cols);
     }
     out.chunks.push_back(std::move(chunk));
   }

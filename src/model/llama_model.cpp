@@ -53,8 +53,11 @@ void LlamaModel::attach_exit_head(ExitHead head) {
 }
 
 LlamaModel::LayerChunks LlamaModel::cut_layer(const LayerWeights& w) const {
+  const std::int64_t unit = shard_.intermediate_unit;
   return {fixed_partition_->cut(w.wo, config_.num_heads, shard_.q_heads, config_.head_dim),
-          fixed_partition_->cut(w.w_down, config_.intermediate_size, shard_.intermediate, 1)};
+          fixed_partition_->cut(w.w_down, config_.intermediate_size / unit,
+                                {shard_.intermediate.begin / unit, shard_.intermediate.end / unit},
+                                unit)};
 }
 
 const LlamaModel::LayerChunks* LlamaModel::layer_chunks(int layer) const {

@@ -8,16 +8,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <string_view>
 
 namespace selfspec {
 namespace {
-
-DType storage_dtype(const TensorSource& source, const std::string& name,
-                    std::optional<DType> convert_to) {
-  return convert_to ? *convert_to : source.dtype(name);
-}
 
 // Reads a slice into backend memory: straight in when the backend's memory is host memory,
 // through a host staging buffer otherwise.
@@ -34,14 +32,63 @@ DeviceBuffer read_to_backend(Backend& backend, const TensorSource& source, const
   return buffer;
 }
 
+// Why a quantized tensor cannot stay quantized on this rank, or nullopt when it can.
+std::optional<std::string> not_native_reason(const Backend& backend, WeightFormat format,
+                                             const TensorSlice& slice) {
+  if (!backend.runs_format(format)) {
+    return fmt::format("the {} backend does not run it", device_kind_name(backend.kind()));
+  }
+  if (slice.col_begin % 32 != 0 || slice.col_end % 32 != 0) {
+    return "this rank's column slice does not fall on 32-column boundaries";
+  }
+  return std::nullopt;
+}
+
+// One notice per format and reason, naming the first tensor it applies to.
+void notice_dequantized(const std::string& name, WeightFormat format, const std::string& reason) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string key = fmt::format("{} {}", weight_format_name(format), reason);
+  const std::lock_guard lock(mutex);
+  if (!said.insert(key).second) return;
+  log::info("{} tensors are dequantized to bf16 ({}, from {} on)", weight_format_name(format),
+            reason, name);
+}
+
+// The dtype a tensor is read in when it is not kept quantized: the requested one, else as stored
+// (quantized tensors that cannot stay quantized: bf16, the former GGUF default).
+DType dense_load_dtype(const TensorSource& source, const std::string& name,
+                       std::optional<DType> convert_to) {
+  if (convert_to) return *convert_to;
+  return source.quantized_format(name) ? DType::kBF16 : source.dtype(name);
+}
+
 Matrix load_matrix(Backend& backend, const TensorSource& source, const std::string& name,
                    IndexRange rows, IndexRange cols, std::optional<DType> convert_to) {
   Matrix matrix;
-  matrix.dtype = storage_dtype(source, name, convert_to);
   matrix.rows = rows.size();
   matrix.cols = cols.size();
-  matrix.data = read_to_backend(backend, source, name, {rows.begin, rows.end, cols.begin, cols.end},
-                                matrix.dtype, static_cast<std::size_t>(matrix.bytes()));
+  const TensorSlice slice{rows.begin, rows.end, cols.begin, cols.end};
+  if (!convert_to) {
+    if (const std::optional<WeightFormat> quantized = source.quantized_format(name)) {
+      const std::optional<std::string> reason = not_native_reason(backend, *quantized, slice);
+      if (!reason) {
+        const QuantizedSlice stored = source.read_quantized(name, slice);
+        matrix.format = *quantized;
+        matrix.data = backend.make_weight({stored.format, stored.rows, stored.cols,
+                                           stored.data.data(), stored.row_stride, stored.skip});
+        return matrix;
+      }
+      notice_dequantized(name, *quantized, *reason);
+    }
+  }
+  const DType dtype = dense_load_dtype(source, name, convert_to);
+  matrix.format = dense_format(dtype);
+  AlignedBuffer<std::byte> staging(static_cast<std::size_t>(matrix.rows * matrix.cols) *
+                                   dtype_size(dtype));
+  source.read(name, slice, dtype, staging.data());
+  matrix.data =
+      backend.make_weight({matrix.format, matrix.rows, matrix.cols, staging.data(), 0, 0});
   return matrix;
 }
 
@@ -109,6 +156,30 @@ LayerWeights load_layer_weights(const TensorSource& source,
   layer.w_down = load_matrix(backend, source, name_of("mlp.down_proj.weight"), all_hidden,
                              plan.intermediate, convert_to);
   return layer;
+}
+
+std::map<std::string, std::uint64_t> LlamaWeights::bytes_by_format() const {
+  std::map<std::string, std::uint64_t> out;
+  const auto add_matrix = [&](const Matrix& m) {
+    if (!m.data.empty()) out[std::string(weight_format_name(m.format))] += m.bytes();
+  };
+  const auto add_vector = [&](const Vector& v) {
+    if (!v.empty()) out["f32"] += v.bytes();
+  };
+  add_matrix(embedding);
+  if (!tied) add_matrix(lm_head);
+  add_vector(final_norm);
+  for (const LayerWeights& layer : layers) {
+    for (const Matrix* m :
+         {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
+      add_matrix(*m);
+    }
+    for (const Vector* v :
+         {&layer.attention_norm, &layer.mlp_norm, &layer.bq, &layer.bk, &layer.bv, &layer.bo}) {
+      add_vector(*v);
+    }
+  }
+  return out;
 }
 
 std::uint64_t LlamaWeights::bytes() const {

@@ -1,11 +1,15 @@
 // The weights one tensor-parallel rank holds: its slices of every matrix (see shard_plan.hpp),
-// copied out of the memory-mapped checkpoint once at load into the backend's memory (host for the
-// CPU backend — read straight in —, device for CUDA — through a host staging buffer), in the
-// checkpoint's dtype or converted to a requested one. Norm weights and biases are kept in f32.
+// read out of the memory-mapped checkpoint once at load into a host staging buffer and handed to
+// the backend, which keeps them in its memory and layout (Backend::make_weight). Each matrix is
+// in the checkpoint's encoding or converted to a requested dtype: with no dtype requested, a
+// GGUF's quantized tensors stay quantized where the backend runs their format ("native" weights;
+// a slice that does not fall on 32-column boundaries, or a backend that cannot run the format,
+// gets bf16 instead, with a notice). Norm weights and biases are kept in f32.
 #pragma once
 
 #include "backend/backend.hpp"
 #include "core/dtype.hpp"
+#include "core/weight_format.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_config.hpp"
 #include "model_io/safetensors.hpp"
@@ -13,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,15 +26,14 @@
 namespace selfspec {
 
 struct Matrix {
-  DType dtype = DType::kF32;
+  WeightFormat format = WeightFormat::kF32;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  DeviceBuffer data;
+  DeviceBuffer data;  // the backend's layout for the format
 
-  BackendWeight view() const { return {dtype, data.data(), rows, cols}; }
-  std::uint64_t bytes() const {
-    return static_cast<std::uint64_t>(rows * cols) * dtype_size(dtype);
-  }
+  BackendWeight view() const { return {format, data.data(), rows, cols}; }
+  // Bytes the backend holds (what a forward that uses the matrix streams).
+  std::uint64_t bytes() const { return data.bytes(); }
 };
 
 // An f32 vector in backend memory (norm weights, biases); empty when absent.
@@ -71,6 +75,8 @@ struct LlamaWeights {
   // Bytes of this rank's weights in memory.
   std::uint64_t bytes() const;
   std::uint64_t layer_bytes(std::size_t layer) const;
+  // Bytes of this rank's matrices per format ("q4_k" -> bytes), norms and biases as "f32".
+  std::map<std::string, std::uint64_t> bytes_by_format() const;
 
   // Checks every tensor name and shape of the source against the config (errors name the
   // tensor and file), then loads this rank's slices into `backend` memory. convert_to = nullopt

@@ -5,8 +5,11 @@
 //              o_proj row-parallel (its input columns follow the rank's query heads);
 //   MLP:       gate/up column-parallel over the intermediate dimension, down row-parallel;
 //   vocab:     embedding and LM head split over contiguous vocabulary ranges.
-// The intermediate and vocabulary dimensions may split unevenly (ranges differ by at most one):
-// the math is the same and real models (e.g. intermediate 172) need it. Head counts must divide.
+// The intermediate and vocabulary dimensions may split unevenly (ranges differ by at most one
+// unit): the math is the same and real models (e.g. intermediate 172) need it. Head counts must
+// divide. The intermediate dimension splits in units of `intermediate_unit` features (1, or 32 for
+// quantized weights run as stored, so that a rank's down_proj columns start and end on the
+// 32-column groups of the quantized blocks and of the int8 activations).
 #pragma once
 
 #include "model_io/model_config.hpp"
@@ -34,16 +37,22 @@ struct ShardPlan {
   IndexRange q_heads;       // query heads of this rank
   IndexRange kv_heads;      // KV heads this rank stores (replicated across ranks when tp > n_kv)
   IndexRange intermediate;  // MLP intermediate features of this rank
-  IndexRange vocab;         // vocabulary rows of this rank (embedding and LM head)
+  std::int64_t intermediate_unit = 1;  // the intermediate range is whole units of this size
+  IndexRange vocab;                    // vocabulary rows of this rank (embedding and LM head)
   bool kv_replicated = false;
 
   // Vocab row counts of every rank (for gathering logits).
   std::vector<std::int64_t> vocab_counts;
 
   // Throws selfspec::Error with the reason when the model cannot be split tp ways.
-  static ShardPlan make(const ModelConfig& config, int tp, int rank);
+  // `intermediate_unit` > 1 applies when it divides intermediate_size (else the unit is 1).
+  static ShardPlan make(const ModelConfig& config, int tp, int rank,
+                        std::int64_t intermediate_unit = 1);
   // The reason the model cannot be split tp ways, or nullopt when it can.
-  static std::optional<std::string> check(const ModelConfig& config, int tp);
+  static std::optional<std::string> check(const ModelConfig& config, int tp,
+                                          std::int64_t intermediate_unit = 1);
+  // The unit make() uses for this config: `requested` when it divides intermediate_size, else 1.
+  static std::int64_t effective_unit(const ModelConfig& config, std::int64_t requested);
 };
 
 }  // namespace selfspec

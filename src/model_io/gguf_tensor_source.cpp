@@ -218,6 +218,65 @@ void GgufTensorSource::read_rows(const GgufTensorInfo& info, const std::string& 
   if (error) std::rethrow_exception(error);
 }
 
+std::optional<WeightFormat> GgufTensorSource::quantized_format(const std::string& name) const {
+  switch (file_.tensor(gguf_tensor_name(name)).type) {
+    case GgmlType::kQ4_0:
+      return WeightFormat::kQ4_0;
+    case GgmlType::kQ4_1:
+      return WeightFormat::kQ4_1;
+    case GgmlType::kQ5_0:
+      return WeightFormat::kQ5_0;
+    case GgmlType::kQ5_1:
+      return WeightFormat::kQ5_1;
+    case GgmlType::kQ8_0:
+      return WeightFormat::kQ8_0;
+    case GgmlType::kQ4_K:
+      return WeightFormat::kQ4_K;
+    case GgmlType::kQ5_K:
+      return WeightFormat::kQ5_K;
+    case GgmlType::kQ6_K:
+      return WeightFormat::kQ6_K;
+    default:
+      return std::nullopt;
+  }
+}
+
+QuantizedSlice GgufTensorSource::read_quantized(const std::string& name,
+                                                const TensorSlice& slice) const {
+  const GgufTensorInfo& info = file_.tensor(gguf_tensor_name(name));
+  const std::optional<WeightFormat> format = quantized_format(name);
+  SELFSPEC_CHECK(format.has_value() && info.dims.size() == 2,
+                 "{}: tensor '{}' ({}) is not a quantized matrix", file_.source(), info.name,
+                 ggml_type_name(info.type));
+  SELFSPEC_CHECK(0 <= slice.row_begin && slice.row_begin < slice.row_end &&
+                     slice.row_end <= info.rows() && 0 <= slice.col_begin &&
+                     slice.col_begin < slice.col_end && slice.col_end <= info.cols() &&
+                     slice.col_begin % 32 == 0 && slice.col_end % 32 == 0,
+                 "{}: slice rows [{}, {}) x cols [{}, {}) of tensor '{}' {} is out of range or "
+                 "not at 32-column boundaries",
+                 file_.source(), slice.row_begin, slice.row_end, slice.col_begin, slice.col_end,
+                 info.name, format_shape(hf_shape(info)));
+  const std::int64_t block = ggml_block_elements(info.type);
+  const std::int64_t first = slice.col_begin / block * block;
+  const std::int64_t last = (slice.col_end + block - 1) / block * block;
+  const std::uint64_t byte_begin = ggml_row_bytes(info.type, first);
+  const std::uint64_t byte_count = ggml_row_bytes(info.type, last - first);
+  QuantizedSlice out;
+  out.format = *format;
+  out.rows = slice.row_end - slice.row_begin;
+  out.cols = slice.col_end - slice.col_begin;
+  out.row_stride = static_cast<std::int64_t>(byte_count);
+  out.skip = slice.col_begin - first;
+  out.data.resize(static_cast<std::size_t>(out.rows) * byte_count);
+  for (std::int64_t r = 0; r < out.rows; ++r) {
+    const std::span<const std::byte> row =
+        file_.row_bytes(info, source_row(name, slice.row_begin + r));
+    std::memcpy(out.data.data() + static_cast<std::size_t>(r) * byte_count, row.data() + byte_begin,
+                byte_count);
+  }
+  return out;
+}
+
 std::string GgufTensorSource::describe() const {
   return fmt::format("GGUF {} (v{}, {} tensors)", file_.source(), file_.version(),
                      file_.tensors().size());

@@ -7,7 +7,8 @@
 // row h*d + 2k + i (convert_hf_to_gguf.py, LlamaModel.permute). `qwen2` files are not permuted.
 // A column slice (the row-parallel o_proj/down_proj of a rank) may cut a quantization block: the
 // blocks covering it are dequantized whole and only its columns are kept, so every TP degree reads
-// the values a whole-row read gives.
+// the values a whole-row read gives. read_quantized hands out those covering blocks as stored,
+// with the slice's offset in the first one.
 #pragma once
 
 #include "model_io/gguf_file.hpp"
@@ -31,6 +32,10 @@ class GgufTensorSource final : public TensorSource {
   void read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
             void* dst) const override;
   std::string describe() const override;
+  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K tensors: their blocks, as stored, for the
+  // native kernels (rows in HF order: Q and K of `llama` files unpermuted row by row).
+  std::optional<WeightFormat> quantized_format(const std::string& name) const override;
+  QuantizedSlice read_quantized(const std::string& name, const TensorSlice& slice) const override;
 
  private:
   // The GGUF row holding HF row `row` of tensor `hf_name`.

@@ -1,10 +1,20 @@
 #include "model_io/tensor_source.hpp"
 
+#include "core/error.hpp"
 #include "model_io/checkpoint_layout.hpp"
 
 #include <fmt/format.h>
 
 namespace selfspec {
+
+std::optional<WeightFormat> TensorSource::quantized_format(const std::string& /*name*/) const {
+  return std::nullopt;
+}
+
+QuantizedSlice TensorSource::read_quantized(const std::string& name,
+                                            const TensorSlice& /*slice*/) const {
+  fail("{}: tensor '{}' is not stored quantized", describe(), name);
+}
 
 void CheckpointSource::validate(const ModelConfig& config) const {
   validate_checkpoint(checkpoint_, config);

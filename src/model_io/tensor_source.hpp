@@ -5,12 +5,27 @@
 #pragma once
 
 #include "core/dtype.hpp"
+#include "core/weight_format.hpp"
 #include "model_io/model_config.hpp"
 #include "model_io/safetensors.hpp"
 
+#include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace selfspec {
+
+// The rows of a quantized tensor's slice as its file stores them (GGUF blocks): row r's blocks at
+// data + r * row_stride; the slice's columns are [skip, skip + cols) of them.
+struct QuantizedSlice {
+  WeightFormat format = WeightFormat::kQ4_0;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t row_stride = 0;
+  std::int64_t skip = 0;
+  std::vector<std::byte> data;
+};
 
 class TensorSource {
  public:
@@ -24,6 +39,12 @@ class TensorSource {
                     void* dst) const = 0;
   // "checkpoint /models/x (2 files)", "synthetic weights (seed 0, bf16)".
   virtual std::string describe() const = 0;
+  // The quantized format a tensor is stored in; nullopt when it is stored dense (the default).
+  virtual std::optional<WeightFormat> quantized_format(const std::string& name) const;
+  // A 2-D quantized tensor's slice as stored, without dequantizing: the rows
+  // [row_begin, row_end) and the blocks covering columns [col_begin, col_end), which must fall on
+  // 32-column boundaries. Throws for a tensor stored dense.
+  virtual QuantizedSlice read_quantized(const std::string& name, const TensorSlice& slice) const;
 };
 
 class CheckpointSource final : public TensorSource {

@@ -110,7 +110,9 @@ TEST_F(EarlyExitCli, CollectTrainLoadDraft) {
 
 // The trainer's layer is the engine's: with N = L - 1 the untrained head is the model's own last
 // layer, so the trainer's draft must agree with the full model at every held-out position (the
-// data's hidden states are BF16, the rest is exact enough not to flip an argmax here).
+// data's hidden states are BF16, the rest is exact enough not to flip an argmax here). The engine
+// runs f32 weights here: with bf16 weights it rounds every matmul's input to bf16 (the vdpbf16ps
+// kernels), which the f32 trainer does not, and an argmax near a tie could flip.
 TEST_F(EarlyExitCli, TheTrainersLayerIsTheEnginesLayer) {
   if (!torch_available()) {
     GTEST_SKIP() << "/usr/bin/python3 has no torch (scripts/setup.sh installs python3-torch)";
@@ -118,7 +120,7 @@ TEST_F(EarlyExitCli, TheTrainersLayerIsTheEnginesLayer) {
   const auto data = dir_ / "data-last";
   const CommandResult collected = run(fmt::format(
       "collect-exit-data --model {} --tokenizer {} --prompts-file {} --exit-layer 3 --top-k 8 "
-      "--generate 24 --out {}",
+      "--generate 24 --weights-dtype f32 --out {}",
       model_.string(), tokenizer_.string(), suite_.string(), data.string()));
   ASSERT_EQ(collected.exit_code, 0) << collected.err;
   const auto summary = dir_ / "train.json";

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numbers>
 
@@ -10,8 +12,26 @@ namespace {
 
 using Vec = std::vector<double>;
 
-// y = W x for W [rows × cols] row-major.
-Vec matvec(const Vec& w, const Vec& x, std::size_t rows, std::size_t cols) {
+// x rounded to bf16 (through f32, round-to-nearest-even; subnormals read as zero), as the
+// engine's bf16 matmuls round their activations.
+Vec round_to_bf16(const Vec& x) {
+  Vec out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto f = static_cast<float>(x[i]);
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    float rounded;
+    std::memcpy(&rounded, &bits, sizeof rounded);
+    out[i] = std::fabs(rounded) < std::numeric_limits<float>::min() ? 0.0 : rounded;
+  }
+  return out;
+}
+
+// y = W x for W [rows × cols] row-major (x rounded to bf16 first when `bf16_inputs`).
+Vec matvec(const Vec& w, const Vec& x_in, std::size_t rows, std::size_t cols,
+           bool bf16_inputs = false) {
+  const Vec x = bf16_inputs ? round_to_bf16(x_in) : x_in;
   Vec y(rows, 0.0);
   for (std::size_t r = 0; r < rows; ++r) {
     double sum = 0.0;
@@ -81,6 +101,7 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
                                                    const ReferenceSkips& skips,
                                                    const ReferenceResidualObserver& observe) {
   const ModelConfig& c = w.config;
+  const bool bf16 = w.bf16_activations;
   const std::size_t T = tokens.size();
   const auto H = static_cast<std::size_t>(c.hidden_size);
   const auto d = static_cast<std::size_t>(c.head_dim);
@@ -103,9 +124,9 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
       std::vector<Vec> q(T), k(T), v(T);
       for (std::size_t t = 0; t < T; ++t) {
         const Vec h = rms_norm(x[t], L.attention_norm, c.rms_norm_eps);
-        q[t] = matvec(L.wq, h, hq * d, H);
-        k[t] = matvec(L.wk, h, hkv * d, H);
-        v[t] = matvec(L.wv, h, hkv * d, H);
+        q[t] = matvec(L.wq, h, hq * d, H, bf16);
+        k[t] = matvec(L.wk, h, hkv * d, H, bf16);
+        v[t] = matvec(L.wv, h, hkv * d, H, bf16);
         if (c.attention_bias) {
           for (std::size_t i = 0; i < hq * d; ++i) q[t][i] += L.bq[i];
           for (std::size_t i = 0; i < hkv * d; ++i) k[t][i] += L.bk[i];
@@ -138,7 +159,7 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
             }
           }
         }
-        const Vec o = matvec(L.wo, attn, H, hq * d);
+        const Vec o = matvec(L.wo, attn, H, hq * d, bf16);
         for (std::size_t i = 0; i < H; ++i) x[t][i] += o[i] + (L.bo.empty() ? 0.0 : L.bo[i]);
       }
     }
@@ -146,11 +167,11 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
     if (!contains(skips.mlp, l)) {
       for (std::size_t t = 0; t < T; ++t) {
         const Vec h = rms_norm(x[t], L.mlp_norm, c.rms_norm_eps);
-        const Vec g = matvec(L.w_gate, h, inter, H);
-        const Vec u = matvec(L.w_up, h, inter, H);
+        const Vec g = matvec(L.w_gate, h, inter, H, bf16);
+        const Vec u = matvec(L.w_up, h, inter, H, bf16);
         Vec a(inter);
         for (std::size_t i = 0; i < inter; ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-        const Vec down = matvec(L.w_down, a, H, inter);
+        const Vec down = matvec(L.w_down, a, H, inter, bf16);
         for (std::size_t i = 0; i < H; ++i) x[t][i] += down[i];
       }
     }
@@ -158,7 +179,7 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
   std::vector<Vec> logits(T);
   for (std::size_t t = 0; t < T; ++t) {
     const Vec h = rms_norm(x[t], w.final_norm, c.rms_norm_eps);
-    logits[t] = matvec(w.lm_head, h, static_cast<std::size_t>(c.vocab_size), H);
+    logits[t] = matvec(w.lm_head, h, static_cast<std::size_t>(c.vocab_size), H, bf16);
   }
   return logits;
 }

@@ -29,6 +29,9 @@ struct ReferenceWeights {
   std::vector<double> lm_head;    // [V × H]; equals embedding when tied
   std::vector<double> final_norm;
   std::vector<ReferenceLayer> layers;
+  // Round every matmul's input to bf16 first, as the CPU engine does for bf16 weights
+  // (kernels/cpu/bf16_matmul.hpp); set it when the model under test runs bf16 weights on the CPU.
+  bool bf16_activations = false;
 };
 
 struct ReferenceSkips {

@@ -103,6 +103,21 @@ class RecordingBackend final : public Backend {
     inner_->download(dst, src, bytes);
   }
   bool host_memory() const override { return inner_->host_memory(); }
+  bool runs_format(WeightFormat format) const override { return inner_->runs_format(format); }
+  DeviceBuffer make_weight(const HostWeight& host) override {
+    recordings_.clear();
+    return inner_->make_weight(host);
+  }
+  DeviceBuffer select_weight_rows(const BackendWeight& w,
+                                  std::span<const std::int32_t> rows) override {
+    recordings_.clear();
+    return inner_->select_weight_rows(w, rows);
+  }
+  DeviceBuffer select_weight_cols(const BackendWeight& w, std::int64_t begin,
+                                  std::int64_t end) override {
+    recordings_.clear();
+    return inner_->select_weight_cols(w, begin, end);
+  }
   void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
                     std::int64_t rows_per_block, std::int64_t row_floats,
                     std::span<const std::int32_t> from, std::int64_t to) override {

@@ -28,11 +28,22 @@ struct Case {
   DType dtype;
 };
 
+// A weight made from row-major host bytes [rows x cols] (the backend's own layout).
+Matrix make_matrix(Backend& backend, std::int64_t rows, std::int64_t cols, DType dtype,
+                   const std::vector<std::byte>& bytes) {
+  Matrix m;
+  m.format = dense_format(dtype);
+  m.rows = rows;
+  m.cols = cols;
+  m.data = backend.make_weight({m.format, rows, cols, bytes.data(), 0, 0});
+  return m;
+}
+
 Matrix upload_matrix(Backend& backend, std::int64_t rows, std::int64_t cols, DType dtype,
-                     std::vector<float>& values, std::mt19937& rng) {
+                     std::vector<float>& values, std::vector<std::byte>& bytes, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   values.resize(static_cast<std::size_t>(rows * cols));
-  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  bytes.assign(values.size() * dtype_size(dtype), std::byte{0});
   for (std::size_t i = 0; i < values.size(); ++i) {
     float v = normal(rng);
     if (dtype == DType::kBF16) {
@@ -44,13 +55,7 @@ Matrix upload_matrix(Backend& backend, std::int64_t rows, std::int64_t cols, DTy
     }
     values[i] = v;
   }
-  Matrix m;
-  m.dtype = dtype;
-  m.rows = rows;
-  m.cols = cols;
-  m.data = backend.allocate(bytes.size());
-  backend.upload(m.data.data(), bytes.data(), bytes.size());
-  return m;
+  return make_matrix(backend, rows, cols, dtype, bytes);
 }
 
 class FixedPartition : public ::testing::TestWithParam<Case> {};
@@ -62,7 +67,8 @@ TEST_P(FixedPartition, EqualsChunkDotsAddedInChunkOrder) {
   std::mt19937 rng(7);
   const std::int64_t k = c.units * c.unit;
   std::vector<float> w_values;
-  const Matrix w = upload_matrix(backend, c.out, k, c.dtype, w_values, rng);
+  std::vector<std::byte> w_bytes;
+  const Matrix w = upload_matrix(backend, c.out, k, c.dtype, w_values, w_bytes, rng);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<std::size_t>(c.tokens * k));
   for (float& v : x) v = normal(rng);
@@ -73,10 +79,22 @@ TEST_P(FixedPartition, EqualsChunkDotsAddedInChunkOrder) {
   std::vector<float> y(static_cast<std::size_t>(c.tokens * c.out));
   projection.project(x.data(), c.tokens, cut, y.data());
 
-  // The same arithmetic written out: each chunk's canonical dot, then the chunks left to right.
+  // The same arithmetic written out: each chunk's product on its own (a matrix of the chunk's
+  // columns, one token at a time: the kernel's canonical order), then the chunks left to right.
   const std::size_t element = dtype_size(c.dtype);
-  std::vector<std::byte> w_bytes(static_cast<std::size_t>(c.out * k) * element);
-  backend.download(w_bytes.data(), w.data.data(), w_bytes.size());
+  std::vector<Matrix> chunk_weights;
+  for (int chunk = 0; chunk < c.chunks; ++chunk) {
+    const IndexRange r = split_range(c.units, c.chunks, chunk);
+    const std::int64_t cols = r.size() * c.unit;
+    std::vector<std::byte> block(static_cast<std::size_t>(c.out * cols) * element);
+    for (std::int64_t n = 0; n < c.out && cols > 0; ++n) {
+      std::memcpy(block.data() + static_cast<std::size_t>(n * cols) * element,
+                  w_bytes.data() + static_cast<std::size_t>(n * k + r.begin * c.unit) * element,
+                  static_cast<std::size_t>(cols) * element);
+    }
+    chunk_weights.push_back(cols > 0 ? make_matrix(backend, c.out, cols, c.dtype, block)
+                                     : Matrix{});
+  }
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     for (std::int64_t n = 0; n < c.out; ++n) {
       float sum = 0.0f;
@@ -87,16 +105,17 @@ TEST_P(FixedPartition, EqualsChunkDotsAddedInChunkOrder) {
         const std::int64_t cols = r.size() * c.unit;
         float partial = 0.0f;
         if (cols > 0) {
-          std::vector<std::byte> row(static_cast<std::size_t>(cols) * element);
-          std::memcpy(row.data(),
-                      w_bytes.data() + static_cast<std::size_t>(n * k + begin) * element,
-                      row.size());
-          partial = kernels::cpu::dot(x.data() + t * k + begin, row.data(), c.dtype, cols);
+          std::vector<float> column_out(static_cast<std::size_t>(c.out));
+          backend.matmul(x.data() + t * k + begin, 1,
+                         chunk_weights[static_cast<std::size_t>(chunk)].view(), column_out.data());
+          partial = column_out[static_cast<std::size_t>(n)];
         }
         sum = chunk == 0 ? partial : sum + partial;
         for (std::int64_t j = begin; j < begin + cols; ++j) {
-          exact += static_cast<double>(x[static_cast<std::size_t>(t * k + j)]) *
-                   w_values[static_cast<std::size_t>(n * k + j)];
+          // bf16 weights multiply bf16 activations (kernels/cpu/bf16_matmul.hpp).
+          const float xj = x[static_cast<std::size_t>(t * k + j)];
+          const float xr = c.dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(xj)) : xj;
+          exact += static_cast<double>(xr) * w_values[static_cast<std::size_t>(n * k + j)];
         }
       }
       const float got = y[static_cast<std::size_t>(t * c.out + n)];
@@ -140,7 +159,8 @@ TEST(FixedPartitionLayout, RefusesAShardThatIsNotAUnionOfChunks) {
   LocalComm comm;
   std::mt19937 rng(1);
   std::vector<float> values;
-  const Matrix w = upload_matrix(backend, 4, 6, DType::kF32, values, rng);
+  std::vector<std::byte> bytes;
+  const Matrix w = upload_matrix(backend, 4, 6, DType::kF32, values, bytes, rng);
   FixedPartitionProjection projection(backend, comm, 2);
   EXPECT_THROW(projection.cut(w, 8, {0, 6}, 1), Error);  // the rank's 6 of 8 units
   EXPECT_THROW(projection.cut(w, 6, {0, 6}, 2), Error);  // 12 columns claimed, 6 stored

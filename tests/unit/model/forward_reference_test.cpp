@@ -81,6 +81,9 @@ class ForwardVsReference : public ::testing::TestWithParam<Variant> {
   void SetUp() override {
     const Variant& variant = GetParam();
     reference_ = write_tiny_checkpoint(variant.spec, dir_.path());
+    // bf16 weights on the CPU multiply bf16-rounded activations.
+    reference_.bf16_activations = variant.spec.dtype == DType::kBF16 &&
+                                  variant.convert_to.value_or(DType::kBF16) == DType::kBF16;
     model_ = load_model(dir_.path(), comm_, variant.convert_to);
     tokens_.assign(kTokens.begin(), kTokens.end());
     for (auto& t : tokens_) t %= static_cast<std::int32_t>(variant.spec.vocab);
@@ -89,11 +92,16 @@ class ForwardVsReference : public ::testing::TestWithParam<Variant> {
     const auto vocab = static_cast<std::size_t>(GetParam().spec.vocab);
     return std::span(logits).subspan(t * vocab, vocab);
   }
-  // Every row within 2e-5 (relative to the row's largest logit) of the reference's.
+  // Every row within 2e-5 (relative to the row's largest logit) of the reference's. With bf16
+  // activations (8 significant bits at every matmul input) 1e-2: the oracle rounds the same
+  // inputs, but its double-precision values sit on the other side of a rounding boundary now and
+  // then (one bf16 step, 2^-8, on an element), which later layers carry on (measured: below
+  // 6e-3 after a flip; the positions before it agree within 1e-7, on every ISA).
   void expect_matches(const std::vector<float>& logits,
                       const std::vector<std::vector<double>>& expected) const {
+    const double tolerance = reference_.bf16_activations ? 1e-2 : 2e-5;
     for (std::size_t t = 0; t < expected.size(); ++t) {
-      EXPECT_LT(relative_max_error(row(logits, t), expected[t]), 2e-5) << "position " << t;
+      EXPECT_LT(relative_max_error(row(logits, t), expected[t]), tolerance) << "position " << t;
     }
   }
 
