@@ -16,8 +16,9 @@
 namespace selfspec::kernels {
 
 // silu(g) = g / (1 + exp(-g)); SwiGLU output = silu(gate) * up (divide, then multiply; no
-// multiply-add to contract). The host uses the C library's expf, the device CUDA's expf (<= 2
-// ulp), so the backends agree to a few ulp, not bit for bit.
+// multiply-add to contract). The device uses CUDA's expf (<= 2 ulp), the CPU kernels their own exp
+// (kernels/cpu/vector_exp.hpp: the same bits on every ISA, within 2 ulp), so the backends agree to
+// a few ulp, not bit for bit.
 SELFSPEC_HOST_DEVICE inline float swiglu_value(float gate, float up) {
   return gate / (1.0f + expf(-gate)) * up;
 }

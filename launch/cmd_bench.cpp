@@ -54,6 +54,7 @@
 #include "launch/suite_prompts.hpp"
 #include "launch/suite_report.hpp"
 #include "model/draft_vocabulary.hpp"
+#include "model/forward_timing.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,8 +86,10 @@ struct BenchOptions {
   SpecCliOptions spec;
   std::vector<std::string> prompts_files;  // --prompts-file: a prompt suite instead of random ids
   PromptSelection selection;
-  bool ignore_eos = false;  // with --prompts-file; random prompts always ignore EOS
-  ChatCli chat;             // with --prompts-file: each prompt as a one-turn chat
+  bool ignore_eos = false;     // with --prompts-file; random prompts always ignore EOS
+  ChatCli chat;                // with --prompts-file: each prompt as a one-turn chat
+  int verify_cost_rounds = 5;  // v(γ) rounds (0: not measured); random prompts only
+  int verify_cost_max = 8;     // v(γ) for γ = 1 … this
 
   bool suite() const { return !prompts_files.empty(); }
 };
@@ -461,6 +464,7 @@ struct BenchResult {
   DecodeTraffic traffic;
   std::optional<DeviceBandwidthTotals> device;
   std::vector<SpecFigures> figures;  // one per matrix.specs entry
+  std::optional<VerifyCost> verify_cost;
 };
 
 // What every bench reports: the model, the machine, how far the runs got, the drafter.
@@ -520,6 +524,13 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
     out["verification"][std::string(logits_mode_name(mode))] =
         std::string(verification_path(engine.model(), mode));
   }
+  if (r.verify_cost) {
+    out["verify_cost"] = {{"context", options.prompt_len},
+                          {"forward_ms", nlohmann::json::array()},
+                          {"v", r.verify_cost->v}};
+    for (const double s : r.verify_cost->forward_s)
+      out["verify_cost"]["forward_ms"].push_back(1e3 * s);
+  }
   // The autoregressive totals (with communication per token) with or without --spec.
   out["autoregressive"] = to_json(m.ar);
   if (bench.speculative()) {
@@ -577,6 +588,15 @@ void print_speed_summary(std::FILE* to, const Bench& bench, const BenchResult& r
                100.0 * ratio(effective, r.device->copy_all_gbps), r.device->copy_all_gbps,
                100.0 * ratio(effective, r.device->peak_all_gbps), r.device->peak_all_gbps,
                engine.backend().graphs_enabled() ? "on" : "off");
+  }
+  if (r.verify_cost) {
+    std::string line;
+    for (std::size_t g = 1; g < r.verify_cost->v.size(); ++g) {
+      line += fmt::format("{}{}: {:.3f}", g == 1 ? "" : ", ", g, r.verify_cost->v[g]);
+    }
+    fmt::print(
+        to, "  verification cost v(gamma) = t(gamma + 1 tokens) / t(1 token), at context {}: {}\n",
+        bench.options.prompt_len, line);
   }
 }
 
@@ -726,6 +746,13 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
     if (!options.suite()) {
       result.traffic = decode_traffic(bench, result.matrix.samples);
       result.device = device_bandwidth(bench, result.matrix.interrupted);
+      if (options.verify_cost_rounds > 0 && result.matrix.interrupted == 0) {
+        VerifyCostOptions cost;
+        cost.context = options.prompt_len;
+        cost.max_draft = options.verify_cost_max;
+        cost.rounds = options.verify_cost_rounds;
+        result.verify_cost = measure_verify_cost(engine.model(), cost);
+      }
     }
     for (const SpecTotals& totals : result.matrix.specs) {
       result.figures.push_back(compare_with_autoregressive(totals, result.matrix.ar));
@@ -797,6 +824,16 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
       command->add_option("--prompts", options->prompts, "random prompts compared with --spec")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
+  command
+      ->add_option("--verify-cost-rounds", options->verify_cost_rounds,
+                   "random prompts: interleaved rounds timing v(gamma), a forward over gamma + 1 "
+                   "tokens against a one-token forward, at the prompt length (0: skip)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--verify-cost-max", options->verify_cost_max, "the largest gamma of v(gamma)")
+      ->check(CLI::Range(1, 63))
+      ->capture_default_str();
   add_prompt_suite_options(*command, *options)
       ->excludes(prompt_len)
       ->excludes(reps)

@@ -6,8 +6,9 @@
 // those slots alone, always the same way:
 //  1. raw scores for the slots [0, last visible] with the canonical dot (the single-threaded row
 //     kernel of matmul, K rows as an f32 weight matrix), then multiplied by scale;
-//  2. m = max over visible scores; e_s = std::exp(score_s - m) in f32; denominator = sum of e_s in
-//     double, ascending slot order; p_s = f32(e_s / denominator);
+//  2. m = max over visible scores; e_s = exp(score_s - m) in f32 (vector_exp.hpp's exp, the same
+//     bits on every ISA); denominator = sum of e_s in double, ascending slot order;
+//     p_s = f32(e_s / denominator);
 //  3. out[d] = sum over visible slots, ascending, of p_s * v_s[d] in f32 (mul then add, 4 slots
 //     per pass over d so the accumulator stays in registers; the per-element order is unchanged).
 // Masked slots are skipped, never summed as zeros, so a query gives bit-identical output whether it
@@ -17,7 +18,9 @@
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "kernels/cpu/elementwise_simd.hpp"
 #include "kernels/cpu/matmul_avx2.hpp"
+#include "kernels/cpu/vector_exp.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -155,12 +158,16 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
       }
 
       // 2. softmax
-      double denominator = 0.0;
-      for (std::int64_t i = 0; i < n_visible; ++i) {
-        const float e = std::exp(scores[i] - max_score);
-        scores[i] = e;
-        denominator += static_cast<double>(e);
+      if (isa == Isa::kAvx512) {
+        detail::exp_shifted_avx512(scores, max_score, n_visible);
+      } else if (isa == Isa::kAvx2) {
+        detail::exp_shifted_avx2(scores, max_score, n_visible);
+      } else {
+        for (std::int64_t i = 0; i < n_visible; ++i)
+          scores[i] = exp_canonical(scores[i] - max_score);
       }
+      double denominator = 0.0;
+      for (std::int64_t i = 0; i < n_visible; ++i) denominator += static_cast<double>(scores[i]);
       for (std::int64_t i = 0; i < n_visible; ++i) {
         scores[i] = static_cast<float>(static_cast<double>(scores[i]) / denominator);
       }

@@ -24,10 +24,13 @@ namespace {
 constexpr int kMaxTile = 6;
 constexpr std::int64_t kPrefetchAhead = 8192;
 
-SELFSPEC_AVX512 inline __m512bh broadcast_pair(const std::uint16_t* x) {
-  std::int32_t v;
-  std::memcpy(&v, x, sizeof v);
-  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(v));
+// acc += the pair products of w and the bf16 pair at x, broadcast: vdpbf16ps with an embedded
+// {1to16} broadcast from memory (GCC 12 emits a separate vpbroadcastd for _mm512_set1_epi32).
+SELFSPEC_AVX512 inline __m512 dpbf16_broadcast(__m512 acc, __m512bh w, const std::uint16_t* x) {
+  __asm__("vdpbf16ps %[x]%{1to16%}, %[w], %[acc]"
+          : [acc] "+v"(acc)
+          : [w] "v"(w), [x] "m"(*reinterpret_cast<const std::int32_t*>(x)));
+  return acc;
 }
 
 template <int kTile>
@@ -55,8 +58,7 @@ SELFSPEC_AVX512 void panel_tile(const std::byte* panel, std::int64_t steps, cons
     for (int t = 0; t < kTile; ++t) {
       const std::uint16_t* x = xb + t * padded + s * kBf16StepCols;
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j)
-        acc[t][j] = _mm512_dpbf16_ps(acc[t][j], wv[j], broadcast_pair(x + 2 * j));
+      for (int j = 0; j < 4; ++j) acc[t][j] = dpbf16_broadcast(acc[t][j], wv[j], x + 2 * j);
     }
   }
 #pragma GCC unroll 6

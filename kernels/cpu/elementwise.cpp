@@ -3,15 +3,18 @@
 // Plain loops the compiler vectorises (baseline SSE2; no reassociation, no FMA contraction, so
 // every element is computed the same way whatever the ISA). Each output element depends only on
 // its own inputs in a fixed order: RMSNorm sums squares in double in ascending i and rounds
-// r = 1 / sqrt(mean + eps) to f32 once per row; SwiGLU is swiglu_value of kernels/shared_math.hpp
-// (expf on f32), the formula the CUDA kernel uses too. Work is split over tokens (or over element
+// r = 1 / sqrt(mean + eps) to f32 once per row; SwiGLU is swiglu_canonical of vector_exp.hpp
+// (its exp written out, vectorised for AVX2 and AVX-512 with the same bits; the CUDA kernel has
+// the same formula with CUDA's expf). Work is split over tokens (or over element
 // ranges) with parallel_for once it is large enough to pay for the threads; arguments are
 // validated before any parallel region (nothing throws inside one).
 #include "kernels/cpu/elementwise.hpp"
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
-#include "kernels/shared_math.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/elementwise_simd.hpp"
+#include "kernels/cpu/vector_exp.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -58,9 +61,14 @@ void rmsnorm(const float* x, const float* weight, float eps, std::int64_t n_toke
 
 void swiglu(const float* gate, const float* up, float* out, std::int64_t n) {
   SELFSPEC_CHECK(n >= 0, "swiglu: negative length {}", n);
+  const Isa isa = active_isa();
   parallel_for(n, kElementGrain / 4, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      out[i] = swiglu_value(gate[i], up[i]);
+    if (isa == Isa::kAvx512) {
+      detail::swiglu_avx512(gate + begin, up + begin, out + begin, end - begin);
+    } else if (isa == Isa::kAvx2) {
+      detail::swiglu_avx2(gate + begin, up + begin, out + begin, end - begin);
+    } else {
+      for (std::int64_t i = begin; i < end; ++i) out[i] = swiglu_canonical(gate[i], up[i]);
     }
   });
 }

@@ -15,7 +15,8 @@ namespace selfspec::kernels::cpu {
 void rmsnorm(const float* x, const float* weight, float eps, std::int64_t n_tokens,
              std::int64_t dim, float* y);
 
-// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) with vector_exp.hpp's exp (the same
+// bits on every ISA). out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, std::int64_t n);
 
 // x[i] += y[i].

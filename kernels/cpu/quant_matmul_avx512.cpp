@@ -28,7 +28,7 @@
 namespace selfspec::kernels::cpu::detail {
 namespace {
 
-constexpr int kMaxTile = 4;
+constexpr int kMaxTile = 8;
 // Prefetch distance in the panel stream (bytes ahead of the group being computed).
 constexpr std::int64_t kPrefetchAhead = 8192;
 
@@ -41,7 +41,7 @@ SELFSPEC_AVX512 inline void unpack(const std::byte* q, __m512i (&w)[8]) {
     return;
   } else {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < 4; ++j) {
       const __m512i v = _mm512_loadu_si512(q + 64 * j);
       w[j] = _mm512_and_si512(v, low4);
@@ -72,21 +72,26 @@ SELFSPEC_AVX512 inline void unpack(const std::byte* q, __m512i (&w)[8]) {
   }
 }
 
-SELFSPEC_AVX512 inline __m512i broadcast4(const std::int8_t* x) {
-  std::int32_t v;
-  std::memcpy(&v, x, sizeof v);
-  return _mm512_set1_epi32(v);
+// acc += Σ over the 4 bytes of each lane of u (w) times the 4 activation bytes at x, broadcast:
+// vpdpbusd with an embedded {1to16} broadcast from memory (GCC 12 emits a separate vpbroadcastd
+// for _mm512_set1_epi32, one more instruction per multiply-add).
+SELFSPEC_AVX512 inline __m512i dpbusd_broadcast(__m512i acc, __m512i w, const std::int8_t* x) {
+  __asm__("vpdpbusd %[x]%{1to16%}, %[w], %[acc]"
+          : [acc] "+v"(acc)
+          : [w] "v"(w), [x] "m"(*reinterpret_cast<const std::int32_t*>(x)));
+  return acc;
 }
 
-// Σ u · xq over W_k for k in [kBegin, kEnd), as two chains.
+// Σ u · xq over W_k for k in [kBegin, kEnd), as two chains (halving the latency the
+// out-of-order window must hide: measured, one chain and four chains are both slower at T = 4).
 template <int kBegin, int kEnd>
 SELFSPEC_AVX512 inline __m512i dot(const __m512i (&w)[8], const std::int8_t* xq) {
   __m512i a = _mm512_setzero_si512();
   __m512i b = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int k = kBegin; k < kEnd; k += 2) {
-    a = _mm512_dpbusd_epi32(a, w[k], broadcast4(xq + 4 * k));
-    b = _mm512_dpbusd_epi32(b, w[k + 1], broadcast4(xq + 4 * (k + 1)));
+    a = dpbusd_broadcast(a, w[k], xq + 4 * k);
+    b = dpbusd_broadcast(b, w[k + 1], xq + 4 * (k + 1));
   }
   return _mm512_add_epi32(a, b);
 }
@@ -122,12 +127,10 @@ SELFSPEC_AVX512 void panel_tile(const PanelGeometry& g, const QuantLayout& layou
 
   __m512 yv[kTile];
   __m512 acc1[kTile];
-  __m512 acc2[kTile];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < kTile; ++t) {
     yv[t] = _mm512_setzero_ps();
     acc1[t] = _mm512_setzero_ps();
-    acc2[t] = _mm512_setzero_ps();
   }
   const std::byte* cursor = panel;
   std::int64_t group = 0;
@@ -152,13 +155,12 @@ SELFSPEC_AVX512 void panel_tile(const PanelGeometry& g, const QuantLayout& layou
         p0 = load_f16x16(params);
         if constexpr (kMin) p1 = load_f16x16(params + 32);
       } else if constexpr (kKMin) {
-        p0 = load_u8x16(params);
-        p1 = load_u8x16(params + 16);
+        p0 = load_u8x16(params);  // the mins enter at the segment's end
       } else {
         p0 = load_i8x16(params);
         p1 = load_i8x16(params + 16);
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < kTile; ++t) {
         const std::int64_t tg = (t0 + t) * groups + group;
         const std::int8_t* xq = a.q.data() + (t0 + t) * cols + group * kGroupCols;
@@ -175,8 +177,6 @@ SELFSPEC_AVX512 void panel_tile(const PanelGeometry& g, const QuantLayout& layou
         } else if constexpr (kKMin) {
           const __m512 prod = _mm512_mul_ps(_mm512_cvtepi32_ps(dot<0, 8>(w, xq)), dx);
           acc1[t] = _mm512_fmadd_ps(prod, p0, acc1[t]);
-          acc2[t] =
-              _mm512_fmadd_ps(p1, _mm512_set1_ps(a.dxs[static_cast<std::size_t>(tg)]), acc2[t]);
         } else if constexpr (kQ6) {
           const std::int32_t* s16 = a.s16.data() + 2 * tg;
           const __m512i ja = _mm512_sub_epi32(dot<0, 4>(w, xq), _mm512_set1_epi32(32 * s16[0]));
@@ -188,25 +188,38 @@ SELFSPEC_AVX512 void panel_tile(const PanelGeometry& g, const QuantLayout& layou
       }
     }
     if constexpr (kKMin) {
+      // acc2 = Σ over the segment's groups, in order, of fma(mn, dxs, acc2): the same sequence as
+      // interleaved with acc1, taken here so it holds no registers in the group loop.
+      const std::int64_t first = group - n_groups;
+      __m512 acc2[kTile];
+#pragma GCC unroll 8
+      for (int t = 0; t < kTile; ++t) acc2[t] = _mm512_setzero_ps();
+      for (std::int64_t i = 0; i < n_groups; ++i) {
+        const __m512 mn = load_u8x16(seg + layout.segment_params + i * layout.group_bytes() + 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < kTile; ++t) {
+          const auto tg = static_cast<std::size_t>((t0 + t) * groups + first + i);
+          acc2[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(a.dxs[tg]), acc2[t]);
+        }
+      }
       const __m512 d = load_f16x16(seg);
       const __m512 dmin = load_f16x16(seg + 32);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < kTile; ++t) {
         yv[t] = _mm512_fmadd_ps(acc1[t], d, yv[t]);
         yv[t] = _mm512_fnmadd_ps(acc2[t], dmin, yv[t]);
         acc1[t] = _mm512_setzero_ps();
-        acc2[t] = _mm512_setzero_ps();
       }
     } else if constexpr (kQ6) {
       const __m512 d = load_f16x16(seg);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < kTile; ++t) {
         yv[t] = _mm512_fmadd_ps(acc1[t], d, yv[t]);
         acc1[t] = _mm512_setzero_ps();
       }
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < kTile; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * y_stride, rows_mask, yv[t]);
 }
 
@@ -220,23 +233,34 @@ SELFSPEC_AVX512 void panels(const PanelGeometry& g, const QuantizedActivations& 
     const std::int64_t rows = std::min(kPanelRows, g.rows - p * kPanelRows);
     const auto mask = static_cast<__mmask16>((1u << rows) - 1u);
     float* yp = y + p * kPanelRows;
-    std::int64_t t0 = 0;
-    for (; t0 + kMaxTile <= a.tokens; t0 += kMaxTile) {
-      panel_tile<kFormat, kBits, kMaxTile>(g, layout, panel, a, t0, t0 == 0, yp, y_stride, mask);
-    }
-    const bool first = t0 == 0;
-    switch (a.tokens - t0) {
-      case 3:
-        panel_tile<kFormat, kBits, 3>(g, layout, panel, a, t0, first, yp, y_stride, mask);
-        break;
-      case 2:
-        panel_tile<kFormat, kBits, 2>(g, layout, panel, a, t0, first, yp, y_stride, mask);
-        break;
-      case 1:
-        panel_tile<kFormat, kBits, 1>(g, layout, panel, a, t0, first, yp, y_stride, mask);
-        break;
-      default:
-        break;
+    for (std::int64_t t0 = 0; t0 < a.tokens; t0 += kMaxTile) {
+      const bool first = t0 == 0;
+      switch (std::min<std::int64_t>(kMaxTile, a.tokens - t0)) {
+        case 8:
+          panel_tile<kFormat, kBits, 8>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        case 7:
+          panel_tile<kFormat, kBits, 7>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        case 6:
+          panel_tile<kFormat, kBits, 6>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        case 5:
+          panel_tile<kFormat, kBits, 5>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        case 4:
+          panel_tile<kFormat, kBits, 4>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        case 3:
+          panel_tile<kFormat, kBits, 3>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        case 2:
+          panel_tile<kFormat, kBits, 2>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+        default:
+          panel_tile<kFormat, kBits, 1>(g, layout, panel, a, t0, first, yp, y_stride, mask);
+          break;
+      }
     }
   }
 }

@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "model/forward_timing.hpp"
 
 #include <Eigen/Dense>
 
@@ -14,24 +15,6 @@
 namespace selfspec {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// A deterministic filler sequence of ids (the cost does not depend on which tokens they are).
-std::vector<std::int32_t> filler_tokens(std::int64_t n, std::int64_t vocab) {
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919 + 13) % vocab);
-  return ids;
-}
 
 // The four timed plans: their attention and MLP sublayer counts and the plans themselves.
 struct TimedPlan {
@@ -48,31 +31,6 @@ std::vector<TimedPlan> timed_plans(int layers) {
           {LayerPlan::skipping(layers, interior, none), 2, layers},
           {LayerPlan::skipping(layers, none, interior), layers, 2},
           {LayerPlan::skipping(layers, interior, interior), 2, 2}};
-}
-
-// One timed batch: `forwards` forwards of `t` tokens (with `rows` logit rows) at KV length
-// `context`, each rolled back. Returns seconds per forward (rank 0's clock; every rank runs it).
-double time_batch(LlamaModel& model, KvCache& kv, const LayerPlan& plan, std::int64_t context,
-                  int t, int rows, int forwards) {
-  const std::vector<std::int32_t> tokens = filler_tokens(t, model.config().vocab_size);
-  std::vector<std::int32_t> positions(static_cast<std::size_t>(t));
-  std::iota(positions.begin(), positions.end(), static_cast<std::int32_t>(context));
-  std::vector<std::int32_t> logit_rows(static_cast<std::size_t>(rows));
-  std::iota(logit_rows.begin(), logit_rows.end(), t - rows);
-  std::vector<float> logits;
-  ForwardArgs args;
-  args.tokens = tokens;
-  args.positions = positions;
-  args.plan = &plan;
-  args.logit_rows = logit_rows;
-  model.comm().barrier();
-  const auto start = std::chrono::steady_clock::now();
-  for (int f = 0; f < forwards; ++f) {
-    model.forward(args, kv, logits);
-    kv.truncate(context);
-  }
-  model.comm().barrier();
-  return seconds_since(start) / forwards;
 }
 
 // Least squares t = fixed + n_attention·a + n_mlp·m over the four plans.
@@ -197,18 +155,7 @@ SublayerCostTable measure_cost_table(LlamaModel& model, const CostTableOptions& 
                      options.context >= 1,
                  "cost table options must be positive");
   KvCache kv = model.make_kv_cache(options.context + options.max_draft + 1);
-  // The context: one prefill of filler tokens under the full plan.
-  {
-    const std::vector<std::int32_t> tokens =
-        filler_tokens(options.context, model.config().vocab_size);
-    std::vector<std::int32_t> positions(tokens.size());
-    std::iota(positions.begin(), positions.end(), 0);
-    std::vector<float> logits;
-    ForwardArgs args;
-    args.tokens = tokens;
-    args.positions = positions;
-    model.forward(args, kv, logits);
-  }
+  prefill_filler(model, kv, options.context);
   SublayerCostTable table;
   table.num_layers = layers;
   const BackendDescription where = model.backend().description();
@@ -230,28 +177,28 @@ SublayerCostTable measure_cost_table(LlamaModel& model, const CostTableOptions& 
   for (int round = 0; round < options.rounds; ++round) {
     for (std::size_t p = 0; p < n_plans; ++p) {
       samples[p].push_back(
-          time_batch(model, kv, plans[p].plan, options.context, 1, 1, options.forwards));
+          time_forward_batch(model, kv, plans[p].plan, options.context, 1, 1, options.forwards));
     }
     if (model.backend().host_memory()) {
       samples[n_plans].push_back(
-          time_batch(model, kv, full, options.context, 1, 0, options.forwards));
+          time_forward_batch(model, kv, full, options.context, 1, 0, options.forwards));
     }
     for (int g = 1; g <= options.max_draft; ++g) {
       samples[n_plans + static_cast<std::size_t>(g)].push_back(
-          time_batch(model, kv, full, options.context, g + 1, g + 1, options.forwards));
+          time_forward_batch(model, kv, full, options.context, g + 1, g + 1, options.forwards));
     }
     progress.update(round + 1);
   }
   progress.finish();
   std::vector<double> seconds;
-  for (std::size_t p = 0; p < n_plans; ++p) seconds.push_back(median(samples[p]));
+  for (std::size_t p = 0; p < n_plans; ++p) seconds.push_back(median_of(samples[p]));
   fit_sublayers(plans, seconds, table);
   if (!samples[n_plans].empty()) {
-    table.head_s = std::max(0.0, seconds[0] - median(samples[n_plans]));
+    table.head_s = std::max(0.0, seconds[0] - median_of(samples[n_plans]));
   }
   table.verify_ratio.assign(1, 1.0);
   for (int g = 1; g <= options.max_draft; ++g) {
-    table.verify_ratio.push_back(median(samples[n_plans + static_cast<std::size_t>(g)]) /
+    table.verify_ratio.push_back(median_of(samples[n_plans + static_cast<std::size_t>(g)]) /
                                  seconds[0]);
   }
   return table;
