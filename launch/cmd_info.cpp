@@ -18,7 +18,10 @@
 #include "model_io/safetensors.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <map>
@@ -101,17 +104,29 @@ nlohmann::json gguf_summary(const std::filesystem::path& path, const ModelConfig
           {"valid", true}};
 }
 
-// The weight dtype: requested, else what a safetensors checkpoint stores, else config's
-// torch_dtype, else bf16 (which GGUF files dequantize into). `checkpoint` becomes the JSON
-// summary of the weights when there are any.
-DType weight_dtype(const InfoOptions& options, const ModelSource& source,
-                   nlohmann::json& checkpoint) {
-  std::optional<DType> dtype = parse_weights_dtype(options.weights_dtype);
+// How the weights will be held: the requested dtype, else a GGUF's tensors as the CPU backend
+// holds them (quantized ones as stored), else what a safetensors checkpoint stores, else
+// config's torch_dtype, else bf16. `checkpoint` becomes the JSON summary of the weights when there
+// are any.
+WeightPlan weight_plan(const InfoOptions& options, const ModelSource& source,
+                       nlohmann::json& checkpoint) {
   std::optional<DType> stored;
   checkpoint = source.gguf ? gguf_summary(source.model_path, source.config)
                            : safetensors_summary(source.model_path, source.config, stored);
-  if (!dtype) dtype = stored;
-  return dtype.value_or(source.config.torch_dtype.value_or(DType::kBF16));
+  return plan_weights(source, parse_weights_dtype(options.weights_dtype),
+                      stored.value_or(source.config.torch_dtype.value_or(DType::kBF16)));
+}
+
+// "q4_k 757.8 MB, q6_k 354.0 MB, f32 579.6 kB": a rank's weights by format, largest first.
+std::string bytes_by_format_text(const std::map<std::string, std::uint64_t>& by_format) {
+  std::vector<std::pair<std::string, std::uint64_t>> sorted(by_format.begin(), by_format.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> parts;
+  for (const auto& [format, bytes] : sorted) {
+    parts.push_back(fmt::format("{} {}", format, human_bytes(bytes)));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 nlohmann::json architecture_json(const ModelConfig& config) {
@@ -125,7 +140,7 @@ nlohmann::json architecture_json(const ModelConfig& config) {
   return out;
 }
 
-void print_info(const InfoOptions& options, const ModelConfig& config, DType dtype,
+void print_info(const InfoOptions& options, const ModelConfig& config, const std::string& weights,
                 const nlohmann::json& checkpoint, std::int64_t context,
                 const std::vector<RankPlan>& ranks) {
   fmt::print("model        {}\n", options.model_path);
@@ -137,8 +152,8 @@ void print_info(const InfoOptions& options, const ModelConfig& config, DType dty
   fmt::print("rope         theta {}, scaling {}, context {}\n", config.rope_theta,
              rope_scaling_name(config.rope_scaling.type), config.max_position_embeddings);
   fmt::print("parameters   {} ({:.3f} B), weights {}, tied embeddings {}\n",
-             config.parameter_count(), static_cast<double>(config.parameter_count()) / 1e9,
-             dtype_name(dtype), config.tie_word_embeddings ? "yes" : "no");
+             config.parameter_count(), static_cast<double>(config.parameter_count()) / 1e9, weights,
+             config.tie_word_embeddings ? "yes" : "no");
   if (!checkpoint.is_null()) {
     fmt::print("checkpoint   {} {} file(s), {}, {} tensors ({}), valid\n",
                checkpoint["format"].get<std::string>(), checkpoint["files"].get<int>(),
@@ -149,8 +164,10 @@ void print_info(const InfoOptions& options, const ModelConfig& config, DType dty
   fmt::print("tp {}         valid{}; per rank at context {}:\n", options.tp,
              ranks.front().shard.kv_replicated ? " (KV heads replicated)" : "", context);
   for (const RankPlan& rank : ranks) {
-    fmt::print("  rank {}: weights {}, KV cache {}\n", rank.rank(),
-               human_bytes(rank.memory.weight_bytes), human_bytes(rank.memory.kv_cache_bytes));
+    fmt::print("  rank {}: weights {} ({}), KV cache {}\n", rank.rank(),
+               human_bytes(rank.memory.weight_bytes),
+               bytes_by_format_text(rank.memory.weight_bytes_by_format),
+               human_bytes(rank.memory.kv_cache_bytes));
   }
 }
 
@@ -162,17 +179,21 @@ int run_info(const InfoOptions& options) {
   const std::int64_t context =
       options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
   nlohmann::json checkpoint = nullptr;
-  const DType dtype = weight_dtype(options, source, checkpoint);
-  std::optional<std::string> tp_problem = ShardPlan::check(config, options.tp);
+  const WeightPlan weights = weight_plan(options, source, checkpoint);
+  std::optional<std::string> tp_problem =
+      ShardPlan::check(config, options.tp, weights.intermediate_unit);
   std::vector<RankPlan> ranks;
-  if (!tp_problem) ranks = plan_ranks(config, options.tp, dtype, context);
+  if (!tp_problem) {
+    ranks = plan_ranks(config, options.tp, weights.format_of, context, std::nullopt,
+                       weights.intermediate_unit);
+  }
 
   if (options.json) {
     nlohmann::json out;
     out["model"] = options.model_path;
     out["architecture"] = architecture_json(config);
     out["parameters"] = config.parameter_count();
-    out["weight_dtype"] = dtype_name(dtype);
+    out["weight_dtype"] = weights.label;
     out["context"] = context;
     out["checkpoint"] = checkpoint;
     out["tp"] = options.tp;
@@ -184,7 +205,7 @@ int run_info(const InfoOptions& options) {
     print_json_line(out);
     return tp_problem ? 2 : 0;
   }
-  print_info(options, config, dtype, checkpoint, context, ranks);
+  print_info(options, config, weights.label, checkpoint, context, ranks);
   if (tp_problem) {
     fmt::print("tp {}         INVALID: {}\n", options.tp, *tp_problem);
     return 2;
@@ -208,7 +229,8 @@ void add_info_command(CLI::App& app, CommandBody& run) {
   add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
   add_weights_dtype_option(
       *command, options->weights_dtype,
-      "as the checkpoint stores them, else the config's torch_dtype, else bf16");
+      "as the checkpoint stores them (a GGUF's: as the CPU backend holds them, quantized types "
+      "as stored), else the config's torch_dtype, else bf16");
   add_json_flag(*command, options->json, "the summary");
   command->callback([options, &run] {
     run = [options] { return run_without_job([&] { return run_info(*options); }); };

@@ -79,15 +79,18 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   const ModelConfig& config = source.config;
   const std::int64_t context =
       options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
-  const DType dtype = parse_weights_dtype(options.weights_dtype)
-                          .value_or(config.torch_dtype.value_or(DType::kBF16));
+  const WeightPlan weights = plan_weights(source, parse_weights_dtype(options.weights_dtype),
+                                          config.torch_dtype.value_or(DType::kBF16));
   // A forward holds the prefill chunk or a verification of K drafts + 1 bonus token; logits for
   // the verified rows (prefill keeps only the last position's).
   const ForwardShape forward{std::max<std::int64_t>(options.prefill_chunk, options.max_draft + 1),
                              options.max_draft + 1};
   Plan plan;
-  plan.problem = ShardPlan::check(config, options.tp);
-  if (!plan.problem) plan.ranks = plan_ranks(config, options.tp, dtype, context, forward);
+  plan.problem = ShardPlan::check(config, options.tp, weights.intermediate_unit);
+  if (!plan.problem) {
+    plan.ranks = plan_ranks(config, options.tp, weights.format_of, context, forward,
+                            weights.intermediate_unit);
+  }
   const std::uint64_t largest_bytes =
       plan.ranks.empty() ? 0 : largest_rank(plan.ranks).total_bytes();
   plan.budget = options.gpu_memory_gb > 0.0;
@@ -100,9 +103,12 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   out["source"] = source.description;
   out["architecture"] = geometry_json(config);
   out["parameters"] = config.parameter_count();
-  out["weight_dtype"] = dtype_name(dtype);
-  out["weights_total_bytes"] =
-      static_cast<std::uint64_t>(config.parameter_count()) * dtype_size(dtype);
+  out["weight_dtype"] = weights.label;
+  // The whole model's weights as held (one rank's worth at TP 1).
+  const RankMemory whole = plan_rank_memory(
+      config, ShardPlan::make(config, 1, 0, weights.intermediate_unit), weights.format_of, context);
+  out["weights_total_bytes"] = whole.weight_bytes;
+  out["weight_bytes_by_format"] = whole.weight_bytes_by_format;
   out["context"] = context;
   out["forward_tokens"] = forward.tokens;
   out["tp"] = options.tp;
@@ -121,7 +127,7 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
                             static_cast<std::int64_t>(largest_bytes + overhead_bytes);
   }
   if (!options.cost.comm_table.empty()) {
-    if (!plan.problem) plan.cost = plan_cost(options.cost, config, plan.ranks, dtype);
+    if (!plan.problem) plan.cost = plan_cost(options.cost, config, plan.ranks, weights.format_of);
     out["cost_model"] = plan.cost ? plan_cost_json(*plan.cost) : nlohmann::json(nullptr);
   }
   return plan;

@@ -80,7 +80,7 @@ std::vector<CollectiveCalls> step_collectives(const ModelConfig& config, int tp,
 }
 
 DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<RankPlan>& ranks,
-                               DType weights) {
+                               const WeightFormatOf& weights) {
   SELFSPEC_CHECK(!ranks.empty(), "cost model: no ranks");
   const RankPlan& slowest =
       *std::max_element(ranks.begin(), ranks.end(), [](const RankPlan& a, const RankPlan& b) {
@@ -90,7 +90,7 @@ DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<Rank
   geometry.config = config;
   geometry.tp = static_cast<int>(ranks.size());
   geometry.forward_weight_bytes = slowest.memory.decode_weight_bytes;
-  geometry.layer = plan_layer_weight_bytes(config, slowest.shard, weights);
+  geometry.layers = plan_layer_weight_bytes(config, slowest.shard, weights);
   for (const RankPlan& rank : ranks)
     geometry.vocab_shard = std::max(geometry.vocab_shard, rank.shard.vocab.size());
   return geometry;
@@ -99,8 +99,9 @@ DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<Rank
 std::uint64_t forward_weight_bytes(const DecodeGeometry& geometry, const LayerPlan& plan) {
   std::uint64_t skipped = 0;
   for (int l = 0; l < plan.num_layers(); ++l) {
-    if (!plan.runs_attention(l)) skipped += geometry.layer.attention;
-    if (!plan.runs_mlp(l)) skipped += geometry.layer.mlp;
+    const LayerWeightBytes& layer = geometry.layers.at(static_cast<std::size_t>(l));
+    if (!plan.runs_attention(l)) skipped += layer.attention;
+    if (!plan.runs_mlp(l)) skipped += layer.mlp;
   }
   SELFSPEC_CHECK(skipped <= geometry.forward_weight_bytes,
                  "cost model: the plan skips {} bytes of a forward's {}", skipped,

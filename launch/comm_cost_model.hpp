@@ -84,13 +84,13 @@ struct DecodeGeometry {
   int tp = 1;
   // A full forward's weight reads (RankMemory::decode_weight_bytes).
   std::uint64_t forward_weight_bytes = 0;
-  LayerWeightBytes layer;        // one layer's sublayers, on that rank
-  std::int64_t vocab_shard = 0;  // the largest vocabulary shard
+  std::vector<LayerWeightBytes> layers;  // each layer's sublayers, on that rank
+  std::int64_t vocab_shard = 0;          // the largest vocabulary shard
 };
 
 // From `ranks` (plan_ranks: must not be empty), taking the rank that reads the most.
 DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<RankPlan>& ranks,
-                               DType weights);
+                               const WeightFormatOf& weights);
 
 // Weight bytes a forward under `plan` reads on the slowest rank.
 std::uint64_t forward_weight_bytes(const DecodeGeometry& geometry, const LayerPlan& plan);

@@ -19,5 +19,6 @@ void add_search_skips_command(CLI::App& app, CommandBody& run);
 void add_count_vocab_command(CLI::App& app, CommandBody& run);
 void add_collect_exit_data_command(CLI::App& app, CommandBody& run);
 void add_collect_cali_data_command(CLI::App& app, CommandBody& run);
+void add_compare_weights_command(CLI::App& app, CommandBody& run);
 
 }  // namespace selfspec::launch

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   selfspec::launch::add_count_vocab_command(app, run);
   selfspec::launch::add_collect_exit_data_command(app, run);
   selfspec::launch::add_collect_cali_data_command(app, run);
+  selfspec::launch::add_compare_weights_command(app, run);
 
   // CLI11 would only say "A subcommand is required" for a misspelt subcommand: name it.
   if (argc > 1 && argv[1][0] != '-') {

@@ -104,7 +104,7 @@ void add_plan_cost_options(CLI::App& command, PlanCostOptions& options) {
 }
 
 PlanCost plan_cost(const PlanCostOptions& options, const ModelConfig& config,
-                   const std::vector<RankPlan>& ranks, DType weights) {
+                   const std::vector<RankPlan>& ranks, const WeightFormatOf& weights) {
   PlanCost cost;
   cost.table = load_comm_table(options.comm_table);
   if (options.memory_bandwidth_gbps > 0.0) {

@@ -40,7 +40,7 @@ struct PlanCost {
 
 // The prediction for `ranks` (a valid split). Throws selfspec::Error (table, options, skip set).
 PlanCost plan_cost(const PlanCostOptions& options, const ModelConfig& config,
-                   const std::vector<RankPlan>& ranks, DType weights);
+                   const std::vector<RankPlan>& ranks, const WeightFormatOf& weights);
 
 nlohmann::json plan_cost_json(const PlanCost& cost);
 void print_plan_cost(const PlanCost& cost, int tp);

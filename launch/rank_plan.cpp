@@ -1,13 +1,58 @@
 #include "launch/rank_plan.hpp"
 
+#include "model_io/checkpoint_layout.hpp"
+#include "model_io/gguf_file.hpp"
+#include "model_io/gguf_tensor_source.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <memory>
+#include <set>
+
 namespace selfspec::launch {
 
-std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, DType weights,
-                                 std::int64_t context, std::optional<ForwardShape> forward) {
+WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requested, DType fallback) {
+  if (requested || !source.gguf) {
+    const DType dtype = requested.value_or(fallback);
+    return {uniform_format(dtype), 1, std::string(dtype_name(dtype)), false};
+  }
+  const GgufFile file(source.model_path);
+  const GgufTensorSource tensors(file, source.config);
+  auto formats = std::make_shared<std::map<std::string, WeightFormat>>();
+  std::set<std::string> names;
+  bool quantized = false;
+  for (const ExpectedTensor& expected : expected_tensors(source.config)) {
+    if (expected.shape.size() != 2 || !file.contains(gguf_tensor_name(expected.name))) continue;
+    WeightFormat format = dense_format(tensors.dtype(expected.name));
+    if (const std::optional<WeightFormat> q = tensors.quantized_format(expected.name)) {
+      format = *q;
+      quantized = true;
+    } else if (tensors.dequantized_only_type(expected.name)) {
+      format = WeightFormat::kBF16;
+    }
+    (*formats)[expected.name] = format;
+    names.insert(std::string(weight_format_name(format)));
+  }
+  WeightPlan plan;
+  plan.format_of = [formats](const std::string& name) {
+    const auto it = formats->find(name);
+    return it == formats->end() ? WeightFormat::kF32 : it->second;
+  };
+  plan.intermediate_unit = quantized ? 32 : 1;
+  plan.label = fmt::format("{}", fmt::join(names, "+"));
+  plan.native = quantized;
+  return plan;
+}
+
+std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, const WeightFormatOf& weights,
+                                 std::int64_t context, std::optional<ForwardShape> forward,
+                                 std::int64_t intermediate_unit) {
   std::vector<RankPlan> ranks;
   for (int r = 0; r < tp; ++r) {
     RankPlan plan;
-    plan.shard = ShardPlan::make(config, tp, r);
+    plan.shard = ShardPlan::make(config, tp, r, intermediate_unit);
     plan.memory = plan_rank_memory(config, plan.shard, weights, context);
     if (forward) {
       plan.workspace_bytes =

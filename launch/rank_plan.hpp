@@ -7,6 +7,7 @@
 #include "model/memory_plan.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_config.hpp"
+#include "model_io/model_source.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -20,6 +21,20 @@ struct ForwardShape {
   std::int64_t logit_rows = 0;
 };
 
+// How a model's weights will be held, for planning: each matrix's format, the intermediate unit
+// of the split, and a label ("bf16", or "q4_k+q6_k" for a GGUF run as stored).
+struct WeightPlan {
+  WeightFormatOf format_of;
+  std::int64_t intermediate_unit = 1;
+  std::string label;
+  bool native = false;  // a GGUF's quantized tensors kept as stored
+};
+
+// `requested` (--weights-dtype) for every matrix; nullopt: a GGUF's tensors as the CPU backend
+// holds them (quantized types it runs as stored, other quantized types bf16, float types as
+// stored; the file is read for its tensor types), any other source `fallback` for every matrix.
+WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requested, DType fallback);
+
 struct RankPlan {
   ShardPlan shard;
   RankMemory memory;
@@ -32,10 +47,12 @@ struct RankPlan {
   }
 };
 
-// Every rank of a tp-way split (which must be valid: ShardPlan::check) with `weights` at
-// `context` tokens of KV cache; with `forward`, also each rank's workspace for such forwards.
-std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, DType weights,
+// Every rank of a tp-way split (which must be valid: ShardPlan::check) with its weights in
+// `weights` at `context` tokens of KV cache; with `forward`, also each rank's workspace for such
+// forwards. `intermediate_unit`: ShardPlan::make's (32 for quantized weights run as stored).
+std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, const WeightFormatOf& weights,
                                  std::int64_t context,
-                                 std::optional<ForwardShape> forward = std::nullopt);
+                                 std::optional<ForwardShape> forward = std::nullopt,
+                                 std::int64_t intermediate_unit = 1);
 
 }  // namespace selfspec::launch

@@ -197,6 +197,7 @@ nlohmann::json to_json(const RankPlan& rank) {
                         {"intermediate", to_json(rank.shard.intermediate)},
                         {"vocab", to_json(rank.shard.vocab)},
                         {"weight_bytes", rank.memory.weight_bytes},
+                        {"weight_bytes_by_format", rank.memory.weight_bytes_by_format},
                         {"kv_cache_bytes", rank.memory.kv_cache_bytes}};
   if (rank.workspace_bytes) {
     row["workspace_bytes"] = *rank.workspace_bytes;

@@ -53,6 +53,10 @@ std::vector<std::size_t> scale_offsets(GgmlType type) {
       return {0, 2};
     case GgmlType::kQ6_K:
       return {208};
+    case GgmlType::kQ2_K:
+      return {80, 82};
+    case GgmlType::kQ3_K:
+      return {108};
     default:
       return {};
   }

@@ -3,10 +3,11 @@
 // The block layouts are those of llama.cpp's ggml-common.h, and every value is computed with the
 // float operations of ggml-quants.c's dequantize_row_* in their order (a super-block scale times a
 // sub-block scale rounded to f32 first), so results equal ggml's and gguf-py's bit for bit. Most
-// products are exact in f32 (an f16 scale's 11 significant bits times small integers; Q4_K's and
-// Q5_K's (d * sc) * q has at most 11 + 6 + 5 bits), so only the final add of Q4_1 / Q5_1 / Q4_K /
-// Q5_K and Q6_K's (d * sc) * q (up to 11 + 8 + 6 bits) round; this file is compiled with
-// -ffp-contract=off (kernels/cpu/CMakeLists.txt) so that no build flag fuses operations either.
+// products are exact in f32 (an f16 scale's 11 significant bits times small integers; Q2_K's
+// (d * sc) * q has at most 11 + 4 + 2 bits, Q3_K's 11 + 6 + 3, Q4_K's and Q5_K's 11 + 6 + 5), so
+// only the final add of Q4_1 / Q5_1 / Q2_K / Q4_K / Q5_K and Q6_K's (d * sc) * q (up to 11 + 8 + 6
+// bits) round; this file is compiled with -ffp-contract=off (kernels/cpu/CMakeLists.txt) so that no
+// build flag fuses operations either.
 //
 // The reference decodes one element at a time straight from the layout; the fast path works a
 // block at a time on local copies of the block's bytes (so the compiler sees no aliasing and
@@ -91,6 +92,10 @@ BlockGeometry block_geometry(GgmlType type) {
       return {32, 2 + 2 + 4 + 16};
     case GgmlType::kQ8_0:
       return {32, 2 + 32};
+    case GgmlType::kQ2_K:
+      return {256, 16 + 64 + 2 + 2};
+    case GgmlType::kQ3_K:
+      return {256, 32 + 64 + 12 + 2};
     case GgmlType::kQ4_K:
       return {256, 2 + 2 + 12 + 128};
     case GgmlType::kQ5_K:
@@ -154,6 +159,16 @@ ScaleMin q4_k_scale_min(const std::uint8_t* packed, int j) {
           static_cast<std::uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4))};
 }
 
+// Q3_K's 6-bit scale of sub-block s (0..15), packed in 12 bytes (ggml's kmask shuffle in
+// dequantize_row_q3_K): the low 4 bits are the low (s < 8) or high (s >= 8) nibble of byte s % 8,
+// the top 2 bits are bits 2 * (s / 4) .. 2 * (s / 4) + 1 of byte 8 + s % 4. The scale is that
+// value minus 32.
+int q3_k_scale(const std::uint8_t* packed, int s) {
+  const int low = s < 8 ? packed[s] & 0xF : packed[s - 8] >> 4;
+  const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reference: one element at a time
 // ---------------------------------------------------------------------------------------------
@@ -189,6 +204,32 @@ float reference_element(GgmlType type, const std::byte* block, int j) {
     case GgmlType::kQ8_0:  // {d f16, qs[32] int8}
       return static_cast<float>(static_cast<std::int8_t>(load_u8(block + 2 + j))) *
              f16_to_f32(load_u16(block));
+    case GgmlType::kQ2_K: {  // {scales[16], qs[64], d f16, dmin f16}; 16 sub-blocks of 16
+      // Each half (128 elements) has 32 qs bytes; its quarter t (32 elements) takes bits
+      // 2t..2t+1 of qs[32 * half + l]. Sub-block j / 16's scale byte holds its 4-bit scale (low
+      // nibble) and min (high nibble): x = (d * scale) * q - dmin * min.
+      const int half = j / 128;
+      const int quarter = (j % 128) / 32;
+      const int q = (load_u8(block + 16 + 32 * half + j % 32) >> (2 * quarter)) & 3;
+      const std::uint8_t sub = load_u8(block + j / 16);
+      const float scale = f16_to_f32(load_u16(block + 80)) * static_cast<float>(sub & 0xF);
+      const float min = f16_to_f32(load_u16(block + 82)) * static_cast<float>(sub >> 4);
+      return scale * static_cast<float>(q) - min;
+    }
+    case GgmlType::kQ3_K: {  // {hmask[32], qs[64], scales[12], d f16}; 16 sub-blocks of 16
+      // The low 2 bits as in Q2_K; element l of quarter t of half h subtracts 4 unless bit 4h + t
+      // (= j / 32) of hmask[l] is set: x = (d * (scale - 32)) * q, q in -4..3.
+      const int half = j / 128;
+      const int quarter = (j % 128) / 32;
+      const int low = (load_u8(block + 32 + 32 * half + j % 32) >> (2 * quarter)) & 3;
+      const int high = (load_u8(block + j % 32) >> (j / 32)) & 1;
+      const int q = low - (high != 0 ? 0 : 4);
+      std::uint8_t packed[12];
+      std::memcpy(packed, block + 96, sizeof packed);
+      const float scale =
+          f16_to_f32(load_u16(block + 108)) * static_cast<float>(q3_k_scale(packed, j / 16));
+      return scale * static_cast<float>(q);
+    }
     case GgmlType::kQ4_K: {  // {d f16, dmin f16, scales[12], qs[128]}; 8 sub-blocks of 32
       // Sub-block pair p (64 elements) shares bytes 32p..32p+31: low nibbles first, then high.
       const int sub = j / 32;
@@ -334,6 +375,62 @@ void q8_0_block(const std::byte* block, float* y) {
   std::array<std::int8_t, 32> qs;
   std::memcpy(qs.data(), block + 2, qs.size());
   for (int k = 0; k < 32; ++k) y[k] = static_cast<float>(qs[k]) * d;
+}
+
+// Q2_K and Q3_K: each half (128 elements) has 32 qs bytes; quarter t of a half takes bits
+// 2t..2t+1 of them, 16 elements (one sub-block, one scale) at a time.
+void q2_k_block(const std::byte* block, float* y) {
+  std::array<std::uint8_t, 16> packed;
+  std::memcpy(packed.data(), block, packed.size());
+  std::array<std::uint8_t, 64> qs;
+  std::memcpy(qs.data(), block + 16, qs.size());
+  const float d = f16_bits_to_f32(load_u16(block + 80));
+  const float dmin = f16_bits_to_f32(load_u16(block + 82));
+  for (int half = 0; half < 2; ++half) {
+    const std::uint8_t* q = qs.data() + 32 * half;
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      const int shift = 2 * quarter;
+      for (int g = 0; g < 2; ++g) {
+        const int sub = 8 * half + 2 * quarter + g;
+        const float scale = d * static_cast<float>(packed[sub] & 0xF);
+        const float min = dmin * static_cast<float>(packed[sub] >> 4);
+        const std::uint8_t* bytes = q + 16 * g;
+        float* out = y + 16 * sub;
+        for (int l = 0; l < 16; ++l) {
+          out[l] = scale * static_cast<float>((bytes[l] >> shift) & 3) - min;
+        }
+      }
+    }
+  }
+}
+
+void q3_k_block(const std::byte* block, float* y) {
+  std::array<std::uint8_t, 32> hmask;
+  std::memcpy(hmask.data(), block, hmask.size());
+  std::array<std::uint8_t, 64> qs;
+  std::memcpy(qs.data(), block + 32, qs.size());
+  std::array<std::uint8_t, 12> packed;
+  std::memcpy(packed.data(), block + 96, packed.size());
+  const float d = f16_bits_to_f32(load_u16(block + 108));
+  std::array<float, 16> scales;
+  for (int s = 0; s < 16; ++s) scales[s] = d * static_cast<float>(q3_k_scale(packed.data(), s));
+  for (int half = 0; half < 2; ++half) {
+    const std::uint8_t* q = qs.data() + 32 * half;
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      const int shift = 2 * quarter;
+      const int bit = 4 * half + quarter;  // of hmask[l]: set means no -4
+      for (int g = 0; g < 2; ++g) {
+        const int sub = 8 * half + 2 * quarter + g;
+        const float scale = scales[sub];
+        float* out = y + 16 * sub;
+        for (int l = 0; l < 16; ++l) {
+          const int i = 16 * g + l;
+          const int v = ((q[i] >> shift) & 3) - 4 + 4 * ((hmask[i] >> bit) & 1);
+          out[l] = scale * static_cast<float>(v);
+        }
+      }
+    }
+  }
 }
 
 void q4_k_block(const std::byte* block, float* y) {
@@ -502,6 +599,10 @@ void dequantize_ggml(GgmlType type, std::span<const std::byte> src, std::span<fl
       return dequantize_blocks<q5_1_block>(src, dst, g);
     case GgmlType::kQ8_0:
       return dequantize_blocks<q8_0_block>(src, dst, g);
+    case GgmlType::kQ2_K:
+      return dequantize_blocks<q2_k_block>(src, dst, g);
+    case GgmlType::kQ3_K:
+      return dequantize_blocks<q3_k_block>(src, dst, g);
     case GgmlType::kQ4_K:
       return dequantize_blocks<q4_k_block>(src, dst, g);
     case GgmlType::kQ5_K:

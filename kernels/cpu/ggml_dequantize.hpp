@@ -1,7 +1,7 @@
 // ggml tensor types and their dequantization to f32 (the block layouts of llama.cpp's
 // ggml-common.h / ggml-quants.c: F32, F16, BF16; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in blocks of 32;
-// Q4_K, Q5_K, Q6_K in super-blocks of 256). GGUF checkpoints are dequantized once, at load, into
-// the engine's weight dtype; nothing runs on quantized weights.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in super-blocks of 256). GGUF checkpoints are dequantized once, at
+// load, into the engine's weight dtype; nothing runs on quantized weights.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,8 @@ enum class GgmlType : std::uint32_t {
   kQ5_0 = 6,
   kQ5_1 = 7,
   kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
   kQ4_K = 12,
   kQ5_K = 13,
   kQ6_K = 14,
@@ -30,14 +32,14 @@ enum class GgmlType : std::uint32_t {
 // Every supported type: the float types, the types in blocks of 32, then those in super-blocks of
 // 256 (error messages list them in this order).
 inline constexpr GgmlType kSupportedGgmlTypes[] = {
-    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0,
-    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1,
+    GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,
     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
 };
 
 // A supported type from its raw id; nullopt for any other id (known to ggml or not).
 std::optional<GgmlType> ggml_type_from_id(std::uint32_t id);
-// "F32", "Q4_K", ...; for an unsupported id its ggml name when it has one ("Q2_K", "IQ2_XXS"),
+// "F32", "Q4_K", ...; for an unsupported id its ggml name when it has one ("Q8_1", "IQ2_XXS"),
 // else "type <id>". The view stays valid for the life of the process (past 1024 distinct ids ggml
 // does not know, such ids are all named "type (unknown id)").
 std::string_view ggml_type_name(std::uint32_t id);

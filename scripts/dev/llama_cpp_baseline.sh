@@ -36,6 +36,10 @@
 # thread waits at each op's barrier for the slowest, preempted one). Progress and llama.cpp's own
 # logs go to stderr.
 #
+# Sourcing this file (`source scripts/dev/llama_cpp_baseline.sh`) defines its functions and runs
+# nothing: scripts/dev/llama_cpp_side_by_side.sh uses ensure_built, llamacpp_dir and loadavg so the
+# two share one pinned build. log and die may be redefined after sourcing; ensure_built calls them.
+#
 # The same build serves the greedy sanity check (no chat template, greedy sampler):
 #   $SELFSPEC_LLAMACPP_DIR/build/bin/llama-simple -m GGUF -n 24 "The capital of France is"
 #   $SELFSPEC_LLAMACPP_DIR/build/bin/llama-tokenize -m GGUF -p "The capital of France is" --ids
@@ -61,10 +65,12 @@ die() {
   exit 1
 }
 
-# Scratch files, removed on exit whatever happens.
+# Scratch files, removed on exit whatever happens (main installs the trap, so sourcing does not).
 scratch=""
 cleanup() { if [ -n "$scratch" ]; then rm -rf "$scratch"; fi; }
-trap cleanup EXIT
+
+# Where the pinned llama.cpp build lives.
+llamacpp_dir() { echo "${SELFSPEC_LLAMACPP_DIR:-$HOME/.cache/selfspec/llama.cpp}"; }
 
 require_tools() {
   local tool
@@ -214,7 +220,9 @@ main() {
   local gguf="$1" threads="${2:-$(nproc)}" out="${3:-}"
   [ -f "$gguf" ] || die "$gguf: no such file"
   [[ "$threads" =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, got '$threads'"
-  local dir="${SELFSPEC_LLAMACPP_DIR:-$HOME/.cache/selfspec/llama.cpp}"
+  trap cleanup EXIT
+  local dir
+  dir="$(llamacpp_dir)"
   ensure_built "$dir"
   scratch="$(mktemp -d)"
   local before after
@@ -230,4 +238,4 @@ main() {
   summary_line "$scratch/record.json"
 }
 
-main "$@"
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then main "$@"; fi

@@ -3,18 +3,22 @@
 
 gguf-py (pip package `gguf`, llama.cpp's own Python library) is the independent implementation:
 its `gguf.quants.quantize` / `dequantize` define the expected values. For every type the engine
-reads (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, then Q5_0, Q5_1, Q5_K, which came later and
-are generated last so that the earlier types' vectors stay as they were) the file holds a few cases:
+reads (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, then Q5_0, Q5_1, Q5_K, then Q2_K, Q3_K, each
+group added later and generated after the earlier ones so that their vectors stay as they were) the
+file holds a few cases:
 
   * "quantized": random floats quantized by gguf-py (the types it can quantize: F32, F16, BF16,
     Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), then dequantized by it;
   * "random_bytes_edge_scales": random block bytes whose f16 scale fields are overwritten with
     edge values (+0, -0, subnormals of either sign, the largest finite of either sign, +-1) and
     then random normal ones, dequantized by gguf-py; the Q4_K and Q5_K cases have a block whose
-    6-bit scales and mins are all 63, the Q6_K case one whose int8 scales are -128 and 127;
-  * "random_bytes": the same with random normal scales only. These are how Q4_K, Q5_K and Q6_K
-    are covered (gguf-py cannot quantize them) and how the other types get scales a quantizer
-    would not produce;
+    6-bit scales and mins are all 63, the Q6_K case one whose int8 scales are -128 and 127, the
+    Q2_K case one whose 4-bit scales and mins are all 15 and one where they are all 0, the Q3_K
+    case one whose 6-bit scales are all 63 (+31) with every hmask bit set and one whose scales
+    are all 0 (-32) with no hmask bit set;
+  * "random_bytes": the same with random normal scales only. These are how Q2_K, Q3_K, Q4_K, Q5_K
+    and Q6_K are covered (gguf-py cannot quantize them) and how the other types get scales a
+    quantizer would not produce;
   * F16 / BF16 "special_values" (zeros, subnormals, infinities, extremes) and
     "random_finite_bits". No NaNs: NaN payloads are not part of the contract and numpy's
     conversion may quiet them.
@@ -43,12 +47,14 @@ from gguf import quants
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 T = GGMLQuantizationType
-SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.Q5_0, T.Q5_1, T.Q5_K]
+SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.Q5_0, T.Q5_1, T.Q5_K,
+             T.Q2_K, T.Q3_K]
 QUANTIZABLE = {T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0}
 
 # Byte offsets of the f16 scale fields inside one block of each block-quantized type
 # (ggml-common.h: block_q4_0 {d, qs}, block_q4_1 {d, m, qs}, block_q5_0 {d, qh, qs},
-# block_q5_1 {d, m, qh, qs}, block_q8_0 {d, qs}, block_q4_K {d, dmin, scales, qs},
+# block_q5_1 {d, m, qh, qs}, block_q8_0 {d, qs}, block_q2_K {scales[16], qs[64], d, dmin},
+# block_q3_K {hmask[32], qs[64], scales[12], d}, block_q4_K {d, dmin, scales, qs},
 # block_q5_K {d, dmin, scales, qh, qs}, block_q6_K {ql, qh, scales, d}).
 SCALE_OFFSETS = {
     T.Q4_0: [0],
@@ -56,6 +62,8 @@ SCALE_OFFSETS = {
     T.Q5_0: [0],
     T.Q5_1: [0, 2],
     T.Q8_0: [0],
+    T.Q2_K: [80, 82],
+    T.Q3_K: [108],
     T.Q4_K: [0, 2],
     T.Q5_K: [0, 2],
     T.Q6_K: [208],
@@ -103,6 +111,14 @@ def random_blocks(rng: np.random.Generator, qtype: T, n_blocks: int, edges: bool
     if qtype == T.Q6_K and n_blocks > 1:  # the extreme int8 sub-block scales
         scales = type_size + 192
         data[scales : scales + 16] = bytes([0x80, 0x7F] * 8)
+    if qtype == T.Q2_K and n_blocks > 2:  # 4-bit scales and mins all 15, then all 0
+        data[type_size : type_size + 16] = b"\xff" * 16
+        data[2 * type_size : 2 * type_size + 16] = b"\x00" * 16
+    if qtype == T.Q3_K and n_blocks > 2:  # scales all +31 with hmask all set, then -32 and clear
+        data[type_size : type_size + 32] = b"\xff" * 32
+        data[type_size + 96 : type_size + 108] = b"\xff" * 12
+        data[2 * type_size : 2 * type_size + 32] = b"\x00" * 32
+        data[2 * type_size + 96 : 2 * type_size + 108] = b"\x00" * 12
     return bytes(data)
 
 

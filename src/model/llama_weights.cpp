@@ -44,15 +44,14 @@ std::optional<std::string> not_native_reason(const Backend& backend, WeightForma
   return std::nullopt;
 }
 
-// One notice per format and reason, naming the first tensor it applies to.
-void notice_dequantized(const std::string& name, WeightFormat format, const std::string& reason) {
+// One notice per type and reason, naming the first tensor it applies to.
+void notice_dequantized(const std::string& name, std::string_view type, const std::string& reason) {
   static std::mutex mutex;
   static std::set<std::string> said;
-  const std::string key = fmt::format("{} {}", weight_format_name(format), reason);
+  const std::string key = fmt::format("{} {}", type, reason);
   const std::lock_guard lock(mutex);
   if (!said.insert(key).second) return;
-  log::info("{} tensors are dequantized to bf16 ({}, from {} on)", weight_format_name(format),
-            reason, name);
+  log::info("{} tensors are dequantized to bf16 ({}; from {} on)", type, reason, name);
 }
 
 // The dtype a tensor is read in when it is not kept quantized: the requested one, else as stored
@@ -60,7 +59,12 @@ void notice_dequantized(const std::string& name, WeightFormat format, const std:
 DType dense_load_dtype(const TensorSource& source, const std::string& name,
                        std::optional<DType> convert_to) {
   if (convert_to) return *convert_to;
-  return source.quantized_format(name) ? DType::kBF16 : source.dtype(name);
+  if (source.quantized_format(name)) return DType::kBF16;
+  if (const std::optional<std::string> type = source.dequantized_only_type(name)) {
+    notice_dequantized(name, *type, "no kernel runs it as stored");
+    return DType::kBF16;
+  }
+  return source.dtype(name);
 }
 
 Matrix load_matrix(Backend& backend, const TensorSource& source, const std::string& name,
@@ -79,7 +83,7 @@ Matrix load_matrix(Backend& backend, const TensorSource& source, const std::stri
                                            stored.data.data(), stored.row_stride, stored.skip});
         return matrix;
       }
-      notice_dequantized(name, *quantized, *reason);
+      notice_dequantized(name, weight_format_name(*quantized), *reason);
     }
   }
   const DType dtype = dense_load_dtype(source, name, convert_to);

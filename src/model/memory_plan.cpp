@@ -1,41 +1,105 @@
 #include "model/memory_plan.hpp"
 
+#include "kernels/cpu/packed_weights.hpp"
 #include "model/kv_cache.hpp"
+#include "model_io/checkpoint_layout.hpp"
 
 namespace selfspec {
+namespace {
 
-LayerWeightBytes plan_layer_weight_bytes(const ModelConfig& config, const ShardPlan& shard,
-                                         DType weight_dtype) {
-  const auto w = static_cast<std::uint64_t>(dtype_size(weight_dtype));
-  const auto hidden = static_cast<std::uint64_t>(config.hidden_size);
-  const auto hd = static_cast<std::uint64_t>(config.head_dim);
-  const auto q = static_cast<std::uint64_t>(shard.q_heads.size()) * hd;
-  const auto kv = static_cast<std::uint64_t>(shard.kv_heads.size()) * hd;
-  const auto inter = static_cast<std::uint64_t>(shard.intermediate.size());
+// Accumulates matrix and vector bytes, in total and by format.
+struct ByteCount {
+  std::uint64_t total = 0;
+  std::map<std::string, std::uint64_t>* by_format = nullptr;
 
-  LayerWeightBytes bytes;
-  bytes.attention = (q * hidden + 2 * kv * hidden + hidden * q) * w + hidden * sizeof(float);
-  if (config.attention_bias) bytes.attention += (q + 2 * kv) * sizeof(float);
-  if (config.o_proj_bias()) bytes.attention += hidden * sizeof(float);
-  bytes.mlp = 3 * inter * hidden * w + hidden * sizeof(float);
-  return bytes;
+  void matrix(WeightFormat format, std::int64_t rows, std::int64_t cols, std::int64_t col_begin) {
+    const std::uint64_t bytes = matrix_slice_bytes(format, rows, cols, col_begin);
+    total += bytes;
+    if (by_format != nullptr) (*by_format)[std::string(weight_format_name(format))] += bytes;
+  }
+  void vector(std::int64_t size) {
+    const auto bytes = static_cast<std::uint64_t>(size) * sizeof(float);
+    total += bytes;
+    if (by_format != nullptr) (*by_format)["f32"] += bytes;
+  }
+};
+
+LayerWeightBytes layer_bytes(const ModelConfig& config, const ShardPlan& shard,
+                             const WeightFormatOf& format_of, std::int64_t layer,
+                             std::map<std::string, std::uint64_t>* by_format) {
+  const std::int64_t hidden = config.hidden_size;
+  const std::int64_t hd = config.head_dim;
+  const std::int64_t q = shard.q_heads.size() * hd;
+  const std::int64_t kv = shard.kv_heads.size() * hd;
+  const std::int64_t inter = shard.intermediate.size();
+  const auto format = [&](std::string_view suffix) {
+    return format_of(layer_tensor_name(layer, suffix));
+  };
+  ByteCount attention{0, by_format};
+  attention.matrix(format("self_attn.q_proj.weight"), q, hidden, 0);
+  attention.matrix(format("self_attn.k_proj.weight"), kv, hidden, 0);
+  attention.matrix(format("self_attn.v_proj.weight"), kv, hidden, 0);
+  attention.matrix(format("self_attn.o_proj.weight"), hidden, q, shard.q_heads.begin * hd);
+  attention.vector(hidden);
+  if (config.attention_bias) attention.vector(q + 2 * kv);
+  if (config.o_proj_bias()) attention.vector(hidden);
+  ByteCount mlp{0, by_format};
+  mlp.matrix(format("mlp.gate_proj.weight"), inter, hidden, 0);
+  mlp.matrix(format("mlp.up_proj.weight"), inter, hidden, 0);
+  mlp.matrix(format("mlp.down_proj.weight"), hidden, inter, shard.intermediate.begin);
+  mlp.vector(hidden);
+  return {attention.total, mlp.total};
 }
 
-RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
-                            std::int64_t context) {
-  const auto w = static_cast<std::uint64_t>(dtype_size(weight_dtype));
-  const auto hidden = static_cast<std::uint64_t>(config.hidden_size);
-  const auto vocab = static_cast<std::uint64_t>(shard.vocab.size());
+}  // namespace
 
-  const LayerWeightBytes layer = plan_layer_weight_bytes(config, shard, weight_dtype);
-  const std::uint64_t layers =
-      (layer.attention + layer.mlp) * static_cast<std::uint64_t>(config.num_layers);
-  const std::uint64_t table = vocab * hidden * w;
-  const std::uint64_t final_norm = hidden * sizeof(float);
+WeightFormatOf uniform_format(DType dtype) {
+  return [format = dense_format(dtype)](const std::string&) { return format; };
+}
 
+std::uint64_t matrix_slice_bytes(WeightFormat format, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t col_begin) {
+  if (rows <= 0 || cols <= 0) return 0;
+  if (is_quantized(format)) {
+    const bool k_quant = kernels::cpu::quant_layout(format).k_quant;
+    const std::int64_t skip = k_quant ? col_begin % 256 : 0;
+    return static_cast<std::uint64_t>(kernels::cpu::packed_quant_bytes(format, rows, cols, skip));
+  }
+  return static_cast<std::uint64_t>(rows * cols) * dtype_size(*dense_dtype(format));
+}
+
+std::vector<LayerWeightBytes> plan_layer_weight_bytes(const ModelConfig& config,
+                                                      const ShardPlan& shard,
+                                                      const WeightFormatOf& format_of) {
+  std::vector<LayerWeightBytes> layers;
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    layers.push_back(layer_bytes(config, shard, format_of, l, nullptr));
+  }
+  return layers;
+}
+
+RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard,
+                            const WeightFormatOf& format_of, std::int64_t context) {
   RankMemory memory;
-  memory.weight_bytes = layers + table + (config.tie_word_embeddings ? 0 : table) + final_norm;
-  memory.decode_weight_bytes = layers + table + final_norm;
+  std::uint64_t layers = 0;
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    const LayerWeightBytes b =
+        layer_bytes(config, shard, format_of, l, &memory.weight_bytes_by_format);
+    layers += b.attention + b.mlp;
+  }
+  const std::int64_t hidden = config.hidden_size;
+  const std::int64_t vocab = shard.vocab.size();
+  ByteCount table{0, &memory.weight_bytes_by_format};
+  table.matrix(format_of("model.embed_tokens.weight"), vocab, hidden, 0);
+  ByteCount head{0, &memory.weight_bytes_by_format};
+  if (!config.tie_word_embeddings) head.matrix(format_of("lm_head.weight"), vocab, hidden, 0);
+  ByteCount final_norm{0, &memory.weight_bytes_by_format};
+  final_norm.vector(hidden);
+  memory.weight_bytes = layers + table.total + head.total + final_norm.total;
+  // A decode step reads every layer, the final norm and the LM head in full (of the table, one
+  // row: left out).
+  const std::uint64_t read_head = config.tie_word_embeddings ? table.total : head.total;
+  memory.decode_weight_bytes = layers + read_head + final_norm.total;
   memory.kv_cache_bytes =
       KvCache::bytes_for(config.num_layers, shard.kv_heads.size(), config.head_dim, context);
   return memory;

@@ -1,14 +1,33 @@
-// What one tensor-parallel rank needs in memory, computed from the config alone (no weights
-// read): its weight slices, its KV cache at a context length, and the bytes a decode step reads.
+// What one tensor-parallel rank needs in memory, computed from the config and the weights' formats
+// alone (no weights read): its weight slices, its KV cache at a context length, and the bytes a
+// decode step reads.
 #pragma once
 
 #include "core/dtype.hpp"
+#include "core/weight_format.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_config.hpp"
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace selfspec {
+
+// The format a weight matrix is held in, by its HF tensor name ("model.layers.3.mlp.down_proj.
+// weight"): one dense dtype for every matrix, or per tensor as a GGUF file stores it.
+using WeightFormatOf = std::function<WeightFormat(const std::string& hf_name)>;
+WeightFormatOf uniform_format(DType dtype);
+
+// Bytes of a rank's slice [rows × cols] of a matrix held in `format`: dense formats row-major
+// (the CPU backend's bf16 panels add a 64-byte header and pad the rows to 16, which this leaves
+// out), quantized formats in the CPU backend's panels (kernels/cpu/packed_weights.hpp, headers
+// and padding included); `col_begin` is where the slice starts in the full matrix (a quantized
+// slice's segments follow it).
+std::uint64_t matrix_slice_bytes(WeightFormat format, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t col_begin);
 
 struct RankMemory {
   std::uint64_t weight_bytes = 0;    // every slice this rank holds
@@ -17,10 +36,12 @@ struct RankMemory {
   // row per token is read (the LM head is read in full; with tied embeddings it is the same
   // matrix, read once by the LM head).
   std::uint64_t decode_weight_bytes = 0;
+  // weight_bytes by format ("q4_k", "bf16"; norms and biases as "f32").
+  std::map<std::string, std::uint64_t> weight_bytes_by_format;
 };
 
-RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard, DType weight_dtype,
-                            std::int64_t context);
+RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard,
+                            const WeightFormatOf& format_of, std::int64_t context);
 
 // Weight bytes of one layer's sublayers on one rank: what a forward that runs the sublayer reads
 // and a draft that skips it does not (each with its RMSNorm weight, f32, and its biases).
@@ -31,8 +52,10 @@ struct LayerWeightBytes {
   std::uint64_t mlp = 0;
 };
 
-LayerWeightBytes plan_layer_weight_bytes(const ModelConfig& config, const ShardPlan& shard,
-                                         DType weight_dtype);
+// Every layer's (layers can differ: a Q4_K_M file keeps some down_proj in Q6_K).
+std::vector<LayerWeightBytes> plan_layer_weight_bytes(const ModelConfig& config,
+                                                      const ShardPlan& shard,
+                                                      const WeightFormatOf& format_of);
 
 // Bytes of the forward's activation buffers on one rank (LlamaModel's workspace, f32) for
 // forwards of up to `tokens` tokens (the prefill chunk, or K + 1 for verification) that produce

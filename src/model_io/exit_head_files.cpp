@@ -2,8 +2,8 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "model_io/safetensors_file_output.hpp"
 #include "model_io/checkpoint_layout.hpp"
+#include "model_io/safetensors_file_output.hpp"
 #include "model_io/safetensors_writer.hpp"
 
 #include <fmt/format.h>

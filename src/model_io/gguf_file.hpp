@@ -10,7 +10,8 @@
 // counts bounded by what the file could hold, every string length and array count checked against
 // the bytes left before reading, known value types, no duplicate keys or tensor names, a power of
 // two alignment, 1..4 dims each ≥ 1 with a product that does not overflow, tensor types selfspec
-// dequantizes (kSupportedGgmlTypes: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+// dequantizes (kSupportedGgmlTypes: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K)
 // whose first dimension is a whole number of blocks, aligned offsets, and every tensor's bytes
 // inside the file without overlapping another tensor's.
 #pragma once

@@ -241,6 +241,13 @@ std::optional<WeightFormat> GgufTensorSource::quantized_format(const std::string
   }
 }
 
+std::optional<std::string> GgufTensorSource::dequantized_only_type(const std::string& name) const {
+  const GgmlType type = file_.tensor(gguf_tensor_name(name)).type;
+  const bool dense = type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+  if (dense || quantized_format(name)) return std::nullopt;
+  return std::string(ggml_type_name(type));
+}
+
 QuantizedSlice GgufTensorSource::read_quantized(const std::string& name,
                                                 const TensorSlice& slice) const {
   const GgufTensorInfo& info = file_.tensor(gguf_tensor_name(name));

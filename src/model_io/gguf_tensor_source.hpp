@@ -36,6 +36,8 @@ class GgufTensorSource final : public TensorSource {
   // native kernels (rows in HF order: Q and K of `llama` files unpermuted row by row).
   std::optional<WeightFormat> quantized_format(const std::string& name) const override;
   QuantizedSlice read_quantized(const std::string& name, const TensorSlice& slice) const override;
+  // Any other quantized type (Q2_K, Q3_K): dequantized at load.
+  std::optional<std::string> dequantized_only_type(const std::string& name) const override;
 
  private:
   // The GGUF row holding HF row `row` of tensor `hf_name`.

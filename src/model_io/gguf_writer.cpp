@@ -45,8 +45,7 @@ void write_checked_integer(ByteWriter& out, std::int64_t value, const std::strin
   const bool fits = value < 0 ? value >= static_cast<std::int64_t>(std::numeric_limits<T>::min())
                               : static_cast<std::uint64_t>(value) <=
                                     static_cast<std::uint64_t>(std::numeric_limits<T>::max());
-  SELFSPEC_CHECK(fits,
-                 "GGUF metadata key '{}': value {} does not fit its type", key, value);
+  SELFSPEC_CHECK(fits, "GGUF metadata key '{}': value {} does not fit its type", key, value);
   out.scalar<T>(static_cast<T>(value));
 }
 

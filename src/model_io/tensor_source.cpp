@@ -11,6 +11,10 @@ std::optional<WeightFormat> TensorSource::quantized_format(const std::string& /*
   return std::nullopt;
 }
 
+std::optional<std::string> TensorSource::dequantized_only_type(const std::string& /*name*/) const {
+  return std::nullopt;
+}
+
 QuantizedSlice TensorSource::read_quantized(const std::string& name,
                                             const TensorSlice& /*slice*/) const {
   fail("{}: tensor '{}' is not stored quantized", describe(), name);

@@ -39,8 +39,12 @@ class TensorSource {
                     void* dst) const = 0;
   // "checkpoint /models/x (2 files)", "synthetic weights (seed 0, bf16)".
   virtual std::string describe() const = 0;
-  // The quantized format a tensor is stored in; nullopt when it is stored dense (the default).
+  // The quantized format a tensor is stored in, when a kernel runs that format as stored; nullopt
+  // when it is stored dense (the default) or in a type read only by dequantizing it.
   virtual std::optional<WeightFormat> quantized_format(const std::string& name) const;
+  // The name of the quantized type a tensor is stored in when no kernel runs it as stored (it is
+  // dequantized at load: "Q2_K"); nullopt otherwise (the default).
+  virtual std::optional<std::string> dequantized_only_type(const std::string& name) const;
   // A 2-D quantized tensor's slice as stored, without dequantizing: the rows
   // [row_begin, row_end) and the blocks covering columns [col_begin, col_end), which must fall on
   // 32-column boundaries. Throws for a tensor stored dense.

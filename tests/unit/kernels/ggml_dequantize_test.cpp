@@ -31,13 +31,13 @@ namespace {
 using ::testing::HasSubstr;
 
 // Written out (not kSupportedGgmlTypes) so the test states the contract on its own.
-constexpr GgmlType kSupported[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
-                                   GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                                   GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
-                                   GgmlType::kQ5_K, GgmlType::kQ6_K};
-constexpr GgmlType kBlockTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                                    GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
-                                    GgmlType::kQ5_K, GgmlType::kQ6_K};
+constexpr GgmlType kSupported[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1,
+    GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+constexpr GgmlType kBlockTypes[] = {
+    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+    GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 const std::filesystem::path kVectors =
     std::filesystem::path(SELFSPEC_SOURCE_DIR) / "tests/data/ggml/quant_vectors.json";
@@ -116,6 +116,10 @@ std::vector<std::size_t> scale_offsets(GgmlType type) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
       return {0, 2};
+    case GgmlType::kQ2_K:
+      return {80, 82};
+    case GgmlType::kQ3_K:
+      return {108};
     case GgmlType::kQ6_K:
       return {208};
     default:
@@ -160,6 +164,46 @@ TEST(GgmlDequantize, FastEqualsReferenceOnRandomBlocks) {
       EXPECT_EQ(first_difference(std::span(fast).subspan(1), reference), -1);
       EXPECT_TRUE(std::isnan(fast[0])) << "wrote before its destination";
     }
+  }
+}
+
+// A few Q2_K / Q3_K elements worked out by hand from the block layouts (ggml-common.h), so the
+// bit positions are pinned down independently of gguf-py.
+TEST(GgmlDequantize, Q2KAndQ3KLayoutsByHand) {
+  const auto put_u16 = [](std::vector<std::byte>& block, std::size_t at, std::uint16_t v) {
+    std::memcpy(block.data() + at, &v, sizeof v);
+  };
+  // Q2_K {scales[16], qs[64], d, dmin}: d = 1, dmin = 0.5; sub-block 5 (elements 80..95: half 0,
+  // quarter 2, second 16) has scale 3 and min 2; element 81 is bits 4..5 of qs[17] = 2.
+  std::vector<std::byte> q2(84);
+  put_u16(q2, 80, 0x3C00);
+  put_u16(q2, 82, 0x3800);
+  q2[5] = std::byte{0x23};
+  q2[16 + 17] = std::byte{0b0010'0000};
+  // Q3_K {hmask[32], qs[64], scales[12], d}: d = 2; every scale is -32 except sub-block 13
+  // (elements 208..223: half 1, quarter 2), whose 6 bits are 7 (high nibble of scales[5]) | 2 << 4
+  // (bits 6..7 of scales[9]) = 39, so 7. Elements 210, 211: bits 4..5 of qs[32 + 18] = 3 and of
+  // qs[32 + 19] = 1, and bit 6 of hmask[18] clear (-4), of hmask[19] set.
+  std::vector<std::byte> q3(110);
+  put_u16(q3, 108, 0x4000);
+  q3[96 + 5] = std::byte{0x70};
+  q3[96 + 9] = std::byte{0x80};
+  q3[32 + 50] = std::byte{0b0011'0000};
+  q3[32 + 51] = std::byte{0b0001'0000};
+  q3[19] = std::byte{0x40};
+  for (const bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "fast" : "reference");
+    std::vector<float> y2 = poisoned(256);
+    std::vector<float> y3 = poisoned(256);
+    (fast ? dequantize_ggml : dequantize_ggml_reference)(GgmlType::kQ2_K, q2, y2);
+    (fast ? dequantize_ggml : dequantize_ggml_reference)(GgmlType::kQ3_K, q3, y3);
+    EXPECT_EQ(y2[79], 0.0f);
+    EXPECT_EQ(y2[80], -1.0f);  // 1 * 3 * 0 - 0.5 * 2
+    EXPECT_EQ(y2[81], 5.0f);   // 1 * 3 * 2 - 0.5 * 2
+    EXPECT_EQ(y3[0], 256.0f);  // 2 * -32 * (0 - 4)
+    EXPECT_EQ(y3[208], -56.0f);
+    EXPECT_EQ(y3[210], -14.0f);  // 2 * 7 * (3 - 4)
+    EXPECT_EQ(y3[211], 14.0f);   // 2 * 7 * 1
   }
 }
 
@@ -227,6 +271,8 @@ TEST(GgmlTypes, RowBytes) {
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ5_0, 96), 3u * 22u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ5_1, 896), 28u * 24u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ8_0, 32), 34u);
+  EXPECT_EQ(ggml_row_bytes(GgmlType::kQ2_K, 768), 3u * 84u);
+  EXPECT_EQ(ggml_row_bytes(GgmlType::kQ3_K, 2560), 10u * 110u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ4_K, 1536), 6u * 144u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ5_K, 4864), 19u * 176u);
   EXPECT_EQ(ggml_row_bytes(GgmlType::kQ6_K, 256), 210u);
@@ -241,7 +287,7 @@ TEST(GgmlTypes, RowBytes) {
   }
   EXPECT_THROW(ggml_row_bytes(GgmlType::kF32, -1), Error);
   EXPECT_THROW(ggml_row_bytes(GgmlType::kF32, std::numeric_limits<std::int64_t>::max()), Error);
-  EXPECT_THROW(ggml_block_bytes(static_cast<GgmlType>(10)), Error);  // Q2_K
+  EXPECT_THROW(ggml_block_bytes(static_cast<GgmlType>(9)), Error);  // Q8_1
 }
 
 TEST(GgmlTypes, FromIdAcceptsExactlyTheSupportedTypes) {

@@ -54,7 +54,7 @@ DecodeGeometry two_layer_geometry() {
   g.config.hidden_size = 4;
   g.tp = 2;
   g.forward_weight_bytes = 1000;
-  g.layer = {200, 100};
+  g.layers.assign(static_cast<std::size_t>(g.config.num_layers), LayerWeightBytes{200, 100});
   g.vocab_shard = 10;
   return g;
 }
@@ -143,18 +143,18 @@ TEST(CostModel, SublayerBytesAddUpToAFullForward) {
   const ModelConfig config = load_architecture_file(std::filesystem::path(SELFSPEC_SOURCE_DIR) /
                                                     "configs/models/llama-2-70b.yaml")
                                  .config;
-  const std::vector<RankPlan> ranks = plan_ranks(config, 8, DType::kBF16, 4096);
-  const DecodeGeometry g = decode_geometry(config, ranks, DType::kBF16);
+  const std::vector<RankPlan> ranks = plan_ranks(config, 8, uniform_format(DType::kBF16), 4096);
+  const DecodeGeometry g = decode_geometry(config, ranks, uniform_format(DType::kBF16));
   const std::uint64_t hidden = 8192;
   const std::uint64_t head = 4000 * hidden * 2 + hidden * 4;  // LM head shard (bf16), final norm
-  EXPECT_EQ(g.forward_weight_bytes, 80 * (g.layer.attention + g.layer.mlp) + head);
+  EXPECT_EQ(g.forward_weight_bytes, 80 * (g.layers[0].attention + g.layers[0].mlp) + head);
   EXPECT_EQ(g.vocab_shard, 4000);
   // Attention per rank: 8 query heads, 1 KV head of 128: (1024·8192·2 + 2·128·8192) bf16 + norm.
-  EXPECT_EQ(g.layer.attention, (2 * 1024 * hidden + 2 * 128 * hidden) * 2 + hidden * 4);
-  EXPECT_EQ(g.layer.mlp, 3 * 3584 * hidden * 2 + hidden * 4);
+  EXPECT_EQ(g.layers[0].attention, (2 * 1024 * hidden + 2 * 128 * hidden) * 2 + hidden * 4);
+  EXPECT_EQ(g.layers[0].mlp, 3 * 3584 * hidden * 2 + hidden * 4);
   const LayerPlan half = LayerPlan::skipping(80, std::vector<int>{1, 2}, std::vector<int>{3});
   EXPECT_EQ(forward_weight_bytes(g, half),
-            g.forward_weight_bytes - 2 * g.layer.attention - g.layer.mlp);
+            g.forward_weight_bytes - 2 * g.layers[0].attention - g.layers[0].mlp);
 }
 
 // --- the counts against the code -------------------------------------------------------------

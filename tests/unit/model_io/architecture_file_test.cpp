@@ -76,8 +76,8 @@ TEST(ArchitectureFiles, EveryShippedModelLoadsWithItsPublishedNumbers) {
 TEST(ArchitectureFiles, Llama2_70bAtTp8HoldsAbout17GbOfBf16WeightsPerRank) {
   const ModelConfig config = load_architecture_file(kModels / "llama-2-70b.yaml").config;
   for (int rank = 0; rank < 8; ++rank) {
-    const RankMemory memory =
-        plan_rank_memory(config, ShardPlan::make(config, 8, rank), DType::kBF16, 4096);
+    const RankMemory memory = plan_rank_memory(config, ShardPlan::make(config, 8, rank),
+                                               uniform_format(DType::kBF16), 4096);
     EXPECT_NEAR(static_cast<double>(memory.weight_bytes) / 1e9, 17.2, 0.1) << rank;
   }
   // LLaMA-3-70B at TP 16: more ranks than KV heads, so each KV head lives on two ranks.

@@ -249,10 +249,10 @@ TEST(GgufFile, RefusesBadTensorInfos) {
   EXPECT_THAT(parse_error(one_tensor({4, 0}, 0, 0, 64)), HasSubstr("dimension 1 of size 0"));
   EXPECT_THAT(parse_error(one_tensor({1ULL << 40, 1ULL << 20}, 0, 0, 64)),
               HasSubstr("dimension 1 of size 1048576"));
-  EXPECT_THAT(parse_error(one_tensor({256}, 10, 0, 256)),
-              HasSubstr("tensor 't' [256] has type Q2_K, which selfspec cannot dequantize "
-                        "(supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, "
-                        "Q6_K)"));
+  EXPECT_THAT(parse_error(one_tensor({256}, 16, 0, 256)),
+              HasSubstr("tensor 't' [256] has type IQ2_XXS, which selfspec cannot dequantize "
+                        "(supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
+                        "Q4_K, Q5_K, Q6_K)"));
   EXPECT_THAT(parse_error(one_tensor({16}, 1000, 0, 256)), HasSubstr("has type type 1000"));
   EXPECT_THAT(parse_error(one_tensor({48}, 8, 0, 256)),
               HasSubstr("not a whole number of 32-element blocks"));
