@@ -1,8 +1,11 @@
 // `selfspec make-model`: writes a seeded random checkpoint in the HF layout (config.json +
-// safetensors), and with --gguf the same model as model.gguf beside it (F32/F16/BF16 as --dtype;
-// llama Q/K rows permuted as llama.cpp's converter does). Used by tests, demos and benchmarks.
+// safetensors), and with --gguf the same model as model.gguf beside it (its matrices in --dtype,
+// or quantized with --gguf-type q4_0 .. q6_k, see model_io/gguf_export.hpp; llama Q/K rows
+// permuted as llama.cpp's converter does). Used by tests, demos and benchmarks: a quantized GGUF
+// runs on the engine's native quantized kernels with nothing downloaded.
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "kernels/cpu/ggml_dequantize.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
@@ -15,10 +18,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace selfspec::launch {
 namespace {
@@ -42,6 +50,7 @@ struct MakeModelOptions {
   std::uint64_t seed = 0;
   double shard_mb = 0.0;
   bool gguf = false;
+  std::string gguf_type;  // empty: the checkpoint's dtype
   std::string preset = "random";
   double redundant_fraction = 0.6;
   double lm_head_scale = 1.0;
@@ -68,13 +77,38 @@ std::filesystem::path gguf_path(const MakeModelOptions& options) {
   return std::filesystem::path(options.out) / "model.gguf";
 }
 
-// model.gguf from the checkpoint just written, its matrices in the checkpoint's dtype.
+// The types --gguf-type accepts (any case), as ggml names them.
+constexpr GgmlType kGgufTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+};
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// The type of model.gguf's matrices: --gguf-type, else the checkpoint's dtype.
+GgmlType gguf_matrix_type(const MakeModelOptions& options, const SyntheticModelSpec& spec) {
+  if (options.gguf_type.empty()) {
+    return spec.dtype == DType::kF32   ? GgmlType::kF32
+           : spec.dtype == DType::kF16 ? GgmlType::kF16
+                                       : GgmlType::kBF16;
+  }
+  for (const GgmlType type : kGgufTypes) {
+    if (lower(ggml_type_name(type)) == lower(options.gguf_type)) return type;
+  }
+  fail("--gguf-type: unknown type '{}'", options.gguf_type);
+}
+
+// model.gguf from the checkpoint just written.
 void write_gguf_copy(const MakeModelOptions& options, const SyntheticModelSpec& spec) {
   const Checkpoint checkpoint = Checkpoint::open(options.out);
-  const GgmlType type = spec.dtype == DType::kF32   ? GgmlType::kF32
-                        : spec.dtype == DType::kF16 ? GgmlType::kF16
-                                                    : GgmlType::kBF16;
-  export_gguf(CheckpointSource(checkpoint), spec.config, gguf_path(options), type);
+  export_gguf(CheckpointSource(checkpoint), spec.config, gguf_path(options),
+              gguf_matrix_type(options, spec));
 }
 
 std::string skip_config_path(const MakeModelOptions& options) {
@@ -87,7 +121,10 @@ nlohmann::json make_model_record(const MakeModelOptions& options, const Syntheti
   nlohmann::json out = {{"out", options.out}, {"parameters", spec.config.parameter_count()},
                         {"bytes", bytes},     {"dtype", dtype_name(spec.dtype)},
                         {"seconds", seconds}, {"preset", options.preset}};
-  if (options.gguf) out["gguf"] = gguf_path(options).string();
+  if (options.gguf) {
+    out["gguf"] = gguf_path(options).string();
+    out["gguf_type"] = ggml_type_name(gguf_matrix_type(options, spec));
+  }
   if (planted) {
     out["redundant_attention"] = planted->redundant_attention;
     out["redundant_mlp"] = planted->redundant_mlp;
@@ -102,7 +139,10 @@ void print_summary(const MakeModelOptions& options, const SyntheticModelSpec& sp
   fmt::print("wrote {}: {} parameters, {:.1f} MB of {} weights in {:.1f} s\n", options.out,
              spec.config.parameter_count(), static_cast<double>(bytes) / 1e6,
              dtype_name(spec.dtype), seconds);
-  if (options.gguf) fmt::print("wrote {} (the same model as GGUF)\n", gguf_path(options).string());
+  if (options.gguf) {
+    fmt::print("wrote {} (the same model as GGUF, {} matrices)\n", gguf_path(options).string(),
+               ggml_type_name(gguf_matrix_type(options, spec)));
+  }
   if (planted) {
     fmt::print(
         "planted redundancy (synthetic): {} weak attention and {} weak MLP sublayers; "
@@ -211,8 +251,17 @@ void add_make_model_command(CLI::App& app, CommandBody& run) {
       ->add_option("--shard-mb", options->shard_mb,
                    "split into shards of at most this many MB (+ index.json); 0 = one file")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--gguf", options->gguf,
-                    "also write the model as model.gguf (llama.cpp's layout) in --out");
+  CLI::Option* gguf = command->add_flag(
+      "--gguf", options->gguf, "also write the model as model.gguf (llama.cpp's layout) in --out");
+  std::vector<std::string> gguf_types;
+  for (const GgmlType type : kGgufTypes) gguf_types.push_back(lower(ggml_type_name(type)));
+  command
+      ->add_option("--gguf-type", options->gguf_type,
+                   "model.gguf's matrix type, any case (default: --dtype; norms stay f32); a "
+                   "matrix whose rows are not whole blocks falls back as llama.cpp's quantize "
+                   "does (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0, else f16)")
+      ->check(CLI::IsMember(gguf_types, CLI::ignore_case))
+      ->needs(gguf);
   command
       ->add_option("--preset", options->preset,
                    "random, or planted-redundancy: a synthetic demo where layer skipping makes "

@@ -1,7 +1,9 @@
 // ggml tensor types and their dequantization to f32 (the block layouts of llama.cpp's
 // ggml-common.h / ggml-quants.c: F32, F16, BF16; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in blocks of 32;
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in super-blocks of 256). GGUF checkpoints are dequantized once, at
-// load, into the engine's weight dtype; nothing runs on quantized weights.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in super-blocks of 256). The loader dequantizes with it when a
+// tensor is converted to a dense dtype (--weights-dtype f32/bf16/f16, or a type with no native
+// kernel); the embedding rows of packed weights are read through it too. The types with native
+// kernels run as stored (packed_weights.hpp, quant_matmul.hpp).
 #pragma once
 
 #include <cstddef>

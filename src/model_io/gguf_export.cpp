@@ -2,12 +2,18 @@
 #include "model_io/gguf_export.hpp"
 
 #include "core/error.hpp"
+#include "core/logging.hpp"
+#include "kernels/cpu/ggml_quantize.hpp"
 #include "model_io/checkpoint_layout.hpp"
 #include "model_io/gguf_tensor_source.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
 #include <vector>
 
 namespace selfspec {
@@ -67,15 +73,41 @@ std::vector<float> permute_rows(const std::vector<float>& values, std::int64_t r
   return out;
 }
 
+// The type a matrix whose rows have `cols` elements is written as: `wanted` when the rows are whole
+// blocks of it; else llama.cpp's quantize fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+// blocks of 32), and F16 when the rows are not whole blocks of 32 either.
+GgmlType fitting_type(GgmlType wanted, std::int64_t cols) {
+  if (cols % ggml_block_elements(wanted) == 0) return wanted;
+  GgmlType fallback = GgmlType::kF16;
+  if (wanted == GgmlType::kQ4_K) fallback = GgmlType::kQ5_0;
+  if (wanted == GgmlType::kQ5_K) fallback = GgmlType::kQ5_1;
+  if (wanted == GgmlType::kQ6_K) fallback = GgmlType::kQ8_0;
+  return cols % ggml_block_elements(fallback) == 0 ? fallback : GgmlType::kF16;
+}
+
+// `rows` rows of `cols` values (row-major, GGUF row order) in `type`'s layout, row by row.
+std::vector<std::byte> encode_rows(GgmlType type, std::span<const float> values, std::int64_t rows,
+                                   std::int64_t cols) {
+  const std::uint64_t row_bytes = ggml_row_bytes(type, cols);
+  std::vector<std::byte> data(row_bytes * static_cast<std::uint64_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    quantize_ggml(
+        type, values.subspan(static_cast<std::size_t>(r * cols), static_cast<std::size_t>(cols)),
+        std::span(data).subspan(static_cast<std::size_t>(r) * row_bytes, row_bytes));
+  }
+  return data;
+}
+
 }  // namespace
 
 void add_model_to_gguf(GgufWriter& writer, const TensorSource& source, const ModelConfig& config,
                        GgmlType matrix_type) {
-  SELFSPEC_CHECK(matrix_type == GgmlType::kF32 || matrix_type == GgmlType::kF16 ||
-                     matrix_type == GgmlType::kBF16,
-                 "GGUF export: weights can be written as F32, F16 or BF16 (not {})",
+  SELFSPEC_CHECK(ggml_quantize_supported(matrix_type),
+                 "GGUF export: weights can be written as F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
+                 "Q8_0, Q4_K, Q5_K or Q6_K (not {})",
                  ggml_type_name(matrix_type));
   add_geometry(writer, config);
+  std::vector<std::string> fallbacks;  // "name (cols: type)" of matrices written in another type
   for (const ExpectedTensor& expected : expected_tensors(config)) {
     if (!expected.required) continue;  // a tied lm_head: GGUF files leave output.weight out
     const bool is_matrix = expected.shape.size() == 2;
@@ -89,8 +121,29 @@ void add_model_to_gguf(GgufWriter& writer, const TensorSource& source, const Mod
     }
     const std::vector<std::int64_t> dims =
         is_matrix ? std::vector<std::int64_t>{cols, rows} : std::vector<std::int64_t>{rows};
-    writer.add_f32_tensor(gguf_tensor_name(expected.name), dims, values,
-                          is_matrix ? matrix_type : GgmlType::kF32);
+    const std::string name = gguf_tensor_name(expected.name);
+    if (!is_matrix) {
+      writer.add_f32_tensor(name, dims, values);
+      continue;
+    }
+    // Rows are quantized whole, after the Q/K permutation (which moves whole rows).
+    const GgmlType type = fitting_type(matrix_type, cols);
+    if (type != matrix_type) {
+      fallbacks.push_back(fmt::format("{} ({} columns: {})", name, cols, ggml_type_name(type)));
+    }
+    writer.add_tensor(name, type, dims, encode_rows(type, values, rows, cols));
+  }
+  if (!fallbacks.empty()) {
+    constexpr std::size_t kNamed = 4;
+    log::warn(
+        "GGUF export: {} matrices have rows that are not whole {} blocks and use a fallback "
+        "type: {}{}",
+        fallbacks.size(), ggml_type_name(matrix_type),
+        fmt::join(
+            fallbacks.begin(),
+            fallbacks.begin() + static_cast<std::ptrdiff_t>(std::min(kNamed, fallbacks.size())),
+            ", "),
+        fallbacks.size() > kNamed ? ", ..." : "");
   }
 }
 

@@ -1,5 +1,5 @@
 // Writing GGUF files (version 3): metadata of any GGUF value type and tensors whose bytes are
-// already in their ggml layout. Used by `selfspec make-model --format gguf`, by the tests (small
+// already in their ggml layout. Used by `selfspec make-model --gguf`, by the tests (small
 // GGUF models and tokenizers made on the fly) and for the fuzzers' seed corpus; GgufFile reads
 // everything it writes.
 #pragma once
