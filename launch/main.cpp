@@ -1,4 +1,5 @@
 // selfspec: one binary, subcommands. Multi-rank use is plain `mpirun -np N selfspec generate ...`.
+#include "backend/backend.hpp"
 #include "comm/mpi_runtime.hpp"
 #include "launch/commands.hpp"
 #include "launch/run_config.hpp"
@@ -15,10 +16,18 @@ int main(int argc, char** argv) {
   CLI::App app{
       "selfspec: LLaMA-family inference with tensor parallelism and lossless "
       "self-speculative decoding"};
-  // The version and the build's flavour: MPI (multi-rank jobs) and CUDA (the GPU backend).
-  app.set_version_flag("--version", fmt::format("selfspec {} (MPI {}, CUDA {})", SELFSPEC_VERSION,
-                                                selfspec::mpi_built() ? "yes" : "no: single rank",
-                                                SELFSPEC_HAVE_CUDA ? "yes" : "no"));
+  // The version, the build's flavour (MPI: multi-rank jobs; CUDA: the GPU backend) and the
+  // instruction set the CPU kernels run with on this machine.
+  std::string cpu_isa;
+  try {
+    cpu_isa = selfspec::cpu_kernel_isa();
+  } catch (const std::exception& error) {
+    cpu_isa = fmt::format("unusable: {}", error.what());
+  }
+  app.set_version_flag("--version",
+                       fmt::format("selfspec {} (MPI {}, CUDA {}, CPU kernels {})", SELFSPEC_VERSION,
+                                   selfspec::mpi_built() ? "yes" : "no: single rank",
+                                   SELFSPEC_HAVE_CUDA ? "yes" : "no", cpu_isa));
   app.require_subcommand(1);
   selfspec::launch::CommandBody run;
   selfspec::launch::add_generate_command(app, run);

@@ -259,6 +259,9 @@ DeviceBuffer select_dense_cols(Backend& backend, const BackendWeight& w, std::in
 std::size_t dense_element_bytes(WeightFormat format);
 
 std::unique_ptr<Backend> make_cpu_backend();
+// The instruction set the CPU kernels run with ("avx512", "avx2", "scalar": detected, or
+// SELFSPEC_CPU_ISA's lower rung); throws naming the variable when it asks for too much.
+std::string cpu_kernel_isa();
 
 // The CUDA backend on `device` (throws when CUDA is not built or no such device).
 std::unique_ptr<Backend> make_cuda_backend(int device);

@@ -217,4 +217,8 @@ std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }
 
+std::string cpu_kernel_isa() {
+  return std::string(kc::isa_name(kc::active_isa()));
+}
+
 }  // namespace selfspec

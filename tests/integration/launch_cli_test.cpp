@@ -268,6 +268,12 @@ TEST_F(Launch, VersionNamesTheBuildsFlavour) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("selfspec "));
   EXPECT_THAT(r.out, HasSubstr(SELFSPEC_HAVE_MPI ? "MPI yes" : "MPI no: single rank"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("CPU kernels (avx512|avx2|scalar)\\)"));
+  // A lower rung on request; a bad value is named, not fatal to --version.
+  setenv("SELFSPEC_CPU_ISA", "scalar", 1);
+  const CommandResult scalar = run("--version");
+  unsetenv("SELFSPEC_CPU_ISA");
+  EXPECT_THAT(scalar.out, HasSubstr("CPU kernels scalar)"));
 }
 
 // A build without MPI runs one rank: it refuses --tp 2 and a launch as one of several tasks (each
