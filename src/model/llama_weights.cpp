@@ -79,8 +79,13 @@ Matrix load_matrix(Backend& backend, const TensorSource& source, const std::stri
       if (!reason) {
         const QuantizedSlice stored = source.read_quantized(name, slice);
         matrix.format = *quantized;
-        matrix.data = backend.make_weight({stored.format, stored.rows, stored.cols,
-                                           stored.data.data(), stored.row_stride, stored.skip});
+        try {
+          matrix.data = backend.make_weight({stored.format, stored.rows, stored.cols,
+                                             stored.data.data(), stored.row_stride, stored.skip});
+        } catch (const Error& error) {
+          fail("{}: tensor '{}' rows [{}, {}) columns [{}, {}): {}", source.describe(), name,
+               slice.row_begin, slice.row_end, slice.col_begin, slice.col_end, error.what());
+        }
         return matrix;
       }
       notice_dequantized(name, weight_format_name(*quantized), *reason);
