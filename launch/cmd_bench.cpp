@@ -33,6 +33,7 @@
 // Steps: measure the bandwidth (not with --prompts-file), make the prompts, run the matrix
 // (autoregressive and every speculative configuration per prompt, one JSONL record per run), then
 // compute and report.
+#include "backend/huge_pages.hpp"
 #include "backend/memory_bandwidth.hpp"
 #include "core/error.hpp"
 #include "core/human_units.hpp"
@@ -476,6 +477,12 @@ nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   out["parameters"] = engine.config().parameter_count();
   out["weight_dtype"] = main_weight_format(engine.model().weights());
   out["weight_bytes_by_format"] = engine.model().weights().bytes_by_format();
+  if (engine.backend().host_memory()) {
+    const HugePageStatus pages = huge_page_status();
+    out["huge_pages"] = {{"thp_mode", pages.mode},
+                         {"anon_huge_bytes", pages.anon_huge_bytes},
+                         {"known", pages.known}};
+  }
   out["tp"] = bench.comm().size();
   out["threads_per_rank"] = num_threads();
   out["isa"] = engine.backend().description().isa;

@@ -1,6 +1,8 @@
 #include "engine/engine.hpp"
 
+#include "backend/huge_pages.hpp"
 #include "core/error.hpp"
+#include "core/human_units.hpp"
 #include "core/logging.hpp"
 #include "core/process_identity.hpp"
 #if SELFSPEC_HAVE_CUDA
@@ -197,6 +199,20 @@ void Engine::load() {
   with_tensor_source([&](const TensorSource& source) {
     weights = LlamaWeights::load(source, config, shard_, load_dtype(), *backend_);
   });
+  if (backend_->host_memory()) {
+    // What the weights are held in, and whether they landed on huge pages (a decode step streams
+    // them all; 4 KiB pages cost a TLB miss every 4 KiB).
+    const HugePageStatus pages = huge_page_status();
+    std::string formats;
+    for (const auto& [format, bytes] : weights->bytes_by_format()) {
+      formats += fmt::format("{}{} {}", formats.empty() ? "" : ", ", format, human_bytes(bytes));
+    }
+    log::info("weights: {} ({}); {}", human_bytes(weights->bytes()), formats,
+              pages.known ? fmt::format("{} of this process's memory on transparent huge pages "
+                                        "(THP {})",
+                                        human_bytes(pages.anon_huge_bytes), pages.mode)
+                          : std::string("huge pages unknown"));
+  }
   Communicator& activations = device_comm_ != nullptr ? *device_comm_ : comm_;
   model_ =
       std::make_unique<LlamaModel>(config, shard_, std::move(*weights), activations, *backend_);

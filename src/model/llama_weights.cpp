@@ -67,37 +67,60 @@ DType dense_load_dtype(const TensorSource& source, const std::string& name,
   return source.dtype(name);
 }
 
+// The quantized format a tensor is kept in on this rank, or nullopt when it is read dense: none
+// requested (convert_to empty), stored in a format with a kernel, and a slice the backend can run
+// as stored (else a notice, once per format and reason).
+std::optional<WeightFormat> native_format(const Backend& backend, const TensorSource& source,
+                                          const std::string& name, const TensorSlice& slice,
+                                          std::optional<DType> convert_to) {
+  if (convert_to) return std::nullopt;
+  const std::optional<WeightFormat> quantized = source.quantized_format(name);
+  if (!quantized) return std::nullopt;
+  if (const std::optional<std::string> reason = not_native_reason(backend, *quantized, slice)) {
+    notice_dequantized(name, weight_format_name(*quantized), *reason);
+    return std::nullopt;
+  }
+  return quantized;
+}
+
+// The slice's blocks as stored, packed by the backend; a malformed block names the tensor.
+DeviceBuffer load_quantized(Backend& backend, const TensorSource& source, const std::string& name,
+                            const TensorSlice& slice) {
+  const QuantizedSlice stored = source.read_quantized(name, slice);
+  try {
+    return backend.make_weight({stored.format, stored.rows, stored.cols, stored.data.data(),
+                                stored.row_stride, stored.skip});
+  } catch (const Error& error) {
+    fail("{}: tensor '{}' rows [{}, {}) columns [{}, {}): {}", source.describe(), name,
+         slice.row_begin, slice.row_end, slice.col_begin, slice.col_end, error.what());
+  }
+}
+
+// The slice read as `dtype` (row-major) into a host staging buffer, then made a backend weight.
+DeviceBuffer load_dense(Backend& backend, const TensorSource& source, const std::string& name,
+                        const TensorSlice& slice, DType dtype) {
+  const std::int64_t rows = slice.row_end - slice.row_begin;
+  const std::int64_t cols = slice.col_end - slice.col_begin;
+  AlignedBuffer<std::byte> staging(static_cast<std::size_t>(rows * cols) * dtype_size(dtype));
+  source.read(name, slice, dtype, staging.data());
+  return backend.make_weight({dense_format(dtype), rows, cols, staging.data(), 0, 0});
+}
+
 Matrix load_matrix(Backend& backend, const TensorSource& source, const std::string& name,
                    IndexRange rows, IndexRange cols, std::optional<DType> convert_to) {
   Matrix matrix;
   matrix.rows = rows.size();
   matrix.cols = cols.size();
   const TensorSlice slice{rows.begin, rows.end, cols.begin, cols.end};
-  if (!convert_to) {
-    if (const std::optional<WeightFormat> quantized = source.quantized_format(name)) {
-      const std::optional<std::string> reason = not_native_reason(backend, *quantized, slice);
-      if (!reason) {
-        const QuantizedSlice stored = source.read_quantized(name, slice);
-        matrix.format = *quantized;
-        try {
-          matrix.data = backend.make_weight({stored.format, stored.rows, stored.cols,
-                                             stored.data.data(), stored.row_stride, stored.skip});
-        } catch (const Error& error) {
-          fail("{}: tensor '{}' rows [{}, {}) columns [{}, {}): {}", source.describe(), name,
-               slice.row_begin, slice.row_end, slice.col_begin, slice.col_end, error.what());
-        }
-        return matrix;
-      }
-      notice_dequantized(name, weight_format_name(*quantized), *reason);
-    }
+  if (const std::optional<WeightFormat> native =
+          native_format(backend, source, name, slice, convert_to)) {
+    matrix.format = *native;
+    matrix.data = load_quantized(backend, source, name, slice);
+    return matrix;
   }
   const DType dtype = dense_load_dtype(source, name, convert_to);
   matrix.format = dense_format(dtype);
-  AlignedBuffer<std::byte> staging(static_cast<std::size_t>(matrix.rows * matrix.cols) *
-                                   dtype_size(dtype));
-  source.read(name, slice, dtype, staging.data());
-  matrix.data =
-      backend.make_weight({matrix.format, matrix.rows, matrix.cols, staging.data(), 0, 0});
+  matrix.data = load_dense(backend, source, name, slice, dtype);
   return matrix;
 }
 
