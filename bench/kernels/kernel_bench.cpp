@@ -6,7 +6,8 @@
 // moved. Verification batches (T = 2..13, the K + 1 tokens of a self-speculative verification
 // forward) use the same pool and report GB/s and GFLOP/s; the prefill matmul (T = 64) is compute
 // bound and runs on one cache-resident matrix (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
-// cached slots) rotates over K/V cache copies the same way and reports GB/s of K and V read;
+// cached slots; MHA and GQA shapes; scalar, AVX2 and AVX-512) rotates over K/V cache copies the
+// same way and reports GB/s of K and V read and GMAC/s;
 // RMSNorm reports GB/s of data read and written (cache resident: a per-token cost); so does the
 // scatter of a pruned draft vocabulary's logits into a vocab row (scatter_columns), and the KV
 // cache keeping a verified tree's accepted path (compact_rows: GB/s of the rows read and written,
@@ -25,6 +26,7 @@
 #include "kernels/cpu/scatter.hpp"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -113,7 +115,7 @@ const WeightPool& weight_pool(DType dtype, std::int64_t rows, std::int64_t cols,
 
 bool select_isa(benchmark::State& state, Isa isa) {
   if (!isa_supported(isa)) {
-    state.SkipWithError("CPU lacks AVX2/FMA/F16C");
+    state.SkipWithError((std::string("CPU lacks ") + std::string(isa_name(isa))).c_str());
     return false;
   }
   force_isa(isa);
@@ -161,21 +163,28 @@ void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, std::int64_t dim
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots) {
+struct AttentionHeads {
+  std::int64_t q_heads;
+  std::int64_t kv_heads;
+  std::int64_t head_dim;
+};
+
+void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots, AttentionHeads heads) {
   if (!select_isa(state, isa)) return;
-  // LLaMA-7B-like: 32 query heads, 32 KV heads, head_dim 128; one new token after n_slots - 1.
-  // Each iteration reads the next of several K/V cache copies (together beyond the caches).
-  const AttentionShape shape{1, 32, 32, 128, n_slots - 1, n_slots};
-  const std::size_t cache = static_cast<std::size_t>(shape.n_kv_heads * shape.capacity * 128);
+  // One new token after n_slots - 1. Each iteration reads the next of several K/V cache copies
+  // (together beyond the caches).
+  const std::int64_t dim = heads.head_dim;
+  const AttentionShape shape{1, heads.q_heads, heads.kv_heads, dim, n_slots - 1, n_slots};
+  const std::size_t cache = static_cast<std::size_t>(shape.n_kv_heads * shape.capacity * dim);
   const std::size_t copies = std::max<std::size_t>(2, pool_bytes() / (2 * cache * sizeof(float)));
   AlignedBuffer<float> pool(2 * cache * copies);
   const std::vector<float> kv = random_vector(2 * cache, 3);
   for (std::size_t c = 0; c < copies; ++c) {
     std::memcpy(pool.data() + c * 2 * cache, kv.data(), kv.size() * sizeof(float));
   }
-  const std::vector<float> q = random_vector(static_cast<std::size_t>(shape.n_q_heads * 128), 5);
+  const std::vector<float> q = random_vector(static_cast<std::size_t>(shape.n_q_heads * dim), 5);
   std::vector<float> out(q.size());
-  const float scale = 1.0f / std::sqrt(128.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   std::size_t next = 0;
   for (auto _ : state) {
     const float* k = pool.data() + (next++ % copies) * 2 * cache;
@@ -184,8 +193,11 @@ void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots) {
     benchmark::ClobberMemory();
   }
   const double bytes = 2.0 * 4.0 * static_cast<double>(cache);
+  const double macs = 2.0 * static_cast<double>(heads.q_heads * n_slots * dim);
   state.counters["GB/s"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] =
+      benchmark::Counter(macs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // A draft row of V' kept logits scattered into a vocab row of `width` (-inf elsewhere): GB/s of
@@ -347,14 +359,20 @@ void register_all() {
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }
-  for (const std::int64_t slots : {1024, 4096}) {
-    for (const Isa isa : isas) {
-      const std::string name = "attention_decode/" + std::string(isa_name(isa)) + "/T1/slots" +
-                               std::to_string(slots) + "/32x128";
-      benchmark::RegisterBenchmark(
-          name.c_str(), [=](benchmark::State& state) { bm_attention(state, isa, slots); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+  // Decode attention: LLaMA-7B (32 heads of 128), Qwen2.5-1.5B (12 query heads on 2 KV heads of
+  // 128), SmolLM2-135M (9 on 3 of 64); the AVX-512 rung has its own attention kernels.
+  const AttentionHeads attention_heads[] = {{32, 32, 128}, {12, 2, 128}, {9, 3, 64}};
+  for (const AttentionHeads& heads : attention_heads) {
+    for (const std::int64_t slots : {1024, 4096}) {
+      for (const Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+        const std::string name =
+            fmt::format("attention_decode/{}/T1/slots{}/{}on{}x{}", isa_name(isa), slots,
+                        heads.q_heads, heads.kv_heads, heads.head_dim);
+        benchmark::RegisterBenchmark(
+            name.c_str(), [=](benchmark::State& state) { bm_attention(state, isa, slots, heads); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
   }
 }

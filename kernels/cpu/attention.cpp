@@ -1,20 +1,24 @@
-// Scaled dot-product attention over the KV cache (see attention.hpp), parallel over (head, token)
-// pairs.
+// Scaled dot-product attention over the KV cache (see attention.hpp), parallel over (KV head,
+// token) pairs: the query heads that share a KV head also share their visible slots, so they are
+// computed together and each K and V row is read once for all of them.
 //
 // For query t of head h (KV head h / group) the visible slots are [0, n_past) plus the new slots
 // the mask allows (causal: n_past + j for j <= t; tree: mask row t). The output is computed from
 // those slots alone, always the same way:
-//  1. raw scores for the slots [0, last visible] with the canonical dot (the single-threaded row
-//     kernel of matmul, K rows as an f32 weight matrix), then multiplied by scale;
+//  1. raw scores for the slots [0, last visible] with the canonical dot of matmul.hpp (K rows as
+//     an f32 weight matrix), then multiplied by scale;
 //  2. m = max over visible scores; e_s = exp(score_s - m) in f32 (vector_exp.hpp's exp, the same
 //     bits on every ISA); denominator = sum of e_s in double, ascending slot order;
 //     p_s = f32(e_s / denominator);
-//  3. out[d] = sum over visible slots, ascending, of p_s * v_s[d] in f32 (mul then add, 4 slots
-//     per pass over d so the accumulator stays in registers; the per-element order is unchanged).
+//  3. out[d] = sum over visible slots, ascending, from 0, of p_s * v_s[d] in f32 (each product
+//     rounded, then added).
 // Masked slots are skipped, never summed as zeros, so a query gives bit-identical output whether it
-// is alone (T = 1, n_past = its slot) or inside a batch, and whatever the thread count. Scores live
-// in a per-thread scratch buffer. A query that sees no slot at all gets zeros.
+// is alone (T = 1, n_past = its slot) or inside a batch, whatever the thread count and the ISA
+// (the AVX2 and AVX-512 forms of steps 1 and 3: attention_simd.hpp). Scores live in a per-thread
+// scratch buffer. A query that sees no slot at all gets zeros.
 #include "kernels/cpu/attention.hpp"
+
+#include "kernels/cpu/attention_simd.hpp"
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
@@ -32,8 +36,7 @@ namespace selfspec::kernels::cpu {
 namespace {
 
 struct Scratch {
-  std::vector<float> scores;
-  std::vector<float> acc;
+  std::vector<float> scores;        // [query heads of the KV head][keys]
   std::vector<std::int32_t> slots;  // visible new slots of a tree-masked query, ascending
 };
 
@@ -42,34 +45,72 @@ Scratch& thread_scratch() {
   return scratch;
 }
 
-// acc[d] += probs[i] * v[slot(i)][d] for i < n in order; 4 slots per sweep over d (the order of
-// the additions into each acc[d] is unchanged).
-template <class SlotOf>
-void accumulate_values(const float* v_head, std::int64_t head_dim, SlotOf slot_of,
-                       const float* probs, std::int64_t n, float* __restrict acc) {
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const float* __restrict v0 = v_head + slot_of(i) * head_dim;
-    const float* __restrict v1 = v_head + slot_of(i + 1) * head_dim;
-    const float* __restrict v2 = v_head + slot_of(i + 2) * head_dim;
-    const float* __restrict v3 = v_head + slot_of(i + 3) * head_dim;
-    const float p0 = probs[i];
-    const float p1 = probs[i + 1];
-    const float p2 = probs[i + 2];
-    const float p3 = probs[i + 3];
-    for (std::int64_t d = 0; d < head_dim; ++d) {
-      float a = acc[d];
-      a += p0 * v0[d];
-      a += p1 * v1[d];
-      a += p2 * v2[d];
-      a += p3 * v3[d];
-      acc[d] = a;
-    }
-  }
-  for (; i < n; ++i) {
-    const float* __restrict v = v_head + slot_of(i) * head_dim;
+// out[d] = Σ over visible slots i, ascending, from 0, of probs[i] * v[slot(i)][d]: the scalar form
+// of step 3 (attention_simd.hpp's kernels vectorise it over d).
+void values_scalar(const float* v_head, std::int64_t head_dim, const detail::VisibleSlots& slots,
+                   const float* probs, float* __restrict out) {
+  std::fill(out, out + head_dim, 0.0f);
+  auto add_row = [&](std::int64_t i, std::int64_t slot) {
+    const float* __restrict v = v_head + slot * head_dim;
     const float p = probs[i];
-    for (std::int64_t d = 0; d < head_dim; ++d) acc[d] += p * v[d];
+    for (std::int64_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
+  };
+  for (std::int64_t i = 0; i < slots.n_contiguous; ++i) add_row(i, i);
+  for (std::int64_t i = slots.n_contiguous; i < slots.count; ++i) {
+    add_row(i, slots.new_slots[i - slots.n_contiguous]);
+  }
+}
+
+// Step 2 for one head: scale and compact the raw scores to the visible slots (slot(i) >= i: in
+// place, ascending), then turn them into probabilities.
+void softmax_visible(Isa isa, float* scores, const detail::VisibleSlots& slots, float scale) {
+  const std::int64_t n = slots.count;
+  float max_score = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t slot = i < slots.n_contiguous ? i : slots.new_slots[i - slots.n_contiguous];
+    const float s = scores[slot] * scale;
+    scores[i] = s;
+    max_score = std::max(max_score, s);
+  }
+  if (isa == Isa::kAvx512) {
+    detail::exp_shifted_avx512(scores, max_score, n);
+  } else if (isa == Isa::kAvx2) {
+    detail::exp_shifted_avx2(scores, max_score, n);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) scores[i] = exp_canonical(scores[i] - max_score);
+  }
+  double denominator = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) denominator += static_cast<double>(scores[i]);
+  for (std::int64_t i = 0; i < n; ++i) {
+    scores[i] = static_cast<float>(static_cast<double>(scores[i]) / denominator);
+  }
+}
+
+// Step 1 for the query heads of one KV head: scores[h * n_keys + i] for keys [0, n_keys).
+void raw_scores(Isa isa, const float* q_heads, std::int64_t n_heads, std::int64_t head_dim,
+                const float* k_head, std::int64_t n_keys, float* scores) {
+  if (isa == Isa::kAvx512) {
+    detail::attention_scores_avx512(q_heads, n_heads, head_dim, k_head, n_keys, scores);
+  } else {
+    const WeightView keys{DType::kF32, k_head, n_keys, head_dim};
+    detail::matmul_rows(isa, q_heads, n_heads, keys, 0, n_keys, scores);
+  }
+}
+
+// Step 3 for the query heads of one KV head: out[h * head_dim + d].
+void weighted_values(Isa isa, const float* v_head, std::int64_t head_dim,
+                     const detail::VisibleSlots& slots, const float* probs,
+                     std::int64_t probs_stride, std::int64_t n_heads, float* out) {
+  if (isa == Isa::kAvx512) {
+    detail::attention_values_avx512(v_head, head_dim, slots, probs, probs_stride, n_heads, out,
+                                    head_dim);
+  } else if (isa == Isa::kAvx2) {
+    detail::attention_values_avx2(v_head, head_dim, slots, probs, probs_stride, n_heads, out,
+                                  head_dim);
+  } else {
+    for (std::int64_t h = 0; h < n_heads; ++h) {
+      values_scalar(v_head, head_dim, slots, probs + h * probs_stride, out + h * head_dim);
+    }
   }
 }
 
@@ -103,79 +144,63 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
   const std::int64_t q_row = n_q_heads * head_dim;
   const std::int64_t head_stride = capacity * head_dim;
 
-  // Pairs are numbered head-major, so a thread's range covers whole heads (the KV head stays in
-  // cache across its tokens) and causal work (growing with t) is spread evenly over threads.
-  // Enough (token, head) pairs per chunk to outweigh waking a thread (~64k multiply-adds).
-  const std::int64_t pair_work = std::max<std::int64_t>(1, (n_past + n_tokens) * head_dim * 2);
-  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / pair_work);
-  parallel_for(n_tokens * n_q_heads, grain, [&](std::int64_t begin, std::int64_t end) {
+  // Work units are (KV head, token, part of the KV head's query heads), numbered KV-head-major, so
+  // a thread's range covers whole KV heads (the head stays in cache across its tokens) and causal
+  // work (growing with t) is spread evenly over threads. A KV head's query heads are split into
+  // parts only when there would be too few units to keep the threads busy (decode: one token);
+  // which heads share a unit changes no result.
+  const std::int64_t threads = num_threads();
+  std::int64_t parts = 1;
+  while (parts < group && n_tokens * n_kv_heads * parts < 2 * threads) ++parts;
+  const std::int64_t part_heads = (group + parts - 1) / parts;
+  parts = (group + part_heads - 1) / part_heads;
+  // Enough units per chunk to outweigh waking a thread (~64k multiply-adds).
+  const std::int64_t unit_work =
+      std::max<std::int64_t>(1, (n_past + n_tokens) * head_dim * 2 * part_heads);
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / unit_work);
+  parallel_for(n_kv_heads * n_tokens * parts, grain, [&](std::int64_t begin, std::int64_t end) {
     Scratch& scratch = thread_scratch();
-    for (std::int64_t pair = begin; pair < end; ++pair) {
-      const std::int64_t h = pair / n_tokens;
-      const std::int64_t t = pair % n_tokens;
-      const std::int64_t kv_head = h / group;
-      const float* q_vec = q + t * q_row + h * head_dim;
+    for (std::int64_t unit = begin; unit < end; ++unit) {
+      const std::int64_t kv_head = unit / (n_tokens * parts);
+      const std::int64_t t = unit / parts % n_tokens;
+      const std::int64_t first_head = kv_head * group + unit % parts * part_heads;
+      const std::int64_t n_heads = std::min(part_heads, (kv_head + 1) * group - first_head);
+      const float* q_heads = q + t * q_row + first_head * head_dim;
       const float* k_head = k_cache + kv_head * head_stride;
       const float* v_head = v_cache + kv_head * head_stride;
-      float* o = out + t * q_row + h * head_dim;
+      float* o = out + t * q_row + first_head * head_dim;
       const std::uint8_t* mask_row = tree_mask != nullptr ? tree_mask + t * n_tokens : nullptr;
 
       // Visible slots, ascending: [0, n_past) then the allowed new slots. For the causal mask
       // they are contiguous; for a tree mask the new ones are listed in scratch.slots.
-      std::int64_t n_new = 0;
+      detail::VisibleSlots slots;
       if (mask_row == nullptr) {
-        n_new = t + 1;
+        slots.count = n_past + t + 1;
+        slots.n_contiguous = slots.count;
       } else {
         scratch.slots.clear();
         for (std::int64_t j = 0; j < n_tokens; ++j) {
           if (mask_row[j] != 0) scratch.slots.push_back(static_cast<std::int32_t>(n_past + j));
         }
-        n_new = static_cast<std::int64_t>(scratch.slots.size());
+        slots.count = n_past + static_cast<std::int64_t>(scratch.slots.size());
+        slots.n_contiguous = n_past;
+        slots.new_slots = scratch.slots.data();
       }
-      const std::int64_t n_visible = n_past + n_new;
-      if (n_visible == 0) {
-        std::fill(o, o + head_dim, 0.0f);
+      if (slots.count == 0) {
+        std::fill(o, o + n_heads * head_dim, 0.0f);
         continue;
       }
-      const std::int32_t* new_slots = scratch.slots.data();
-      const bool contiguous = mask_row == nullptr;
-      auto slot_of = [&](std::int64_t i) -> std::int64_t {
-        return contiguous || i < n_past ? i : new_slots[i - n_past];
-      };
-
-      // 1. scores for the slots [0, last visible]
-      const std::int64_t score_end = slot_of(n_visible - 1) + 1;
-      scratch.scores.resize(static_cast<std::size_t>(score_end));
+      const std::int64_t last_slot = slots.count > slots.n_contiguous
+                                         ? slots.new_slots[slots.count - slots.n_contiguous - 1]
+                                         : slots.count - 1;
+      const std::int64_t n_keys = last_slot + 1;
+      scratch.scores.resize(static_cast<std::size_t>(n_heads * n_keys));
       float* scores = scratch.scores.data();
-      const WeightView keys{DType::kF32, k_head, score_end, head_dim};
-      detail::matmul_rows(isa, q_vec, 1, keys, 0, score_end, scores);
-      // Scale and compact to the visible slots (slot_of(i) >= i: in place, ascending).
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (std::int64_t i = 0; i < n_visible; ++i) {
-        const float s = scores[slot_of(i)] * scale;
-        scores[i] = s;
-        max_score = std::max(max_score, s);
+      raw_scores(isa, q_heads, n_heads, head_dim, k_head, n_keys, scores);
+      for (std::int64_t h = 0; h < n_heads; ++h) {
+        softmax_visible(isa, scores + h * n_keys, slots, scale);
       }
-
-      // 2. softmax
-      if (isa == Isa::kAvx512) {
-        detail::exp_shifted_avx512(scores, max_score, n_visible);
-      } else if (isa == Isa::kAvx2) {
-        detail::exp_shifted_avx2(scores, max_score, n_visible);
-      } else {
-        for (std::int64_t i = 0; i < n_visible; ++i)
-          scores[i] = exp_canonical(scores[i] - max_score);
-      }
-      double denominator = 0.0;
-      for (std::int64_t i = 0; i < n_visible; ++i) denominator += static_cast<double>(scores[i]);
-      for (std::int64_t i = 0; i < n_visible; ++i) {
-        scores[i] = static_cast<float>(static_cast<double>(scores[i]) / denominator);
-      }
-
-      // 3. weighted sum of V
-      scratch.acc.assign(static_cast<std::size_t>(head_dim), 0.0f);
-      accumulate_values(v_head, head_dim, slot_of, scores, n_visible, scratch.acc.data());
-      std::copy(scratch.acc.begin(), scratch.acc.end(), o);
+      weighted_values(isa, v_head, head_dim, slots, scores, n_keys, n_heads, o);
     }
   });
 }

@@ -237,6 +237,39 @@ TEST_P(AttentionTest, IsaAndThreadCountInvariant) {
   for (const auto& r : results) EXPECT_TRUE(same_bits(results[0], r));
 }
 
+// The vectorised forms of the scores and the value sums against the scalar sequence, bit for bit,
+// on shapes that exercise their blocking: groups of 3 and 6 query heads per KV head (SmolLM2,
+// Qwen2.5), more heads than one pass holds (32), head sizes with a partial vector (17, 40) and
+// more dimensions than one pass holds (200); at 1 to 3 threads (a decode step splits a KV head's
+// query heads between threads).
+TEST_P(AttentionTest, EveryIsaGivesTheScalarBits) {
+  const bool tree = GetParam();
+  std::mt19937 rng(53);
+  const Config configs[] = {{9, 3, 64},  {12, 2, 128}, {32, 1, 24}, {6, 1, 40},
+                            {4, 2, 200}, {3, 1, 17},   {8, 2, 64}};
+  for (const Config& cfg : configs) {
+    for (const std::int64_t n_tokens : {1, 4, 17}) {
+      for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{37}}) {
+        const Case c =
+            make_case(rng, n_tokens, cfg.n_q_heads, cfg.n_kv_heads, cfg.head_dim, n_past, tree);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+        force_isa(Isa::kScalar);
+        const std::vector<float> scalar = run(c, scale);
+        for (const Isa isa : available_isas()) {
+          SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " heads " << cfg.n_q_heads
+                                            << "/" << cfg.n_kv_heads << " head_dim " << cfg.head_dim
+                                            << " T " << n_tokens << " n_past " << n_past);
+          force_isa(isa);
+          for (const int threads : {1, 2, 3}) {
+            set_num_threads(threads);
+            ASSERT_TRUE(same_bits(scalar, run(c, scale))) << threads << " threads";
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Masks, AttentionTest, ::testing::Bool(), [](const auto& param_info) {
   return param_info.param ? "tree" : "causal";
 });
