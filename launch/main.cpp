@@ -24,10 +24,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     cpu_isa = fmt::format("unusable: {}", error.what());
   }
-  app.set_version_flag("--version",
-                       fmt::format("selfspec {} (MPI {}, CUDA {}, CPU kernels {})", SELFSPEC_VERSION,
-                                   selfspec::mpi_built() ? "yes" : "no: single rank",
-                                   SELFSPEC_HAVE_CUDA ? "yes" : "no", cpu_isa));
+  app.set_version_flag(
+      "--version", fmt::format("selfspec {} (MPI {}, CUDA {}, CPU kernels {})", SELFSPEC_VERSION,
+                               selfspec::mpi_built() ? "yes" : "no: single rank",
+                               SELFSPEC_HAVE_CUDA ? "yes" : "no", cpu_isa));
   app.require_subcommand(1);
   selfspec::launch::CommandBody run;
   selfspec::launch::add_generate_command(app, run);
