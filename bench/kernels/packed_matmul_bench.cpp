@@ -66,27 +66,6 @@ WeightFormat parse_format(const std::string& name) {
   throw CLI::ValidationError("--formats", "unknown format '" + name + "'");
 }
 
-GgmlType ggml_type(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kQ4_0:
-      return GgmlType::kQ4_0;
-    case WeightFormat::kQ4_1:
-      return GgmlType::kQ4_1;
-    case WeightFormat::kQ5_0:
-      return GgmlType::kQ5_0;
-    case WeightFormat::kQ5_1:
-      return GgmlType::kQ5_1;
-    case WeightFormat::kQ8_0:
-      return GgmlType::kQ8_0;
-    case WeightFormat::kQ4_K:
-      return GgmlType::kQ4_K;
-    case WeightFormat::kQ5_K:
-      return GgmlType::kQ5_K;
-    default:
-      return GgmlType::kQ6_K;
-  }
-}
-
 // One packed matrix of random values (speed does not depend on them; scales are kept finite).
 std::vector<std::byte> random_packed(WeightFormat format, std::int64_t rows, std::int64_t cols) {
   std::mt19937 rng(42);
@@ -99,7 +78,7 @@ std::vector<std::byte> random_packed(WeightFormat format, std::int64_t rows, std
     pack_bf16_rows(values.data(), rows, cols, cols, out);
     return out;
   }
-  const GgmlType type = ggml_type(format);
+  const GgmlType type = ggml_type_of(format);
   const std::int64_t block_bytes = ggml_block_bytes(type);
   const std::int64_t row_bytes = cols / ggml_block_elements(type) * block_bytes;
   std::vector<std::byte> blocks(static_cast<std::size_t>(rows * row_bytes));

@@ -69,29 +69,6 @@ std::uint8_t byte_at(const std::byte* p, std::int64_t i) {
   return std::to_integer<std::uint8_t>(p[i]);
 }
 
-GgmlType ggml_type_of(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kQ4_0:
-      return GgmlType::kQ4_0;
-    case WeightFormat::kQ4_1:
-      return GgmlType::kQ4_1;
-    case WeightFormat::kQ5_0:
-      return GgmlType::kQ5_0;
-    case WeightFormat::kQ5_1:
-      return GgmlType::kQ5_1;
-    case WeightFormat::kQ8_0:
-      return GgmlType::kQ8_0;
-    case WeightFormat::kQ4_K:
-      return GgmlType::kQ4_K;
-    case WeightFormat::kQ5_K:
-      return GgmlType::kQ5_K;
-    case WeightFormat::kQ6_K:
-      return GgmlType::kQ6_K;
-    default:
-      fail("weight format {} is not a quantized format", weight_format_name(format));
-  }
-}
-
 // Q4_K/Q5_K's 12 bytes of 6-bit scales and mins (ggml's get_scale_min_k4, and its inverse).
 void decode_scale_min(const std::byte* packed, BlockValues& b) {
   for (int j = 0; j < 8; ++j) {
@@ -497,6 +474,29 @@ bool finite_scales(const QuantLayout& layout, const GroupValues& g, const BlockV
 }
 
 }  // namespace
+
+GgmlType ggml_type_of(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kQ4_0:
+      return GgmlType::kQ4_0;
+    case WeightFormat::kQ4_1:
+      return GgmlType::kQ4_1;
+    case WeightFormat::kQ5_0:
+      return GgmlType::kQ5_0;
+    case WeightFormat::kQ5_1:
+      return GgmlType::kQ5_1;
+    case WeightFormat::kQ8_0:
+      return GgmlType::kQ8_0;
+    case WeightFormat::kQ4_K:
+      return GgmlType::kQ4_K;
+    case WeightFormat::kQ5_K:
+      return GgmlType::kQ5_K;
+    case WeightFormat::kQ6_K:
+      return GgmlType::kQ6_K;
+    default:
+      fail("weight format {} is not a quantized format", weight_format_name(format));
+  }
+}
 
 // ---- Geometry -------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@
 #pragma once
 
 #include "core/weight_format.hpp"
+#include "kernels/cpu/ggml_dequantize.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -107,6 +108,8 @@ struct QuantLayout {
   std::int64_t group_bytes() const { return group_params + quant_bytes; }
 };
 QuantLayout quant_layout(WeightFormat format);
+// The ggml type whose blocks a quantized format holds (throws for bf16 and the dense formats).
+GgmlType ggml_type_of(WeightFormat format);
 
 // ---- Quantized matrices: GGUF blocks in, GGUF blocks out ----
 

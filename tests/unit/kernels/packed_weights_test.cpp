@@ -65,7 +65,7 @@ TEST_P(PackedQuant, UnpacksToTheFileBytes) {
 TEST_P(PackedQuant, ColumnSlicesKeepTheFileValues) {
   std::mt19937 rng(12);
   const GgufMatrix m =
-      random_gguf_matrix(rng, GetParam(), 21, 512 / ggml_block_elements(ggml_type_for(GetParam())));
+      random_gguf_matrix(rng, GetParam(), 21, 512 / ggml_block_elements(ggml_type_of(GetParam())));
   const std::int64_t block = m.block_elems;
   for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, 512},
                                    {32, 512},
@@ -77,7 +77,7 @@ TEST_P(PackedQuant, ColumnSlicesKeepTheFileValues) {
     // The loader's slice: the blocks covering it, and the skip inside the first one.
     const std::int64_t first_block = begin / block;
     const GgufRows rows{m.format,
-                        m.data.data() + first_block * ggml_block_bytes(ggml_type_for(m.format)),
+                        m.data.data() + first_block * ggml_block_bytes(ggml_type_of(m.format)),
                         m.rows,
                         m.row_bytes,
                         begin - first_block * block,
@@ -110,7 +110,7 @@ TEST_P(PackedQuant, ColumnSlicesKeepTheFileValues) {
 TEST_P(PackedQuant, SelectedRowsKeepTheirValues) {
   std::mt19937 rng(13);
   const GgufMatrix m =
-      random_gguf_matrix(rng, GetParam(), 50, 256 / ggml_block_elements(ggml_type_for(GetParam())));
+      random_gguf_matrix(rng, GetParam(), 50, 256 / ggml_block_elements(ggml_type_of(GetParam())));
   const Packed p = pack(m, 0, m.cols());
   const std::vector<std::int32_t> picked = {49, 0, 17, 16, 33, 2};
   const std::vector<std::byte> selected = select_packed_rows(p.view(), picked);
@@ -127,7 +127,7 @@ TEST_P(PackedQuant, NonFiniteScaleIsAnErrorNamingTheBlock) {
   std::mt19937 rng(14);
   GgufMatrix m = random_gguf_matrix(rng, GetParam(), 20, 2);
   const std::uint16_t inf = 0x7C00;
-  std::memcpy(m.data.data() + 18 * m.row_bytes + ggml_block_bytes(ggml_type_for(m.format)) +
+  std::memcpy(m.data.data() + 18 * m.row_bytes + ggml_block_bytes(ggml_type_of(m.format)) +
                   f16_fields(m.format)[0],
               &inf, sizeof inf);
   try {

@@ -141,7 +141,7 @@ class QuantMatmul : public ::testing::TestWithParam<WeightFormat> {
 TEST_P(QuantMatmul, MatchesDoubleReferenceOfTheQuantizedActivations) {
   std::mt19937 rng(5);
   const WeightFormat format = GetParam();
-  const std::int64_t block = ggml_block_elements(ggml_type_for(format));
+  const std::int64_t block = ggml_block_elements(ggml_type_of(format));
   for (const std::int64_t tokens : {1, 2, 3, 5, 17}) {
     const GgufMatrix m = random_gguf_matrix(rng, format, 37, 1024 / block);
     const std::int64_t skip = block == 256 ? 64 : 0;
@@ -180,7 +180,7 @@ TEST_P(QuantMatmul, MatchesDoubleReferenceOfTheQuantizedActivations) {
 TEST_P(QuantMatmul, EveryIsaEqualsScalarAtEveryTokenCount) {
   std::mt19937 rng(6);
   const WeightFormat format = GetParam();
-  const std::int64_t block = ggml_block_elements(ggml_type_for(format));
+  const std::int64_t block = ggml_block_elements(ggml_type_of(format));
   struct Shape {
     std::int64_t rows;
     std::int64_t blocks;

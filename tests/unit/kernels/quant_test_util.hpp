@@ -5,6 +5,7 @@
 #include "core/dtype.hpp"
 #include "core/weight_format.hpp"
 #include "kernels/cpu/ggml_dequantize.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -14,27 +15,6 @@
 #include <vector>
 
 namespace selfspec::kernels::cpu::test {
-
-inline GgmlType ggml_type_for(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kQ4_0:
-      return GgmlType::kQ4_0;
-    case WeightFormat::kQ4_1:
-      return GgmlType::kQ4_1;
-    case WeightFormat::kQ5_0:
-      return GgmlType::kQ5_0;
-    case WeightFormat::kQ5_1:
-      return GgmlType::kQ5_1;
-    case WeightFormat::kQ8_0:
-      return GgmlType::kQ8_0;
-    case WeightFormat::kQ4_K:
-      return GgmlType::kQ4_K;
-    case WeightFormat::kQ5_K:
-      return GgmlType::kQ5_K;
-    default:
-      return GgmlType::kQ6_K;
-  }
-}
 
 // The byte offsets of a block's f16 scales (d, and m/dmin where the format has one).
 inline std::vector<int> f16_fields(WeightFormat format) {
@@ -64,7 +44,7 @@ struct GgufMatrix {
   // Row r dequantized by ggml_dequantize (the file's values).
   std::vector<float> dequantized_row(std::int64_t r) const {
     std::vector<float> out(static_cast<std::size_t>(cols()));
-    dequantize_ggml(ggml_type_for(format), std::span(row(r), static_cast<std::size_t>(row_bytes)),
+    dequantize_ggml(ggml_type_of(format), std::span(row(r), static_cast<std::size_t>(row_bytes)),
                     out);
     return out;
   }
@@ -77,7 +57,7 @@ inline GgufMatrix random_gguf_matrix(std::mt19937& rng, WeightFormat format, std
   m.format = format;
   m.rows = rows;
   m.blocks = blocks;
-  const GgmlType type = ggml_type_for(format);
+  const GgmlType type = ggml_type_of(format);
   m.block_elems = ggml_block_elements(type);
   const std::int64_t block_bytes = ggml_block_bytes(type);
   m.row_bytes = blocks * block_bytes;
