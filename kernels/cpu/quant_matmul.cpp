@@ -196,12 +196,7 @@ void quantize_activations_scalar(const float* x, std::int64_t tokens, std::int64
         halves[i / 16] += q[i];
       }
       const auto tg = static_cast<std::size_t>(t * groups + g);
-      out.dx[tg] = dx;
-      out.s32[tg] = halves[0] + halves[1];
-      out.s[tg] = static_cast<float>(out.s32[tg]);
-      out.dxs[tg] = dx * out.s[tg];
-      out.s16[2 * tg] = halves[0];
-      out.s16[2 * tg + 1] = halves[1];
+      record_group(out, tg, dx, halves);
     }
   }
 }

@@ -35,6 +35,7 @@
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/packed_weights.hpp"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace selfspec::kernels::cpu {
@@ -62,6 +63,19 @@ void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols
 void quant_matmul(const float* x, std::int64_t n_tokens, const PackedView& w, float* y);
 
 namespace detail {
+
+// Records group tg of out (token-major): its scale dx and the sums the kernels read (S, f(S),
+// dx · f(S), S_a, S_b), all from the integer sums of its two 16-value halves; every ISA's
+// quantizer ends with this.
+inline void record_group(QuantizedActivations& out, std::size_t tg, float dx,
+                         const std::int32_t (&halves)[2]) {
+  out.dx[tg] = dx;
+  out.s32[tg] = halves[0] + halves[1];
+  out.s[tg] = static_cast<float>(out.s32[tg]);
+  out.dxs[tg] = dx * out.s[tg];
+  out.s16[2 * tg] = halves[0];
+  out.s16[2 * tg + 1] = halves[1];
+}
 
 // One ISA's kernel: panels [panel_begin, panel_end) of `g` for every token of `a`, into y (row
 // stride y_stride). Only rows < g.rows are written.

@@ -337,12 +337,7 @@ void quantize_activations_avx2(const float* x, std::int64_t tokens, std::int64_t
       float dx = 0.0f;
       quantize_group(x + t * cols + g * kGroupCols, out.q.data() + t * cols + g * kGroupCols, dx,
                      halves);
-      out.dx[tg] = dx;
-      out.s32[tg] = halves[0] + halves[1];
-      out.s[tg] = static_cast<float>(out.s32[tg]);
-      out.dxs[tg] = dx * out.s[tg];
-      out.s16[2 * tg] = halves[0];
-      out.s16[2 * tg + 1] = halves[1];
+      record_group(out, tg, dx, halves);
     }
   }
 }
