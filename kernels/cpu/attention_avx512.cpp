@@ -5,11 +5,7 @@
 // heads of a KV head read each K and V row once. Runtime-dispatched (attention.cpp).
 #include "kernels/cpu/attention_simd.hpp"
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/avx512_intrinsics.hpp"
 
 #include <algorithm>
 

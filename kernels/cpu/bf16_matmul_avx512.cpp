@@ -7,13 +7,7 @@
 // L1/L2 after). Runtime-dispatched: SELFSPEC_AVX512 functions with internal linkage.
 #include "kernels/cpu/bf16_matmul.hpp"
 
-// GCC 12 warns that the _mm512_undefined_* placeholders inside its own intrinsics (vcvtdq2ps,
-// vcvtph2ps, vpmovzxbd) may be uninitialized: a false positive of the header, not of this code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/avx512_intrinsics.hpp"
 
 #include <algorithm>
 #include <cstring>

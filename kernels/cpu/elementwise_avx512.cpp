@@ -4,11 +4,7 @@
 #include "kernels/cpu/elementwise_simd.hpp"
 #include "kernels/cpu/vector_exp.hpp"
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/avx512_intrinsics.hpp"
 
 #define SELFSPEC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 

@@ -12,13 +12,7 @@
 // once per forward whatever T is.
 #include "kernels/cpu/quant_matmul.hpp"
 
-// GCC 12 warns that the _mm512_undefined_* placeholders inside its own intrinsics (vcvtdq2ps,
-// vcvtph2ps, vpmovzxbd) may be uninitialized: a false positive of the header, not of this code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/avx512_intrinsics.hpp"
 
 #include <algorithm>
 #include <cstring>
