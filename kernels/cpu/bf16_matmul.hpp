@@ -9,8 +9,8 @@
 // acc[0..3] = +0 and the column pairs p = (2p, 2p + 1) in order, acc[p % 4] updated by
 //   acc = ftz(fma(daz(x[2p+1]), daz(w[2p+1]), acc)); acc = ftz(fma(daz(x[2p]), daz(w[2p]), acc))
 // (vdpbf16ps: the odd product first, each product exact, each sum rounded to nearest even,
-// subnormal inputs read as zero and subnormal sums flushed to zero: measured with
-// ../shared/probes/bf16sem.c and a probe of the subnormal cases), then
+// subnormal inputs read as zero and subnormal sums flushed to zero: measured on the hardware with
+// small probes of normal and subnormal operands), then
 //   y = (acc[0] + acc[1]) + (acc[2] + acc[3])
 // with IEEE additions. The scalar path writes this out; the AVX-512 path is vdpbf16ps; the AVX2
 // path runs each step as two FMAs under MXCSR's DAZ and FTZ (restored before the final sums). All
