@@ -50,12 +50,11 @@
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/report.hpp"
-#include "launch/spec_options.hpp"
 #include "launch/suite_figures.hpp"
 #include "launch/suite_prompts.hpp"
 #include "launch/suite_report.hpp"
-#include "model/draft_vocabulary.hpp"
 #include "model/forward_timing.hpp"
+#include "speculative/speculative_setup.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -84,7 +83,7 @@ struct BenchOptions {
   double bandwidth_mb = 0.0;
   std::string out;
   OutputCli output;
-  SpecCliOptions spec;
+  SpeculativeOptions spec;
   std::vector<std::string> prompts_files;  // --prompts-file: a prompt suite instead of random ids
   PromptSelection selection;
   bool ignore_eos = false;     // with --prompts-file; random prompts always ignore EOS
@@ -100,30 +99,18 @@ struct Bench {
   const BenchOptions& options;
   Job& job;
   Engine& engine;
-  std::optional<SkipSet> skips;  // --spec layer-skip: the one skip set of every prompt
+  std::optional<SpeculativeSetup> setup;  // drafters, controllers, draft vocabularies
   SamplingParams sampling;
   GenerationOptions generation;
   std::vector<SuitePrompt> suite;  // --prompts-file: the selected prompts, in run order
-  // The draft vocabularies compared (--draft-vocab-size), each the kept ids (empty: the full
-  // head), and once the weights are loaded the vocabularies themselves (nullptr: the full head).
-  std::vector<std::vector<std::int32_t>> vocab_ids;
-  std::vector<std::unique_ptr<DraftVocabulary>> vocabularies;
-
-  // The vocabulary of a configuration's V' (nullptr: the full head).
-  const DraftVocabulary* vocabulary(std::int64_t draft_vocab) const {
-    for (const auto& v : vocabularies) {
-      if (v != nullptr && v->size() == draft_vocab) return v.get();
-    }
-    return nullptr;
-  }
 
   Communicator& comm() const { return job.comm(); }
   bool speculative() const { return options.spec.enabled(); }
-  const SkipSet* fixed_skips() const { return skips ? &*skips : nullptr; }
   // How tables name the skip set: "'NAME' (K of 2L sublayers)", or asd's "(chosen per prompt)".
   std::string skip_summary() const {
-    const std::string label = options.spec.drafter_label(fixed_skips());
-    if (!skips) return fmt::format("'{}' (chosen per prompt)", label);
+    const std::string label = setup->label();
+    const SkipSet* skips = setup->skip_set();
+    if (skips == nullptr) return fmt::format("'{}' (chosen per prompt)", label);
     return fmt::format("'{}' ({} of {} sublayers)", label,
                        skips->plan(num_layers()).skipped_count(), 2 * num_layers());
   }
@@ -160,20 +147,17 @@ GenerationResult decode_autoregressive(const Bench& bench, std::span<const std::
 // A configuration's drafter. It lives as long as the configuration's runs, so a drafter that
 // learns (swift) carries what it learned from prompt to prompt, as SWIFT does between instances.
 std::unique_ptr<Drafter> make_drafter(const Bench& bench) {
-  return bench.options.spec.make_drafter(bench.fixed_skips(), bench.num_layers(),
-                                         bench.sampling.seed);
+  return bench.setup->make_drafter(bench.sampling.seed);
 }
 
 SpeculativeRun decode_speculative(const Bench& bench, const SpecTotals& config, Drafter& drafter,
                                   std::span<const std::int32_t> prompt,
                                   const GenerationOptions& generation, KvCache& kv) {
-  const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
-      bench.options.spec.controller_options(config.controller, bench.sampling.seed));
-  GenerationOptions spec = generation;
+  const std::unique_ptr<DraftLengthController> controller =
+      bench.setup->make_controller(config.controller, bench.sampling.seed);
+  GenerationOptions spec =
+      bench.setup->generation(generation, bench.setup->draft_vocabulary(config.draft_vocab));
   spec.logits = config.logits;
-  spec.draft_vocabulary = bench.vocabulary(config.draft_vocab);
-  spec.debug_sync = bench.options.spec.debug_sync;
-  bench.options.spec.apply_tree(spec);
   Decoder decoder(bench.engine.model(), bench.comm(), drafter, *controller);
   GenerationResult result = decoder.generate(prompt, spec, kv);
   return {std::move(result), controller->state(), drafter.state()};
@@ -235,7 +219,7 @@ std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
   if (!bench.speculative()) return specs;
   for (const std::string& kind : bench.options.spec.controller_kinds()) {
     for (LogitsMode mode : bench.options.spec.logits_modes()) {
-      for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
+      for (const std::vector<std::int32_t>& ids : bench.setup->draft_vocab_ids()) {
         specs.push_back({});
         specs.back().controller = kind;
         specs.back().logits = mode;
@@ -494,7 +478,7 @@ nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   out["interrupted"] = m.interrupted != 0;
   if (m.interrupted != 0) out["signal"] = stop_signal_name(m.interrupted);
   if (bench.speculative()) {
-    out["spec"] = options.spec.describe(bench.fixed_skips(), bench.num_layers());
+    out["spec"] = bench.setup->describe();
     out["spec"].erase("controller");
     out["spec"].erase("logits");
   }
@@ -565,7 +549,7 @@ nlohmann::json suite_bench_json(const Bench& bench, const RunMatrix& m) {
   out["ignore_eos"] = options.ignore_eos;
   out["chat"] = options.chat.chat;
   ControllerOptions controller = options.spec.controller;
-  controller.predictor = options.spec.predictor;  // for σ_M when it comes from the predictor
+  controller.predictor = bench.setup->predictor();  // for σ_M when it comes from the predictor
   out["controller_options"] = to_json(controller);
   out["autoregressive"] = to_json(m.ar);
   out.update(suite_json(suite_results(bench, m)));
@@ -700,16 +684,7 @@ void prepare(Bench& bench, const CLI::App& command) {
     SELFSPEC_CHECK(options.prompt_len >= 1, "--prompt-len must be >= 1");
     bench.engine.check_context(options.prompt_len, options.gen);
   }
-  options.spec.validate(command);
-  options.spec.check_for_model(bench.num_layers());
-  if (options.spec.fixed_skip_set()) {
-    bench.skips = options.spec.skip_set(command, bench.num_layers());
-  }
-  if (options.spec.enabled()) {
-    const std::vector<std::int32_t> eos = bench.engine.eos_ids();
-    bench.vocab_ids = options.spec.draft_vocab_ids(command, bench.fixed_skips(),
-                                                   bench.engine.config().vocab_size, eos);
-  }
+  bench.setup.emplace(options.spec, command, bench.engine);
   bench.sampling = options.sampling.params();
 }
 
@@ -730,7 +705,7 @@ GenerationOptions generation_options(const Bench& bench) {
 int run_bench(const BenchOptions& options, const CLI::App& command) {
   return run_job(options.engine.threads, [&](Job& job) {
     Engine engine(options.engine.engine_options(), job.comm());
-    Bench bench{options, job, engine, std::nullopt, {}, {}, {}, {}, {}};
+    Bench bench{options, job, engine, std::nullopt, {}, {}, {}};
     prepare(bench, command);
     bench.generation = generation_options(bench);
     BenchResult result;
@@ -741,11 +716,7 @@ int run_bench(const BenchOptions& options, const CLI::App& command) {
       result.bandwidth = measure_bandwidth(job.comm(), options);
     }
     engine.load();
-    options.spec.attach_drafting_files(engine);
-    for (const std::vector<std::int32_t>& ids : bench.vocab_ids) {
-      bench.vocabularies.push_back(
-          ids.empty() ? nullptr : std::make_unique<DraftVocabulary>(engine.model(), ids));
-    }
+    bench.setup->attach(engine);
     if (!options.suite()) prompts = random_prompts(bench);
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
@@ -853,7 +824,7 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
   command->add_option("--out", options->out, "also write the JSON result to this file");
   options->output.add_to(*command, "the summary table (which then goes to stderr)",
                          "one record per finished run, then the summary,");
-  options->spec.add_to(*command, /*lists=*/true);
+  options->spec.add_to(*command, /*lists=*/true, /*trace=*/false);
   command->callback([options, command, &run] {
     run = [options, command] { return run_bench(*options, *command); };
   });

@@ -12,21 +12,20 @@
 // Rank 0 writes shards of about --shard-rows rows and DIR/manifest.json (format
 // "selfspec-cali-data"); every rank runs the same forwards. The output equals plain decoding
 // (lossless): only the draft lengths are fixed.
-#include "control/fixed_length_controller.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/sha256_digest.hpp"
 #include "core/text_file_output.hpp"
 #include "decode/decoder.hpp"
-#include "draft/early_exit_drafter.hpp"
 #include "engine/engine.hpp"
 #include "launch/cali_data.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
-#include "launch/sha256_digest.hpp"
 #include "launch/suite_prompts.hpp"
 #include "model/exit_head.hpp"
+#include "speculative/speculative_setup.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,26 +84,23 @@ GenerationOptions generation_options(const CollectCaliDataOptions& o, const Engi
   return generation;
 }
 
-Collection collect(Engine& engine, const CollectCaliDataOptions& o, int exit_layer,
+Collection collect(Engine& engine, const CollectCaliDataOptions& o, const SpeculativeSetup& setup,
                    const std::vector<std::vector<std::int32_t>>& prompts) {
   const bool root = engine.comm().is_root();
   CaliRows pending;
   pending.hidden_size = engine.config().hidden_size;
   Collection collection;
-  ControllerOptions fixed;
-  fixed.kind = "fixed";
-  fixed.max_draft = o.max_draft;
   const GenerationOptions generation = generation_options(o, engine);
   const auto start = std::chrono::steady_clock::now();
   log::Progress progress("collecting cali data (prompts)",
                          static_cast<std::int64_t>(prompts.size()));
   for (std::size_t p = 0; p < prompts.size(); ++p) {
-    EarlyExitDrafter drafter(static_cast<int>(engine.config().num_layers), exit_layer, o.exit_head);
-    CaliDataRecorder recorder(std::make_unique<FixedLengthController>(fixed), pending);
+    const std::unique_ptr<Drafter> drafter = setup.make_drafter(0);
+    CaliDataRecorder recorder(setup.make_controller("fixed", 0), pending);
     recorder.set_sequence(static_cast<std::int64_t>(p));
     KvCache kv =
         engine.model().make_kv_cache(static_cast<std::int64_t>(prompts[p].size()) + o.generate);
-    const GenerationResult result = Decoder(engine.model(), engine.comm(), drafter, recorder)
+    const GenerationResult result = Decoder(engine.model(), engine.comm(), *drafter, recorder)
                                         .generate(prompts[p], generation, kv);
     collection.rounds += recorder.rounds();
     collection.tokens += static_cast<std::int64_t>(result.tokens.size());
@@ -159,13 +155,16 @@ int run_collect_cali_data(const CollectCaliDataOptions& o) {
     const std::vector<SuitePrompt> suite =
         select_prompts(read_prompt_suite(o.prompts_files), o.selection);
     const auto prompts = tokenize_suite(engine, o.chat, suite, o.generate, "--generate");
+    // Early-exit drafting of K = --max-draft tokens every round (the fixed controller).
+    const std::unique_ptr<SpeculativeSetup> setup = SpeculativeSetup::from_arguments(
+        {"--spec", "early-exit", "--exit-head", o.exit_head, "--controller", "fixed", "--max-draft",
+         std::to_string(o.max_draft)},
+        engine);
     engine.load();
-    ExitHead head = load_exit_head(o.exit_head, engine.config(), engine.model_identity(),
-                                   engine.shard(), engine.load_dtype(), engine.backend());
-    const int exit_layer = head.exit_layer;
-    engine.model().attach_exit_head(std::move(head));
+    setup->attach(engine);
+    const int exit_layer = setup->kind().exit_layer();
     if (job.is_root()) std::filesystem::create_directories(dir);
-    const Collection collection = collect(engine, o, exit_layer, prompts);
+    const Collection collection = collect(engine, o, *setup, prompts);
     if (!job.is_root()) return 0;
     const nlohmann::ordered_json manifest =
         manifest_json(o, engine, exit_layer, collection, prompts.size());

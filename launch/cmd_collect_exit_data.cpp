@@ -26,7 +26,7 @@
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
-#include "launch/sha256_digest.hpp"
+#include "core/sha256_digest.hpp"
 #include "launch/suite_prompts.hpp"
 #include "model_io/exit_head_files.hpp"
 

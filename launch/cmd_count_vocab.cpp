@@ -1,7 +1,7 @@
 // `selfspec count-vocab`: which token ids a model's drafts must be able to predict, counted on a
 // calibration corpus — the ids of the prompts and of the full model's greedy continuations
 // (--generate N tokens each, what drafts are verified against) — written most frequent first for
-// a pruned draft vocabulary (--draft-vocab, launch/draft_vocab_file.hpp). Reads the calibration
+// a pruned draft vocabulary (--draft-vocab, model_io/draft_vocab_file.hpp). Reads the calibration
 // split by default: the vocabulary is tuning, so it never sees the evaluation prompts.
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -9,7 +9,7 @@
 #include "decode/decoder.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
-#include "launch/draft_vocab_file.hpp"
+#include "model_io/draft_vocab_file.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"

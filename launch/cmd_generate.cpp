@@ -14,8 +14,7 @@
 #include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/report.hpp"
-#include "launch/spec_options.hpp"
-#include "model/draft_vocabulary.hpp"
+#include "speculative/speculative_setup.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -39,7 +38,7 @@ struct GenerateOptions {
   ChatCli chat;
   std::int64_t prefill_chunk = 512;
   OutputCli output;
-  SpecCliOptions spec;
+  SpeculativeOptions spec;
 };
 
 // What one generation produced; for self-speculative decoding also the controller's state at the
@@ -60,21 +59,20 @@ Generated decode_autoregressive(Engine& engine, std::span<const std::int32_t> pr
   return {decoder.generate(prompt, generation, kv, on_token), false, nullptr, nullptr};
 }
 
-Generated decode_speculative(Engine& engine, const SkipSet* skips, const GenerateOptions& options,
-                             const GenerationOptions& generation,
+Generated decode_speculative(Engine& engine, const SpeculativeSetup& setup,
+                             const GenerateOptions& options, const GenerationOptions& generation,
                              std::span<const std::int32_t> prompt, KvCache& kv,
                              const TokenCallback& on_token) {
-  const std::unique_ptr<Drafter> drafter = options.spec.make_drafter(
-      skips, static_cast<int>(engine.config().num_layers), options.sampling.seed);
-  const std::unique_ptr<DraftLengthController> controller = make_draft_length_controller(
-      options.spec.controller_options(options.spec.controller.kind, options.sampling.seed));
-  GenerationOptions spec = generation;
-  spec.debug_sync = options.spec.debug_sync;
+  const std::unique_ptr<Drafter> drafter = setup.make_drafter(options.sampling.seed);
+  const std::unique_ptr<DraftLengthController> controller =
+      setup.make_controller(options.spec.controller.kind, options.sampling.seed);
+  const std::vector<std::int32_t>& vocab_ids = setup.draft_vocab_ids().front();
+  GenerationOptions spec = setup.generation(
+      generation, setup.draft_vocabulary(static_cast<std::int64_t>(vocab_ids.size())));
   spec.trace = options.spec.trace;
-  options.spec.apply_tree(spec);
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
   const std::int64_t draft_vocab =
-      generation.draft_vocabulary != nullptr ? generation.draft_vocabulary->size() : 0;
+      spec.draft_vocabulary != nullptr ? spec.draft_vocabulary->size() : 0;
   GenerationResult result = decoder.generate(prompt, spec, kv, on_token);
   return {std::move(result), true, controller->state(), drafter->state(), draft_vocab};
 }
@@ -139,14 +137,14 @@ GenerationOptions generation_options(const GenerateOptions& options, const Engin
   generation.ignore_eos = options.ignore_eos;
   generation.eos_ids = engine.eos_ids();
   generation.prefill_chunk = options.prefill_chunk;
-  generation.logits = options.spec.logits_mode();
+  generation.logits = options.spec.logits_modes().front();
   generation.interrupt = pending_stop_signal;
   return generation;
 }
 
 void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
                  std::size_t prompt_tokens, const Generated& generated,
-                 const std::optional<SkipSet>& skips, int status) {
+                 const SpeculativeSetup& setup, int status) {
   const GenerationResult& result = generated.result;
   const GenerationTimings& t = result.timings;
   log::info(
@@ -160,8 +158,7 @@ void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
     log::info(
         "self-speculative ({}, {} controller, {} logits, draft vocabulary {}): acceptance "
         "{:.3f}, {:.2f} tokens per verification, {} draft + {} verification forwards",
-        options.spec.drafter_label(skips ? &*skips : nullptr), options.spec.controller.kind,
-        options.spec.logits,
+        setup.label(), options.spec.controller.kind, options.spec.logits,
         generated.draft_vocab > 0 ? std::to_string(generated.draft_vocab) : std::string("full"),
         stats.acceptance_rate(), stats.mean_accepted_length(), stats.draft_forwards,
         stats.verify_forwards);
@@ -178,7 +175,7 @@ void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
 // The JSON record of a generation (--json, --out-jsonl).
 nlohmann::json generation_record(const GenerateOptions& options, const Engine& engine, int tp,
                                  std::size_t prompt_tokens, const Generated& generated,
-                                 const std::string& text, const std::optional<SkipSet>& skips) {
+                                 const std::string& text, const SpeculativeSetup& setup) {
   const GenerationResult& result = generated.result;
   nlohmann::json out;
   out["tokens"] = result.tokens;
@@ -195,8 +192,7 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
   out["timings"] = to_json(result.timings);
   out["timings"]["load_s"] = engine.load_seconds();
   if (generated.speculative) {
-    out["spec"] = options.spec.describe(skips ? &*skips : nullptr,
-                                        static_cast<int>(engine.config().num_layers));
+    out["spec"] = setup.describe();
     out["spec"]["controller_state"] = generated.controller_state;
     if (!generated.drafter_state.is_null()) {
       out["spec"]["drafter_state"] = generated.drafter_state;
@@ -212,39 +208,23 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     Engine engine(options.engine.engine_options(), job.comm());
     const std::vector<std::int32_t> prompt = prepare_prompt(engine, options, command);
     engine.check_context(static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
-    options.spec.validate(command);
-    options.spec.check_for_model(static_cast<int>(engine.config().num_layers));
-    std::optional<SkipSet> skips;
-    if (options.spec.fixed_skip_set()) {
-      skips = options.spec.skip_set(command, static_cast<int>(engine.config().num_layers));
-    }
-    GenerationOptions generation = generation_options(options, engine);
-    std::vector<std::int32_t> vocab_ids;
-    if (options.spec.enabled()) {
-      std::vector<std::vector<std::int32_t>> choices = options.spec.draft_vocab_ids(
-          command, skips ? &*skips : nullptr, engine.config().vocab_size, generation.eos_ids);
-      SELFSPEC_CHECK(choices.size() == 1,
-                     "--draft-vocab-size: generate takes one size, not a list");
-      vocab_ids = std::move(choices.front());
-    }
+    SpeculativeSetup setup(options.spec, command, engine);
+    SELFSPEC_CHECK(!setup.enabled() || setup.draft_vocab_ids().size() == 1,
+                   "--draft-vocab-size: generate takes one size, not a list");
+    const GenerationOptions generation = generation_options(options, engine);
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
     engine.load();
-    options.spec.attach_drafting_files(engine);
-    std::optional<DraftVocabulary> vocabulary;
-    if (!vocab_ids.empty()) {
-      vocabulary.emplace(engine.model(), vocab_ids);
-      generation.draft_vocabulary = &*vocabulary;
-    }
+    setup.attach(engine);
     KvCache kv = engine.model().make_kv_cache(static_cast<std::int64_t>(prompt.size()) +
                                               std::max<std::int64_t>(options.max_new_tokens, 1));
     const Tokenizer* tokenizer = engine.tokenizer();
     TokenPrinter printer(job.is_root() && !options.output.json, tokenizer, prompt);
     const auto on_token = [&](std::int32_t token) { printer.print(token); };
     const Generated generated =
-        options.spec.enabled() ? decode_speculative(engine, skips ? &*skips : nullptr, options,
-                                                    generation, prompt, kv, on_token)
-                               : decode_autoregressive(engine, prompt, generation, kv, on_token);
+        setup.enabled()
+            ? decode_speculative(engine, setup, options, generation, prompt, kv, on_token)
+            : decode_autoregressive(engine, prompt, generation, kv, on_token);
 
     const int signal = generated.result.interrupt_signal;
     const int status = signal != 0 ? stop_exit_code(signal) : 0;
@@ -253,10 +233,10 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     if (tokenizer != nullptr) text = tokenizer->decode(generated.result.tokens, true);
     printer.finish();
     const int tp = job.comm().size();
-    log_summary(options, engine, tp, prompt.size(), generated, skips, status);
+    log_summary(options, engine, tp, prompt.size(), generated, setup, status);
     if (options.output.json || jsonl) {
       const nlohmann::json record =
-          generation_record(options, engine, tp, prompt.size(), generated, text, skips);
+          generation_record(options, engine, tp, prompt.size(), generated, text, setup);
       if (jsonl) jsonl->write(record);
       if (options.output.json) print_json_line(record);
     }

@@ -15,6 +15,7 @@
 #include "launch/report.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_source.hpp"
+#include "speculative/speculative_options.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -15,20 +15,21 @@
 #include "core/logging.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "draft/skip_set.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
-#include "launch/draft_vocab_file.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/suite_prompts.hpp"
+#include "model_io/draft_vocab_file.hpp"
 #include "search/calibration_set.hpp"
 #include "search/matchness.hpp"
 #include "search/skip_search.hpp"
+#include "speculative/speculative_setup.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -143,18 +144,25 @@ struct WinnerSpeed {
   bool lossless = true;
 };
 
-WinnerSpeed measure_winner(LlamaModel& model, Communicator& comm, const LayerPlan& plan,
+// The winner drafts as `--spec layer-skip --skip-attn A --skip-mlp M --controller C --max-draft K`
+// would (the plan's skipped sublayers as lists, so every rank has them without a shared file).
+WinnerSpeed measure_winner(Engine& engine, const LayerPlan& plan,
                            const std::vector<CalibrationSequence>& set, const SearchSkipsOptions& o,
-                           const std::vector<std::int32_t>& eos,
                            const DraftVocabulary* vocabulary) {
-  GenerationOptions generation;
-  generation.draft_vocabulary = vocabulary;
-  generation.max_new_tokens = o.tokens;
-  generation.eos_ids = eos;
-  generation.logits = LogitsMode::kLocal;
-  ControllerOptions controller_options;
-  controller_options.kind = o.controller;
-  controller_options.max_draft = o.max_draft;
+  const std::unique_ptr<SpeculativeSetup> setup = SpeculativeSetup::from_arguments(
+      {"--spec", "layer-skip", "--skip-attn",
+       fmt::format("{}", fmt::join(plan.skipped_attention(), ",")), "--skip-mlp",
+       fmt::format("{}", fmt::join(plan.skipped_mlp(), ",")), "--controller", o.controller,
+       "--max-draft", std::to_string(o.max_draft)},
+      engine);
+  setup->attach(engine);
+  LlamaModel& model = engine.model();
+  Communicator& comm = engine.comm();
+  GenerationOptions plain;
+  plain.max_new_tokens = o.tokens;
+  plain.eos_ids = engine.eos_ids();
+  plain.logits = LogitsMode::kLocal;
+  const GenerationOptions generation = setup->generation(plain, vocabulary);
   WinnerSpeed speed;
   double ar_s = 0.0, spec_s = 0.0;
   std::int64_t ar_n = 0, spec_n = 0;
@@ -164,10 +172,11 @@ WinnerSpeed measure_winner(LlamaModel& model, Communicator& comm, const LayerPla
     KvCache ar_kv = model.make_kv_cache(capacity);
     const GenerationResult ar = Decoder(model, comm).generate(s.prompt, generation, ar_kv);
     KvCache spec_kv = model.make_kv_cache(capacity);
-    LayerSkipDrafter drafter(plan, "searched");
-    auto controller = make_draft_length_controller(controller_options);
+    const std::unique_ptr<Drafter> drafter = setup->make_drafter(0);
+    const std::unique_ptr<DraftLengthController> controller =
+        setup->make_controller(o.controller, 0);
     const GenerationResult spec =
-        Decoder(model, comm, drafter, *controller).generate(s.prompt, generation, spec_kv);
+        Decoder(model, comm, *drafter, *controller).generate(s.prompt, generation, spec_kv);
     speed.lossless = speed.lossless && ar.tokens == spec.tokens;
     ar_s += ar.timings.decode_seconds;
     ar_n += ar.timings.decode_forwards;
@@ -326,8 +335,7 @@ int run_search_skips(const SearchSkipsOptions& o) {
     comm.broadcast_object(words, 0);
     std::optional<WinnerSpeed> speed;
     if (o.measure) {
-      speed = measure_winner(model, comm, LayerPlan::from_mask(layers, words), set, o,
-                             engine.eos_ids(), pruned);
+      speed = measure_winner(engine, LayerPlan::from_mask(layers, words), set, o, pruned);
     }
     if (!job.is_root()) return 0;
     const nlohmann::json summary = summary_json(result, winner, speed, o);

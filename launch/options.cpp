@@ -71,12 +71,6 @@ CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk) {
       ->capture_default_str();
 }
 
-CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft) {
-  return command.add_option("--max-draft", max_draft, "most tokens drafted per round (K)")
-      ->check(CLI::Range(1, 63))
-      ->capture_default_str();
-}
-
 void add_prompt_selection_options(CLI::App& command, std::vector<std::string>& files,
                                   PromptSelection& selection, std::string_view split_help) {
   command

@@ -50,9 +50,6 @@ CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
 // --prefill-chunk N (positive): prompt tokens per forward.
 CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk);
 
-// --max-draft K in [1, 63]: most tokens drafted per round. A control message carries at most 64
-// tokens, the K drafts and the target's own token.
-CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft);
 // The prompt-suite selection of the tuning commands (count-vocab, search-skips,
 // collect-exit-data): --prompts-file (required), --split (`split_help` says what it selects for),
 // --tasks, --max-prompts-per-task.

@@ -6,7 +6,7 @@
 #include "core/human_units.hpp"
 #include "decode/control_message.hpp"
 #include "draft/skip_set.hpp"
-#include "launch/list_options.hpp"
+#include "speculative/list_options.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // A pruned draft vocabulary: the draft forwards compute the LM head over only V' kept token ids
-// (the most frequent ones of a calibration corpus, launch/draft_vocab_file.hpp) instead of the
+// (the most frequent ones of a calibration corpus, model_io/draft_vocab_file.hpp) instead of the
 // whole vocabulary. Verification keeps the full head, so the output does not change: greedy
 // drafts are still verified against the full model's argmax, and speculative sampling stays exact
 // because the draft distribution q is simply 0 outside the kept ids.

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 // "a,b" -> {"a", "b"}; "" -> {""}.
 std::vector<std::string> split_list(const std::string& text);
@@ -16,4 +16,4 @@ std::vector<std::string> split_list(const std::string& text);
 // Accepts one of `allowed`, or (with lists) a comma-separated list of them.
 CLI::Validator member_or_list(std::vector<std::string> allowed, bool lists);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

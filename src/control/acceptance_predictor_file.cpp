@@ -1,4 +1,4 @@
-#include "launch/acceptance_predictor_file.hpp"
+#include "control/acceptance_predictor_file.hpp"
 
 #include "core/error.hpp"
 #include "model_io/safetensors.hpp"
@@ -11,7 +11,7 @@
 #include <map>
 #include <vector>
 
-namespace selfspec::launch {
+namespace selfspec {
 namespace {
 
 const std::string& field(const std::map<std::string, std::string>& metadata,
@@ -89,4 +89,4 @@ std::shared_ptr<const AcceptancePredictor> load_acceptance_predictor(
   return std::make_shared<const AcceptancePredictor>(weights);
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -1,8 +1,8 @@
-#include "launch/list_options.hpp"
+#include "speculative/list_options.hpp"
 
 #include <algorithm>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;
@@ -32,4 +32,4 @@ CLI::Validator member_or_list(std::vector<std::string> allowed, bool lists) {
       lists ? "LIST" : "VALUE");
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 inline constexpr const char* kCaliPredictorFormat = "selfspec-cali-predictor";
 
@@ -28,4 +28,4 @@ struct PredictorTarget {
 std::shared_ptr<const AcceptancePredictor> load_acceptance_predictor(
     const std::filesystem::path& path, const PredictorTarget& target);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 // The SHA-256 of the files' bytes concatenated in order (64 hex digits). Throws naming the file
 // that cannot be read.
 std::string sha256_of_files(const std::vector<std::string>& paths);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -1,4 +1,4 @@
-#include "launch/sha256_digest.hpp"
+#include "core/sha256_digest.hpp"
 
 #include "core/error.hpp"
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <memory>
 
-namespace selfspec::launch {
+namespace selfspec {
 namespace {
 
 struct DigestContextFree {
@@ -46,4 +46,4 @@ std::string sha256_of_files(const std::vector<std::string>& paths) {
   return hex;
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

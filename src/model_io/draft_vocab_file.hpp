@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 struct DraftVocabFile {
   std::string model;   // the model the ids were counted for
@@ -45,4 +45,4 @@ std::vector<std::int32_t> select_draft_vocab(std::span<const std::int32_t> ranke
                                              std::int64_t vocab_size, std::string_view size_option,
                                              std::string_view origin);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

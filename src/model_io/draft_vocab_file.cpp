@@ -1,5 +1,5 @@
 // The count-vocab file: ranking counts, writing and reading the file, choosing the kept ids.
-#include "launch/draft_vocab_file.hpp"
+#include "model_io/draft_vocab_file.hpp"
 
 #include "core/error.hpp"
 
@@ -11,7 +11,7 @@
 #include <numeric>
 #include <unordered_set>
 
-namespace selfspec::launch {
+namespace selfspec {
 namespace {
 
 // The value of a required key, of the expected JSON type.
@@ -129,4 +129,4 @@ std::vector<std::int32_t> select_draft_vocab(std::span<const std::int32_t> ranke
   return kept;
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

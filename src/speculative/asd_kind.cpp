@@ -1,0 +1,68 @@
+// --spec asd: Draft on the Fly's skip set per prompt (§3, Alg. 1): the prompt's prefill measures
+// each attention sublayer's input/output cosine similarity, and the sublayers at or above α are
+// skipped, with every m-th layer and never the last n (CosineSkipDrafter).
+#include "draft/adaptive_draft_model.hpp"
+#include "draft/cosine_skip_drafter.hpp"
+#include "model_io/model_config.hpp"
+#include "speculative/drafter_kind.hpp"
+
+#include <fmt/format.h>
+
+namespace selfspec {
+namespace {
+
+class AsdKind final : public DrafterKind {
+ public:
+  std::string_view name() const override { return "asd"; }
+  std::string_view help() const override {
+    return "Draft on the Fly: a skip set per prompt from its cosine similarities";
+  }
+
+  void add_options(CLI::App& group, bool /*lists*/) override {
+    group
+        .add_option("--asd-alpha", asd_.alpha,
+                    "asd: skip attention sublayers whose average input/output cosine over the "
+                    "prompt is >= alpha, in (0, 1)")
+        ->capture_default_str();
+    group.add_option("--asd-m", asd_.m, "asd: also skip every m-th layer (1-based), m >= 1")
+        ->capture_default_str();
+    group.add_option("--asd-n", asd_.n, "asd: never skip the last n layers, n >= 0")
+        ->capture_default_str();
+  }
+
+  std::string foreign_options_message() const override {
+    return "--asd-alpha/--asd-m/--asd-n need --spec asd";
+  }
+  std::string_view declines_others() const override {
+    return " (--spec asd chooses its skip set per prompt)";
+  }
+
+  void validate(const CLI::App& /*command*/) const override { asd_.validate(); }
+
+  void prepare(const CLI::App& /*command*/, const ModelConfig& config) override {
+    asd_.validate(static_cast<int>(config.num_layers));
+  }
+
+  std::unique_ptr<Drafter> make_drafter(int num_layers, std::uint64_t /*seed*/) const override {
+    return std::make_unique<CosineSkipDrafter>(num_layers, asd_);
+  }
+
+  std::string label() const override {
+    return fmt::format("asd (alpha {}, m {}, n {})", asd_.alpha, asd_.m, asd_.n);
+  }
+
+  void describe(nlohmann::json& spec, int /*num_layers*/) const override {
+    spec["asd"] = {{"alpha", asd_.alpha}, {"m", asd_.m}, {"n", asd_.n}};
+  }
+
+ private:
+  AsdParams asd_;  // Table 2's defaults
+};
+
+}  // namespace
+
+std::unique_ptr<DrafterKind> make_asd_kind() {
+  return std::make_unique<AsdKind>();
+}
+
+}  // namespace selfspec

@@ -1,0 +1,78 @@
+// --spec early-exit: EESD's draft (§3.1): the model's first N layers and a trained exit head (one
+// layer, the final norm and the LM head), N read from the head's file (EarlyExitDrafter). The
+// head is checked against the model and loaded into it after the weights.
+#include "core/error.hpp"
+#include "draft/early_exit_drafter.hpp"
+#include "engine/engine.hpp"
+#include "model/exit_head.hpp"
+#include "speculative/drafter_kind.hpp"
+
+#include <fmt/format.h>
+
+namespace selfspec {
+namespace {
+
+class EarlyExitKind final : public DrafterKind {
+ public:
+  std::string_view name() const override { return "early-exit"; }
+  std::string_view help() const override {
+    return "the first N layers and a trained exit head, --exit-head";
+  }
+
+  void add_options(CLI::App& group, bool /*lists*/) override {
+    group
+        .add_option("--exit-head", exit_head_,
+                    "early-exit: the exit head file (scripts/train_exit_head.py, or a "
+                    "collection's init_layer.safetensors); N is read from it")
+        ->check(CLI::ExistingFile);
+  }
+
+  std::string foreign_options_message() const override {
+    return "--exit-head needs --spec early-exit";
+  }
+  std::string_view declines_others() const override {
+    return " (--spec early-exit drafts with the first N layers and its exit head)";
+  }
+
+  void validate(const CLI::App& command) const override {
+    SELFSPEC_CHECK(command.count("--exit-head") > 0,
+                   "--spec early-exit and --exit-head FILE go together");
+  }
+
+  void prepare(const CLI::App& /*command*/, const ModelConfig& /*config*/) override {
+    info_ = read_exit_head_info(exit_head_);
+  }
+
+  void attach(Engine& engine) override {
+    engine.model().attach_exit_head(load_exit_head(exit_head_, engine.config(),
+                                                   engine.model_identity(), engine.shard(),
+                                                   engine.load_dtype(), engine.backend()));
+  }
+
+  int exit_layer() const override { return info_.exit_layer; }
+
+  std::unique_ptr<Drafter> make_drafter(int num_layers, std::uint64_t /*seed*/) const override {
+    return std::make_unique<EarlyExitDrafter>(num_layers, info_.exit_layer, exit_head_);
+  }
+
+  std::string label() const override { return fmt::format("early-exit (N {})", info_.exit_layer); }
+
+  void describe(nlohmann::json& spec, int /*num_layers*/) const override {
+    spec["exit_head"] = {{"file", exit_head_}, {"exit_layer", info_.exit_layer}};
+    for (const char* key : {"trained_on", "heldout_top1_agreement"}) {
+      if (info_.metadata.count(key) > 0) spec["exit_head"][key] = info_.metadata.at(key);
+    }
+  }
+
+ private:
+  std::string exit_head_;
+  ExitHeadInfo info_;
+};
+
+}  // namespace
+
+std::unique_ptr<DrafterKind> make_early_exit_kind() {
+  return std::make_unique<EarlyExitKind>();
+}
+
+}  // namespace selfspec
