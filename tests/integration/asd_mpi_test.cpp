@@ -8,12 +8,11 @@
 #include "draft/cosine_skip_drafter.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstring>
 
 namespace selfspec::testing {
 namespace {
@@ -23,22 +22,9 @@ constexpr int kLayers = 6;
 class AsdTp : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (comm_.is_root()) {
-      dir_ = std::make_unique<TempDir>("selfspec-asd-tp");
-      TinyModelSpec spec;
-      spec.hidden = 64;
-      spec.heads = 8;
-      spec.kv_heads = 2;
-      spec.layers = kLayers;
-      spec.intermediate = 102;
-      spec.vocab = 97;
-      spec.scale = 1.5;
-      write_tiny_checkpoint(spec, dir_->path());
-    }
-    std::array<char, 512> path{};
-    if (comm_.is_root()) std::strncpy(path.data(), dir_->path().c_str(), path.size() - 1);
-    comm_.broadcast_object(path, 0);
-    model_ = load_model(path.data(), comm_);
+    const std::filesystem::path dir = write_tiny_checkpoint_on_root(
+        tensor_parallel_tiny_spec(kLayers), comm_, dir_, "selfspec-asd-tp");
+    model_ = load_model(dir, comm_);
   }
 
   GenerationResult speculative(CosineSkipDrafter& drafter, std::int64_t prefill_chunk = 512) {

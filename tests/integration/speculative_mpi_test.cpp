@@ -13,7 +13,7 @@
 #include "model/draft_vocabulary.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -69,22 +69,9 @@ class DivergingComm final : public Communicator {
 class SpeculativeTp : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (comm_.is_root()) {
-      dir_ = std::make_unique<TempDir>("selfspec-spec-tp");
-      TinyModelSpec spec;
-      spec.hidden = 64;
-      spec.heads = 8;
-      spec.kv_heads = 2;
-      spec.layers = 4;
-      spec.intermediate = 102;
-      spec.vocab = 97;
-      spec.scale = 1.5;
-      write_tiny_checkpoint(spec, dir_->path());
-    }
-    std::array<char, 512> path{};
-    if (comm_.is_root()) std::strncpy(path.data(), dir_->path().c_str(), path.size() - 1);
-    comm_.broadcast_object(path, 0);
-    model_ = load_model(path.data(), comm_);
+    const std::filesystem::path dir = write_tiny_checkpoint_on_root(
+        tensor_parallel_tiny_spec(4), comm_, dir_, "selfspec-spec-tp");
+    model_ = load_model(dir, comm_);
   }
 
   GenerationResult speculative(

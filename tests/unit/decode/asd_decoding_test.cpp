@@ -13,6 +13,7 @@
 #include "tests/support/reference_llama.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
@@ -27,15 +28,7 @@ constexpr int kLayers = 6;
 class AsdDecoding : public ::testing::Test {
  protected:
   void SetUp() override {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 8;
-    spec.kv_heads = 2;
-    spec.layers = kLayers;
-    spec.intermediate = 96;
-    spec.vocab = 61;
-    spec.scale = 2.0;
-    reference_ = write_tiny_checkpoint(spec, dir_.path());
+    reference_ = write_tiny_checkpoint(speculative_tiny_spec(kLayers), dir_.path());
     model_ = load_model(dir_.path(), comm_);
   }
 

@@ -28,6 +28,7 @@
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 #include <boost/math/distributions/chi_squared.hpp>
@@ -97,16 +98,7 @@ void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& d
 class SpeculativeGreedy : public ::testing::Test {
  protected:
   void SetUp() override {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 8;
-    spec.kv_heads = 2;
-    spec.layers = 4;
-    spec.intermediate = 96;
-    spec.vocab = 61;
-    spec.scale = 2.0;
-    write_tiny_checkpoint(spec, dir_.path());
-    model_ = load_model(dir_.path(), comm_);
+    model_ = write_and_load_model(speculative_tiny_spec(4), dir_.path(), comm_);
   }
   TempDir dir_;
   LocalComm comm_;
@@ -569,8 +561,7 @@ class SpeculativeSampling : public ::testing::TestWithParam<SamplingCase> {
     spec.intermediate = 48;
     spec.vocab = 12;
     spec.scale = 1.0;
-    write_tiny_checkpoint(spec, dir_.path());
-    model_ = load_model(dir_.path(), comm_);
+    model_ = write_and_load_model(spec, dir_.path(), comm_);
   }
 
   // Exact distribution of generated token number `depth` (1-based) under `plan` by enumerating

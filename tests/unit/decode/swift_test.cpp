@@ -12,7 +12,7 @@
 #include "draft/swift_drafter.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,16 +24,7 @@ constexpr int kLayers = 6;
 class Swift : public ::testing::Test {
  protected:
   void SetUp() override {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 8;
-    spec.kv_heads = 2;
-    spec.layers = kLayers;
-    spec.intermediate = 96;
-    spec.vocab = 61;
-    spec.scale = 2.0;
-    write_tiny_checkpoint(spec, dir_.path());
-    model_ = load_model(dir_.path(), comm_);
+    model_ = write_and_load_model(speculative_tiny_spec(kLayers), dir_.path(), comm_);
     generation_.max_new_tokens = 48;
     generation_.ignore_eos = true;
   }

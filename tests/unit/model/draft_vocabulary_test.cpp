@@ -7,6 +7,7 @@
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,17 +22,12 @@ namespace {
 class DraftVocabularyForward : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 8;
-    spec.kv_heads = 2;
-    spec.layers = 2;
+    TinyModelSpec spec = gqa_tiny_spec(2);
     spec.intermediate = 96;
     spec.vocab = 97;
     spec.dtype = GetParam();
     spec.tie = GetParam() == DType::kBF16;  // a tied head (SmolLM2's) in one of the dtypes
-    write_tiny_checkpoint(spec, dir_.path());
-    model_ = load_model(dir_.path(), comm_);
+    model_ = write_and_load_model(spec, dir_.path(), comm_);
   }
   // Logits of every token row, with or without a draft vocabulary.
   std::vector<float> logits(const DraftVocabulary* vocabulary) {
@@ -101,8 +97,7 @@ TEST_P(DraftVocabularyForward, RejectsBadIdsAndAnotherModelsVocabulary) {
   TempDir other_dir;
   TinyModelSpec spec;
   spec.vocab = 97;
-  write_tiny_checkpoint(spec, other_dir.path());
-  const std::unique_ptr<LlamaModel> other = load_model(other_dir.path(), comm_);
+  const std::unique_ptr<LlamaModel> other = write_and_load_model(spec, other_dir.path(), comm_);
   const DraftVocabulary foreign(*other, std::vector<std::int32_t>{1, 2});
   KvCache kv = model_->make_kv_cache(4);
   const std::int32_t token = 1, position = 0, row = 0;

@@ -7,6 +7,7 @@
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,11 +27,7 @@ std::vector<Variant> variants() {
   std::vector<Variant> v;
   TinyModelSpec base;
   v.push_back({"mha_f32", base, std::nullopt});
-  TinyModelSpec gqa = base;
-  gqa.hidden = 64;
-  gqa.heads = 8;
-  gqa.kv_heads = 2;
-  gqa.layers = 3;
+  TinyModelSpec gqa = gqa_tiny_spec(3);
   v.push_back({"gqa_f32", gqa, std::nullopt});
   TinyModelSpec tied = base;
   tied.tie = true;
@@ -155,11 +152,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, ForwardVsReference, ::testing::ValuesIn(varia
 
 TEST(Generation, GreedyTokensEqualReferenceGreedy) {
   TempDir dir;
-  TinyModelSpec spec;
-  spec.hidden = 64;
-  spec.heads = 8;
+  TinyModelSpec spec = gqa_tiny_spec(3);
   spec.kv_heads = 4;
-  spec.layers = 3;
   spec.scale = 2.0;
   const ReferenceWeights reference = write_tiny_checkpoint(spec, dir.path());
   LocalComm comm;

@@ -6,6 +6,7 @@
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,17 +22,12 @@ namespace {
 class Invariance : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 8;
-    spec.kv_heads = 2;
-    spec.layers = 3;
+    TinyModelSpec spec = gqa_tiny_spec(3);
     spec.intermediate = 100;
     spec.vocab = 97;
     spec.attention_bias = true;
     spec.dtype = GetParam();
-    write_tiny_checkpoint(spec, dir_.path());
-    model_ = load_model(dir_.path(), comm_);
+    model_ = write_and_load_model(spec, dir_.path(), comm_);
   }
   std::vector<float> row(const std::vector<float>& logits, std::size_t r) const {
     const auto v = static_cast<std::size_t>(model_->vocab_local());

@@ -16,7 +16,7 @@
 #include "search/search_state.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
 
 #include <gtest/gtest.h>
 
@@ -77,16 +77,7 @@ TEST(SublayerCostTable, CostRatioAndJsonRoundTrip) {
 class TinySearch : public ::testing::Test {
  protected:
   void SetUp() override {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 8;
-    spec.kv_heads = 2;
-    spec.layers = 5;
-    spec.intermediate = 96;
-    spec.vocab = 61;
-    spec.scale = 2.0;
-    write_tiny_checkpoint(spec, dir_.path() / "model");
-    model_ = load_model(dir_.path() / "model", comm_);
+    model_ = write_and_load_model(speculative_tiny_spec(5), dir_.path() / "model", comm_);
     CalibrationOptions options;
     options.tokens = 20;
     const std::vector<std::vector<std::int32_t>> prompts = {{1, 14, 3, 27, 9, 40}, {5, 6, 7}};
