@@ -23,8 +23,8 @@ packages=(
   # Slurm for scripts/slurm/ and the slurm_cpu_smoke test (a one-node cluster on localhost);
   # libpmix-dev: Slurm's mpi_pmix plugin dlopen()s its unversioned libpmix.so (srun --mpi=pmix).
   slurmctld slurmd slurm-client munge libpmix-dev
-  # The multinode tests' cluster of network namespaces (scripts/multinode/netns_cluster.sh): ip
-  # and tc (veth, bridge, link down, rate limits); nsenter and unshare come with util-linux.
+  # The multinode tests' cluster of network namespaces (tests/scripts/multinode/netns_cluster.sh):
+  # ip and tc (veth, bridge, link down, rate limits); nsenter and unshare come with util-linux.
   iproute2
 )
 

@@ -16,6 +16,6 @@ rc=0
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j "$(nproc)" \
   --output-junit "$PWD/$build_dir/test-results.xml" -L '^unit|^integration:launch$|^mpi$' || rc=$?
 if [ "$rc" -ne 0 ]; then
-  ./scripts/failed-tests.sh "$build_dir" || true
+  ./tests/scripts/failed-tests.sh "$build_dir" || true
   exit "$rc"
 fi

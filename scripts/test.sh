@@ -2,8 +2,9 @@
 # Sets everything up (Debian packages), builds (and the clang fuzz targets, scripts/build-fuzz.sh),
 # and runs the whole test suite with ctest. Multi-rank tests run under mpirun with hard timeouts.
 # JUnit XML goes to build/test-results.xml; when tests fail, the end of what each printed is
-# repeated last (scripts/failed-tests.sh), where a CI log's tail shows it. Then builds and tests
-# the flavour without MPI (scripts/test-no-mpi.sh, ./build-nompi) unless SELFSPEC_TEST_NO_MPI=0.
+# repeated last (tests/scripts/failed-tests.sh), where a CI log's tail shows it. Then builds and
+# tests the flavour without MPI (scripts/test-no-mpi.sh, ./build-nompi) unless
+# SELFSPEC_TEST_NO_MPI=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -23,7 +24,7 @@ rc=0
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j "$(nproc)" \
   --output-junit "$PWD/$build_dir/test-results.xml" "${labels[@]}" "$@" || rc=$?
 if [ "$rc" -ne 0 ]; then
-  ./scripts/failed-tests.sh "$build_dir" || true
+  ./tests/scripts/failed-tests.sh "$build_dir" || true
   exit "$rc"
 fi
 if [ "${SELFSPEC_TEST_NO_MPI:-1}" != 0 ]; then

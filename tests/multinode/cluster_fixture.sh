@@ -6,14 +6,14 @@
 #                                                        runs even when a test failed)
 #
 # `up` brings up a 2-node Slurm cluster of network namespaces with 2 CPUs per node
-# (scripts/multinode/netns_cluster.sh; logs in BUILD_DIR/multinode/cluster/logs). Where it cannot
-# run (not root, no network namespaces, Slurm missing) it records the reason in
+# (tests/scripts/multinode/netns_cluster.sh; logs in BUILD_DIR/multinode/cluster/logs). Where it
+# cannot run (not root, no network namespaces, Slurm missing) it records the reason in
 # BUILD_DIR/multinode/cluster/skipped and exits 77 (skipped); every test then skips with that
 # reason. A cluster left behind by a run of this fixture that was killed is taken down first.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 up|down BUILD_DIR" >&2; exit 2; }
 repo=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cluster=$repo/scripts/multinode/netns_cluster.sh
+cluster=$repo/tests/scripts/multinode/netns_cluster.sh
 fixture=$(cd "$2" && pwd)/multinode/cluster
 state=/run/selfspec-netns-cluster
 

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # What the multinode tests share (sourced, never run): the cluster of
-# scripts/multinode/netns_cluster.sh, brought up by the ctest fixture multinode_cluster
+# tests/scripts/multinode/netns_cluster.sh, brought up by the ctest fixture multinode_cluster
 # (tests/multinode/cluster_fixture.sh), and helpers to run jobs on it and to watch their ranks.
 #
 #   mn_init NAME BUILD_DIR   checks the cluster (exit 77 with the fixture's reason when it is not
@@ -18,7 +18,7 @@ mn_init() {
   build_dir=$(cd "$2" && pwd)
   repo=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   bin=$build_dir/bin/selfspec
-  cluster=$repo/scripts/multinode/netns_cluster.sh
+  cluster=$repo/tests/scripts/multinode/netns_cluster.sh
   local fixture=$build_dir/multinode/cluster
   if [ -f "$fixture/skipped" ]; then
     echo "SKIP: $(cat "$fixture/skipped")"

@@ -1,6 +1,6 @@
 # Multi-node tests (label "multinode"): a 2-node Slurm cluster of network namespaces on this
-# machine (scripts/multinode/netns_cluster.sh), brought up once by the fixture multinode_cluster
-# and taken down after the last test, even when tests fail:
+# machine (tests/scripts/multinode/netns_cluster.sh), brought up once by the fixture
+# multinode_cluster and taken down after the last test, even when tests fail:
 #   multinode_tp_across_nodes  TP 4 / TP 2 over 2 nodes = 1 node, tokens (tp_across_nodes.sh)
 #   multinode_tp16_sbatch      tp16_two_nodes.sbatch scaled to 2 x 2 on the 70B geometry: lossless,
 #                              = 1 node (tp16_sbatch.sh)

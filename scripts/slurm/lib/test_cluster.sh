@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # What the Slurm clusters the tests bring up share (sourced): tests/slurm/run_cpu_smoke.sh (one
-# node on localhost) and scripts/multinode/netns_cluster.sh (nodes in network namespaces). No
-# procps needed: processes are read from /proc. The caller defines log MESSAGE.
+# node on localhost) and tests/scripts/multinode/netns_cluster.sh (nodes in network namespaces).
+# No procps needed: processes are read from /proc. The caller defines log MESSAGE.
 #
 #   slurm_conf_common          prints the slurm.conf lines both use: root daemons, munge
 #                              authentication, Slurm's PMIx plugin for `srun --mpi=pmix`, no
