@@ -5,7 +5,7 @@
 #pragma once
 
 #include "decode/generation_result.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -5,7 +5,7 @@
 
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
-#include "decode/logit_statistics.hpp"
+#include "verify/logit_statistics.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -12,7 +12,7 @@
 //     floats (f32 on every backend) after the vocab-parallel embedding, then one after each
 //     sublayer that runs (o_proj and down are row-parallel): 1 + (attention run) + (MLP run).
 //     A skipped sublayer reads no weights and does no all-reduce (LayerPlan).
-//   * TokenPicker (src/decode/token_picker.cpp), greedy: one exchange of the forward's R logit
+//   * TokenPicker (src/verify/token_picker.cpp), greedy: one exchange of the forward's R logit
 //     rows — --logits local: a gather of R ShardStats records per rank (local_reduction_logits,
 //     shard_reductions.cpp); --logits gather: a gather of R × (largest vocab shard) floats per rank
 //     (gathered_logits.cpp). On a device backend the same bytes travel by one all-gather.
@@ -38,7 +38,7 @@
 #pragma once
 
 #include "comm/comm_table.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 #include "launch/rank_plan.hpp"
 #include "model/layer_plan.hpp"
 #include "model/memory_plan.hpp"

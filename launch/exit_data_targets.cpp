@@ -2,7 +2,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/dtype.hpp"
-#include "decode/sampler.hpp"
+#include "verify/sampler.hpp"
 #include "engine/engine.hpp"
 #include "launch/jsonl_writer.hpp"
 #include "launch/prompt_suite.hpp"

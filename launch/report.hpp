@@ -7,7 +7,7 @@
 #include "backend/memory_bandwidth.hpp"
 #include "control/draft_length_controller.hpp"
 #include "decode/generation_result.hpp"
-#include "decode/sampler.hpp"
+#include "verify/sampler.hpp"
 #include "launch/bench_stats.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/rank_plan.hpp"

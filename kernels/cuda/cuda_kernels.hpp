@@ -133,7 +133,7 @@ void row_stats(const float* logits, std::int64_t rows, std::int64_t vocab_local,
 // In place, per row: logits / temperature, then -inf for every entry below the row's k-th
 // largest value (top_k > 0; ties with the k-th kept), then -inf outside the top-p nucleus
 // (HF semantics: drop the smallest entries whose cumulative probability stays <= 1 - top_p,
-// keeping at least one). The result softmaxes to the warped distribution of decode/sampler.hpp.
+// keeping at least one). The result softmaxes to the warped distribution of verify/sampler.hpp.
 void warp_logits(float* logits, std::int64_t rows, std::int64_t vocab, double temperature,
                  std::int32_t top_k, double top_p, cudaStream_t stream);
 // probs[r] = softmax(logits[r]) in f32 (rows of `vocab`), numerically stable.
@@ -150,10 +150,10 @@ void speculative_accept(const float* p, const float* q, std::int64_t k, std::int
                         const std::int32_t* drafted, const double* uniforms,
                         std::int32_t* out_accepted, std::int32_t* out_next, cudaStream_t stream);
 
-// --- vocab-shard walks (device-side verification, decode/cuda_shard_reductions.hpp) -----------
+// --- vocab-shard walks (device-side verification, verify/cuda_shard_reductions.hpp) -----------
 // The per-shard halves of the local-reduction verifier on rows left in device memory; each writes
 // a few scalars to device memory, so only those cross to the host. Semantics are those of
-// decode/logit_statistics.hpp (the plain reference), evaluated by one block of kWalkThreads per
+// verify/logit_statistics.hpp (the plain reference), evaluated by one block of kWalkThreads per
 // row: every thread owns a contiguous id segment and sums its weights in double in ascending ids,
 // the segment sums are added in segment order, and the thread whose segment holds the target
 // walks it ascending. Sums therefore agree with the sequential CPU sums to rounding (~1e-15

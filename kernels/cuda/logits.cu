@@ -2,14 +2,14 @@
 // speculative-sampling acceptance. Each row is handled by one block (the rows are few: T <= 17),
 // with fixed-order or integer (order-free) reductions, so every result is deterministic.
 //
-// row_stats (decode/logit_statistics.hpp semantics): 512 threads per row. Thread i scans the
+// row_stats (verify/logit_statistics.hpp semantics): 512 threads per row. Thread i scans the
 //   elements i, i + 512, ... ascending, keeping the strictly greater scaled value l · inv_t
 //   (double, NaN never wins) and so its first maximum; (value desc, index asc) candidates are
 //   combined by an xor butterfly and then over the warps — the first argmax of the row. The sum
 //   Σ exp(l · inv_t − max) (NaN skipped) is accumulated per thread in that element order, then
 //   by the block in a fixed order (butterfly, warps ascending). The CPU sums sequentially in
 //   ascending ids, so sum_exp agrees to rounding (~1e-15 relative), max and argmax exactly.
-// warp_logits (decode/sampler.cpp warp_candidates semantics): 512 threads per row.
+// warp_logits (verify/sampler.cpp warp_candidates semantics): 512 threads per row.
 //   Floats are mapped to order-preserving 32-bit keys (-0 as +0; NaN entries never survive).
 //   top-k: the k-th largest key by a 4-pass, 8-bit radix select over integer histograms in
 //     shared memory (atomic integer adds: order-free); survivors are the keys >= it (ties kept).

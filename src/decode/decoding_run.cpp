@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
-#include "decode/greedy_matches.hpp"
+#include "verify/greedy_matches.hpp"
 #include "model/kv_rows.hpp"
 
 #include <nlohmann/json.hpp>

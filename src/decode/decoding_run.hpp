@@ -30,7 +30,7 @@
 #include "decode/generation_result.hpp"
 #include "decode/phase_timer.hpp"
 #include "decode/rank0_channel.hpp"
-#include "decode/token_picker.hpp"
+#include "verify/token_picker.hpp"
 #include "draft/drafter.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"

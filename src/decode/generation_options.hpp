@@ -4,8 +4,8 @@
 // (the hooks matter on rank 0).
 #pragma once
 
-#include "decode/sampler.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sampler.hpp"
+#include "verify/sharded_logits.hpp"
 #include "draft/tree_widths.hpp"
 
 #include <cstdint>

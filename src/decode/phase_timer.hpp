@@ -7,7 +7,7 @@
 
 #include "decode/generation_result.hpp"
 #include "decode/rank0_channel.hpp"
-#include "decode/token_picker.hpp"
+#include "verify/token_picker.hpp"
 #include "model/llama_model.hpp"
 
 #include <chrono>

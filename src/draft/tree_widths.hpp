@@ -3,7 +3,7 @@
 // distribution, k in all, with k set by the step's top-1 confidence p: SWIFT uses k = 10, 5, 3
 // and 1 for p in (0, 0.5], (0.5, 0.8], (0.8, 0.95] and (0.95, 1]. The alternatives become
 // siblings of the drawn token in the round's Draft (draft/draft.hpp); the verifier walks the tree
-// (decode/token_picker.hpp). `chain()` (k = 1 everywhere) is plain chain drafting.
+// (verify/token_picker.hpp). `chain()` (k = 1 everywhere) is plain chain drafting.
 //
 // Text form (--tree): "none" (the chain), "swift" (the paper's bins), or "P:K,P:K,...": bins by
 // ascending upper bound P in (0, 1] with width K >= 1; the last bound must be 1.

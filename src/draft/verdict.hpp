@@ -2,7 +2,7 @@
 // a prefix for a chain, one branch for a tree), the target's own token after them (the correction
 // at the first rejection, or the bonus token when the whole path was accepted), and the KV-cache
 // length once the round is committed (the round's start + the root + the accepted path). Rank 0
-// computes it (decode/token_picker.hpp) and broadcasts it in its control message; every rank's
+// computes it (verify/token_picker.hpp) and broadcasts it in its control message; every rank's
 // commit step consumes it, and the drafter and the draft-length controller learn from it.
 #pragma once
 

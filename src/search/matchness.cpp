@@ -2,7 +2,7 @@
 #include "search/matchness.hpp"
 
 #include "core/error.hpp"
-#include "decode/greedy_matches.hpp"
+#include "verify/greedy_matches.hpp"
 
 #include <algorithm>
 

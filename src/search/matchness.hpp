@@ -21,7 +21,7 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 #include "draft/drafter.hpp"
 #include "model/kv_rows.hpp"
 #include "model/layer_plan.hpp"

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "control/draft_length_controller.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 #include "speculative/drafter_kinds.hpp"
 
 #include <CLI/CLI.hpp>

@@ -4,8 +4,8 @@
 // cut included), softmax_rows against a double softmax, and speculative_accept against a
 // sequential CPU reimplementation on fixed uniforms.
 #include "cuda_test_util.hpp"
-#include "decode/logit_statistics.hpp"
-#include "decode/sampler.hpp"
+#include "verify/logit_statistics.hpp"
+#include "verify/sampler.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include "comm/local_comm.hpp"
 #include "comm/mpi_comm.hpp"
 #include "decode/decoder.hpp"
-#include "decode/gathered_logits.hpp"
+#include "verify/gathered_logits.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
 #include "decode/decoder.hpp"
-#include "decode/logit_statistics.hpp"
+#include "verify/logit_statistics.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "launch/rank_plan.hpp"
 #include "model_io/architecture_file.hpp"

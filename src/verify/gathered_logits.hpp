@@ -1,7 +1,7 @@
 // ShardedLogits that gathers whole rows on rank 0 (see sharded_logits.hpp).
 #pragma once
 
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <memory>
 

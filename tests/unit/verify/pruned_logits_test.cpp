@@ -5,10 +5,10 @@
 // and the draft confidence, in both logits modes of a one-rank picker.
 #include "comm/local_comm.hpp"
 #include "core/error.hpp"
-#include "decode/logit_statistics.hpp"
-#include "decode/sampler.hpp"
-#include "decode/sharded_logits.hpp"
-#include "decode/token_picker.hpp"
+#include "verify/logit_statistics.hpp"
+#include "verify/sampler.hpp"
+#include "verify/sharded_logits.hpp"
+#include "verify/token_picker.hpp"
 #include "draft/draft.hpp"
 
 #include <gtest/gtest.h>

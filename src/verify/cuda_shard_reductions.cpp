@@ -11,7 +11,7 @@
 #include "backend/backend.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
-#include "decode/shard_reductions.hpp"
+#include "verify/shard_reductions.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// Device-side verification's protocols on the CPU (decode/shard_reductions.hpp): the local-
+// Device-side verification's protocols on the CPU (verify/shard_reductions.hpp): the local-
 // reduction verifier with its statistics, and the gathering verifier with its whole rows,
 // exchanged through device-buffer collectives — a threaded fake communicator standing in for
 // NCCL, host memory standing in for the GPU's — decide exactly alike over the same vocab shards,
@@ -6,8 +6,8 @@
 // halves (kernels/cuda/shard_walk.cu, CudaShardReductions) are compared with these on a GPU
 // (tests/gpu).
 #include "core/error.hpp"
-#include "decode/shard_reductions.hpp"
-#include "decode/token_picker.hpp"
+#include "verify/shard_reductions.hpp"
+#include "verify/token_picker.hpp"
 #include "tests/support/thread_comm.hpp"
 
 #include <gtest/gtest.h>

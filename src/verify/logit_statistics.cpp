@@ -1,4 +1,4 @@
-#include "decode/logit_statistics.hpp"
+#include "verify/logit_statistics.hpp"
 
 #include "core/error.hpp"
 

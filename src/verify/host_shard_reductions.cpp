@@ -1,9 +1,9 @@
-// ShardReductions over rows in host memory (the CPU backend): decode/logit_statistics.hpp's
+// ShardReductions over rows in host memory (the CPU backend): verify/logit_statistics.hpp's
 // functions on the rank's shard, the statistics exchanged through the communicator's host
 // collectives — or, for tests of the device exchange, through its device collectives on host
 // memory (HostExchange::kDeviceCollectives).
 #include "core/error.hpp"
-#include "decode/shard_reductions.hpp"
+#include "verify/shard_reductions.hpp"
 
 #include <algorithm>
 #include <array>

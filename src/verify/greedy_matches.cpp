@@ -1,5 +1,5 @@
 // SWIFT's matchness for one window: see greedy_matches.hpp.
-#include "decode/greedy_matches.hpp"
+#include "verify/greedy_matches.hpp"
 
 #include "core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "decode/sampler.hpp"
+#include "verify/sampler.hpp"
 
 #include "core/error.hpp"
 

@@ -2,7 +2,7 @@
 // local-reduction verifier (LocalReductionLogits) computes on them, wherever the rows live. Only
 // the results — host scalars and token ids — leave an implementation, so on a GPU the rows stay
 // in device memory (device-side verification). One implementation per file:
-//   HostShardReductions  rows in host memory; decode/logit_statistics.hpp's functions;
+//   HostShardReductions  rows in host memory; verify/logit_statistics.hpp's functions;
 //   CudaShardReductions  rows in CUDA device memory; kernels/cuda (CUDA builds only).
 //
 // The exchanges (gather_stats, and gather_rows for the gathering verifier) are the collectives
@@ -14,7 +14,7 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "decode/logit_statistics.hpp"
+#include "verify/logit_statistics.hpp"
 #include "model/shard_plan.hpp"
 
 #include <cstddef>

@@ -36,8 +36,8 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "decode/sampler.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/sampler.hpp"
+#include "verify/sharded_logits.hpp"
 #include "draft/draft.hpp"
 #include "draft/verdict.hpp"
 #include "model/shard_plan.hpp"

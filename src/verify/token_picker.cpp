@@ -1,4 +1,4 @@
-#include "decode/token_picker.hpp"
+#include "verify/token_picker.hpp"
 
 #include "core/error.hpp"
 

@@ -1,7 +1,7 @@
 // Rank-0 sampling: greedy argmax, HF's warper order (temperature, top-k with ties, top-p), and
 // the sampler's draws against the exact distribution (chi-square at a stated false-alarm rate,
 // with fixed seeds so the test is deterministic).
-#include "decode/sampler.hpp"
+#include "verify/sampler.hpp"
 
 #include "core/error.hpp"
 

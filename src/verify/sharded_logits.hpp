@@ -12,9 +12,9 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "decode/logit_statistics.hpp"
-#include "decode/sampler.hpp"
-#include "decode/shard_reductions.hpp"
+#include "verify/logit_statistics.hpp"
+#include "verify/sampler.hpp"
+#include "verify/shard_reductions.hpp"
 #include "model/shard_plan.hpp"
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "decode/shard_reductions.hpp"
+#include "verify/shard_reductions.hpp"
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"

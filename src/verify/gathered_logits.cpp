@@ -4,7 +4,7 @@
 // (Statistics::kWholeRows, for results that do not depend on the TP degree). The rows reach rank 0
 // through ShardReductions::gather_rows: from device memory by one NCCL all-gather on the compute
 // stream when they live on a GPU, else by the communicator's host gather.
-#include "decode/gathered_logits.hpp"
+#include "verify/gathered_logits.hpp"
 
 #include "core/error.hpp"
 

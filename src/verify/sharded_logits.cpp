@@ -1,8 +1,8 @@
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include "core/error.hpp"
-#include "decode/gathered_logits.hpp"
-#include "decode/local_reduction_logits.hpp"
+#include "verify/gathered_logits.hpp"
+#include "verify/local_reduction_logits.hpp"
 
 namespace selfspec {
 

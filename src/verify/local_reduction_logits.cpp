@@ -11,7 +11,7 @@
 // in device memory and only the scalars below (and drawn ids) reach the host (device-side
 // verification; there the reductions agree with the host's to rounding, see
 // kernels/cuda/shard_walk.cu).
-#include "decode/local_reduction_logits.hpp"
+#include "verify/local_reduction_logits.hpp"
 
 #include "core/error.hpp"
 

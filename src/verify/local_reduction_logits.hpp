@@ -4,9 +4,9 @@
 // who sends what to whom — which is the same for both.
 #pragma once
 
-#include "decode/gathered_logits.hpp"
-#include "decode/shard_reductions.hpp"
-#include "decode/sharded_logits.hpp"
+#include "verify/gathered_logits.hpp"
+#include "verify/shard_reductions.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <memory>
 

@@ -10,7 +10,7 @@
 // caller's business (model/kv_rows.hpp).
 #pragma once
 
-#include "decode/sharded_logits.hpp"
+#include "verify/sharded_logits.hpp"
 #include "draft/drafter.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
