@@ -1,6 +1,6 @@
 // A comm table: what the collectives of one transport cost, measured (bench/comm/comm_bench.cpp
 // writes it) or written by hand from published figures (configs/comm/), and read by
-// `selfspec plan --comm-table` to price a decode step (launch/comm_cost_model.hpp).
+// `selfspec plan --comm-table` to price a decode step (launch/plan/comm_cost_model.hpp).
 //
 // Format (JSON, or YAML with the same keys; configs/comm/README.md):
 //

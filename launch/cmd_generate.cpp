@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,11 +70,17 @@ Generated decode_speculative(Engine& engine, const SpeculativeSetup& setup,
   const std::vector<std::int32_t>& vocab_ids = setup.draft_vocab_ids().front();
   GenerationOptions spec = setup.generation(
       generation, setup.draft_vocabulary(static_cast<std::int64_t>(vocab_ids.size())));
-  spec.trace = options.spec.trace;
+  std::ofstream trace;  // --trace: rank 0 writes one JSON line per round
+  if (engine.comm().is_root() && !options.spec.trace.empty()) {
+    trace.open(options.spec.trace, std::ios::trunc);
+    SELFSPEC_CHECK(trace.good(), "--trace {}: cannot open for writing", options.spec.trace);
+    spec.on_round = [&trace](const RoundReport& round) { trace << to_json(round).dump() << "\n"; };
+  }
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
   const std::int64_t draft_vocab =
       spec.draft_vocabulary != nullptr ? spec.draft_vocabulary->size() : 0;
   GenerationResult result = decoder.generate(prompt, spec, kv, on_token);
+  trace.flush();
   return {std::move(result), true, controller->state(), drafter->state(), draft_vocab};
 }
 

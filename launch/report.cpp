@@ -1,5 +1,8 @@
 #include "launch/report.hpp"
 
+#include "draft/draft.hpp"
+#include "draft/verdict.hpp"
+
 #include "control/acceptance_predictor.hpp"
 
 #include <string>
@@ -19,6 +22,23 @@ nlohmann::json to_json(const SamplingParams& sampling) {
           {"top_k", sampling.top_k},
           {"top_p", sampling.top_p},
           {"seed", sampling.seed}};
+}
+
+nlohmann::json to_json(const RoundReport& round) {
+  const Draft& draft = round.draft;
+  const Verdict& verdict = round.verdict;
+  return {
+      {"round", round.round},
+      {"drafted", draft.size()},
+      {"accepted", verdict.accepted_count()},
+      {"emitted", round.emitted},
+      {"draft_tokens", std::vector<std::int32_t>(draft.tokens().begin(), draft.tokens().end())},
+      {"parents", std::vector<int>(draft.parents().begin(), draft.parents().end())},
+      {"accepted_nodes", verdict.accepted},
+      {"confidences", std::vector<double>(draft.confidences().begin(), draft.confidences().end())},
+      {"next_token", verdict.next_token},
+      {"controller", round.controller_state},
+      {"plan", round.plan}};
 }
 
 nlohmann::json to_json(const GenerationTimings& timings) {

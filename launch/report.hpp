@@ -6,13 +6,14 @@
 
 #include "backend/memory_bandwidth.hpp"
 #include "control/draft_length_controller.hpp"
+#include "decode/generation_options.hpp"
 #include "decode/generation_result.hpp"
-#include "verify/sampler.hpp"
-#include "launch/bench_stats.hpp"
+#include "launch/bench/bench_stats.hpp"
+#include "launch/bench/suite_figures.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/rank_plan.hpp"
-#include "launch/suite_figures.hpp"
 #include "model_io/model_config.hpp"
+#include "verify/sampler.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,11 @@ nlohmann::json to_json(const SamplingParams& sampling);
 
 // {prefill_s, decode_s, prefill_tokens_per_s, decode_tokens_per_s, decode_forwards, comm_s}
 nlohmann::json to_json(const GenerationTimings& timings);
+
+// One self-speculative round, as a line of generate --trace: {"round", "drafted", "accepted",
+// "emitted", "draft_tokens", "parents", "accepted_nodes", "confidences", "next_token",
+// "controller", "plan"}.
+nlohmann::json to_json(const RoundReport& round);
 
 // How phase times are named: `generate` reports "phases": {"draft_s", ...}, `bench`
 // "phases_s": {"draft", ...}.

@@ -150,10 +150,10 @@ void speculative_accept(const float* p, const float* q, std::int64_t k, std::int
                         const std::int32_t* drafted, const double* uniforms,
                         std::int32_t* out_accepted, std::int32_t* out_next, cudaStream_t stream);
 
-// --- vocab-shard walks (device-side verification, verify/cuda_shard_reductions.hpp) -----------
+// --- vocab-shard walks (device-side verification, backend/cuda_shard_reductions.hpp) -----------
 // The per-shard halves of the local-reduction verifier on rows left in device memory; each writes
 // a few scalars to device memory, so only those cross to the host. Semantics are those of
-// verify/logit_statistics.hpp (the plain reference), evaluated by one block of kWalkThreads per
+// backend/logit_statistics.hpp (the plain reference), evaluated by one block of kWalkThreads per
 // row: every thread owns a contiguous id segment and sums its weights in double in ascending ids,
 // the segment sums are added in segment order, and the thread whose segment holds the target
 // walks it ascending. Sums therefore agree with the sequential CPU sums to rounding (~1e-15

@@ -2,7 +2,7 @@
 // speculative-sampling acceptance. Each row is handled by one block (the rows are few: T <= 17),
 // with fixed-order or integer (order-free) reductions, so every result is deterministic.
 //
-// row_stats (verify/logit_statistics.hpp semantics): 512 threads per row. Thread i scans the
+// row_stats (backend/logit_statistics.hpp semantics): 512 threads per row. Thread i scans the
 //   elements i, i + 512, ... ascending, keeping the strictly greater scaled value l · inv_t
 //   (double, NaN never wins) and so its first maximum; (value desc, index asc) candidates are
 //   combined by an xor butterfly and then over the warps — the first argmax of the row. The sum

@@ -4,7 +4,7 @@
 // weights in double in ascending ids; thread 0 adds the segment sums in segment order (an
 // inclusive prefix). The one thread whose segment holds a target (before <= target < prefix)
 // walks its segment ascending from `before`. Fixed orders, so the draw is the same on every run;
-// the plain reference is verify/logit_statistics.cpp.
+// the plain reference is backend/logit_statistics.cpp.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // Vocab-shard walks for device-side verification (cuda_kernels.hpp, "vocab-shard walks"): the
 // per-shard halves of the local-reduction verifier (verify/local_reduction_logits.cpp) on logit
-// rows that stay in device memory. The plain reference is verify/logit_statistics.cpp
+// rows that stay in device memory. The plain reference is backend/logit_statistics.cpp
 // (walk_softmax, residual_mass, walk_residual); tests/gpu/shard_walk_cuda_test.cpp compares them.
 //
 // One block of kWalkThreads per call, walking as speculative_accept does (segment_walk.cuh: fixed

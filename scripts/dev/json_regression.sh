@@ -90,6 +90,7 @@ if [ -f "$smol" ]; then
   run smol-asd 1 generate "${smol_gen[@]}" --spec asd
   run smol-tree 1 generate "${smol_gen[@]}" --spec layer-skip --skip-uniform 0.3 --tree 0.5:4,1:1
   # Early exit: the untrained head of a collection on two calibration prompts, then Cali-TS.
+  rm -rf "$work/exit" "$work/cali"
   calib=$work/calib.jsonl
   grep '"calibration"' bench/prompts/chat.jsonl | head -n 2 > "$calib"
   "$bin" collect-exit-data --model "$smol" --prompts-file "$calib" --exit-layer 10 --top-k 8 \

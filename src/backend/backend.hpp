@@ -17,6 +17,8 @@
 // shape truthfully. This header includes no CUDA or MPI headers.
 #pragma once
 
+#include "backend/vocab_shard.hpp"
+
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "core/weight_format.hpp"
@@ -30,6 +32,8 @@
 #include <string>
 
 namespace selfspec {
+
+class ShardReductions;
 
 enum class DeviceKind { kCpu, kCuda };
 std::string_view device_kind_name(DeviceKind kind);
@@ -167,6 +171,10 @@ class Backend {
                             std::span<const std::int32_t> from, std::int64_t to) = 0;
   // True when backend memory is ordinary host memory (a checkpoint slice can be read into it).
   virtual bool host_memory() const = 0;
+  // The per-row reductions of logit rows held in this backend's memory, for this rank's
+  // vocabulary slice (backend/shard_reductions.hpp): over device memory on a device backend, so
+  // that verification reads the rows where the LM head wrote them; over host memory otherwise.
+  virtual std::unique_ptr<ShardReductions> make_shard_reductions(VocabShard shard) = 0;
 
   // --- weights --------------------------------------------------------------------------------
   // Whether matmuls run on weights in this format (CPU: every format; CUDA: the dense ones).

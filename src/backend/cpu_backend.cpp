@@ -4,6 +4,7 @@
 // bf16 and the quantized formats in row panels (kernels/cpu/packed_weights.hpp, bf16_matmul.hpp,
 // quant_matmul.hpp). Token-count invariance comes from the kernels' fixed reduction orders.
 #include "backend/backend.hpp"
+#include "backend/shard_reductions.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -88,6 +89,9 @@ class CpuBackend final : public Backend {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
   bool host_memory() const override { return true; }
+  std::unique_ptr<ShardReductions> make_shard_reductions(VocabShard shard) override {
+    return make_host_shard_reductions(std::move(shard));
+  }
   void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
                     std::int64_t rows_per_block, std::int64_t row_floats,
                     std::span<const std::int32_t> from, std::int64_t to) override {

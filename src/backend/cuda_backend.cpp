@@ -18,6 +18,7 @@
 // internal buffer growing) drops all graphs: a buffer a graph used is only replaced, or its
 // address reused, through an allocation.
 #include "backend/backend.hpp"
+#include "backend/shard_reductions.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -108,6 +109,9 @@ class CudaBackend final : public Backend {
     wait_for_stream("download");
   }
   bool host_memory() const override { return false; }
+  std::unique_ptr<ShardReductions> make_shard_reductions(VocabShard shard) override {
+    return make_cuda_shard_reductions(*this, std::move(shard));
+  }
 
   // Dense formats only: quantized GGUF weights are dequantized to bf16 at load for this backend
   // (the engine asks for bf16); no device kernel runs ggml's block formats.

@@ -28,16 +28,15 @@
 #include "decode/control_message.hpp"
 #include "decode/generation_options.hpp"
 #include "decode/generation_result.hpp"
+#include "decode/hidden_state_tap.hpp"
 #include "decode/phase_timer.hpp"
 #include "decode/rank0_channel.hpp"
-#include "verify/token_picker.hpp"
 #include "draft/drafter.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llama_model.hpp"
+#include "verify/token_picker.hpp"
 
-#include <array>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <span>
 #include <vector>
@@ -63,28 +62,50 @@ class DecodingRun final : public DraftContext {
               const TokenCallback& on_token);
 
   void first_token(std::span<const std::int32_t> prompt);
-  bool finished() const { return message_.command == ControlCommand::kStop; }
+  bool finished() const { return channel_.message().command == ControlCommand::kStop; }
   const Draft& draft();
   Verdict verify(const Draft& draft);
   void commit(const Verdict& verdict);
   GenerationResult finish();
 
   // DraftContext
-  const LayerPlan& plan() const override { return plan_; }
+  const DraftPlan& plan() const override { return round_.plan; }
   DraftStep step(const Draft& draft, int parent) override;
   bool is_root() const override { return comm_.is_root(); }
   std::int64_t generated() const override {
-    return static_cast<std::int64_t>(result_.tokens.size());
+    return static_cast<std::int64_t>(channel_.tokens().size());
   }
   void share(std::span<std::byte> data) override;
   DraftMatch score_plan(const LayerPlan& candidate, int window) override;
 
  private:
+  // The state of the current round, known on every rank unless noted.
+  struct Round {
+    std::int32_t root_token = -1;  // the last committed token: in the output, not yet in the KV
+    std::int64_t base = 0;         // the KV length at the round's start
+    int cap = 0;                   // rank 0: most tokens the round may draft
+    DraftPlan plan;                // what the draft forwards run (from rank 0's message)
+    Draft draft;
+  };
+  // One forward's inputs and the view of its logits.
+  struct Forward {
+    std::vector<std::int32_t> tokens, positions, rows;
+    std::vector<float> host_logits;  // the logits on a host-memory backend
+    LogitRows logits;                // the last forward's rows, where they live
+  };
+
   void prefill(std::span<const std::int32_t> prompt);
+  // The arguments every forward of the run shares: its tokens, positions and logit rows, the
+  // logits left where the LM head writes them (device-side verification), and, on rank 0 with a
+  // hidden-state tap, the tap's observer (final norm only).
+  ForwardArgs forward_args(std::span<const std::int32_t> tokens,
+                           std::span<const std::int32_t> positions,
+                           std::span<const std::int32_t> rows);
+  void run_forward(const ForwardArgs& args);
   // Rank 0, once the step's tokens are emitted (`ended`: one of them ended generation): stop, or
   // plan the next round.
   void close_step(bool ended);
-  // Rank 0: the next round's command, draft cap and skip mask into the message.
+  // Rank 0: the next round's command, draft cap and draft plan into the message.
   void plan_next_round();
   // Every rank: the round's plan from the message.
   void adopt_plan();
@@ -97,15 +118,7 @@ class DecodingRun final : public DraftContext {
   // Rank 0: how many of a draft step's alternatives join the tree (the step's tree width, the
   // node budget).
   int alternatives_for(const Draft& draft, const DraftChoice& choice) const;
-  void trace_round(const Draft& draft, const Verdict& verdict);
-  // Rank 0, for a controller that uses hidden states: the observer that keeps the next forward's
-  // final hidden states (hidden_rows_, emptied now), or nullptr when none is wanted.
-  const ForwardObserver* hidden_observer();
-  // Rank 0: row `row` of the last observed forward's final hidden states.
-  std::span<const float> hidden_row(std::int64_t row) const;
-  // The last forward's logit rows for the picker: in device memory under device-side
-  // verification, else logits_.
-  LogitRows picker_rows() const;
+  void report_round(const Draft& draft, const Verdict& verdict);
 
   LlamaModel& model_;
   Communicator& comm_;
@@ -115,26 +128,14 @@ class DecodingRun final : public DraftContext {
   KvCache& kv_;
   GenerationResult result_;
   TokenPicker picker_;
-  Rank0Channel channel_;
+  Rank0Channel channel_;  // the step's message and the output
   PhaseTimer timer_;
-  double model_comm_at_start_ = 0.0;
-  ControlMessage message_;
-  std::int32_t root_token_ = -1;  // the last committed token: in the output, not yet in the KV
-  std::int64_t base_ = 0;         // the KV length at the round's start
-  int cap_ = 0;                   // rank 0: most tokens the round may draft
-  LayerPlan plan_;
-  std::array<std::uint64_t, LayerPlan::kMaskWords> plan_mask_{};
-  bool early_exit_ = false;  // the round's draft forwards exit through the model's exit head
-  Draft draft_;
-  std::vector<float> logits_;
+  Round round_;
+  Forward forward_;
   std::vector<std::int32_t> prompt_;             // for score_plan's windows
   std::unique_ptr<ShardedLogits> score_reader_;  // score_plan's argmax (local reduction)
-  std::vector<std::int32_t> forward_tokens_, forward_positions_, forward_rows_;
-  std::ofstream trace_;
-  ForwardObserver keep_hidden_;       // set when the controller uses hidden states (rank 0)
-  std::vector<float> hidden_rows_;    // the last observed forward's final norm output, row-major
-  std::vector<float> root_hidden_;    // the target's final hidden state at the round's root
-  bool device_verification_ = false;  // logits_stay_on_device()
+  // Rank 0, when the controller predicts from hidden states (Cali-TS).
+  std::unique_ptr<HiddenStateTap> tap_;
 };
 
 }  // namespace selfspec

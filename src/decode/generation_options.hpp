@@ -1,21 +1,26 @@
 // What a generation run is asked to do: the token budget, sampling, end-of-sequence handling,
 // prefill chunking, how rank 0 reads vocab-sharded logits, the draft forwards' vocabulary, the
-// stop-request hook, and the self-speculative debugging aids. Every rank passes the same options
-// (the hooks matter on rank 0).
+// stop-request hook, the self-speculative debugging aid and the per-round report hook. Every rank
+// passes the same options (the hooks matter on rank 0).
 #pragma once
 
+#include "draft/tree_widths.hpp"
 #include "verify/sampler.hpp"
 #include "verify/sharded_logits.hpp"
-#include "draft/tree_widths.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <filesystem>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace selfspec {
 
+class Draft;
 class DraftVocabulary;
+struct RoundReport;
+struct Verdict;
 
 struct GenerationOptions {
   std::int64_t max_new_tokens = 128;
@@ -37,8 +42,19 @@ struct GenerationOptions {
   std::function<int()> interrupt;
   // After every control message, check that all ranks agree on it (fails loudly on divergence).
   bool debug_sync = false;
-  // Rank 0 writes one JSONL record per self-speculative round to this file; empty: no trace.
-  std::filesystem::path trace;
+  // Called on rank 0 after each self-speculative round is decided (generate --trace writes it
+  // as one JSON line); empty: nothing is reported.
+  std::function<void(const RoundReport&)> on_round;
+};
+
+// What rank 0 knows of one self-speculative round once it is decided.
+struct RoundReport {
+  std::int64_t round = 0;  // rounds before this one
+  const Draft& draft;
+  const Verdict& verdict;
+  int emitted = 0;                  // tokens the round emitted (accepted path + the target's own)
+  nlohmann::json controller_state;  // the draft-length controller's state() after its update
+  std::string plan;                 // the round's draft plan (LayerPlan::describe())
 };
 
 // Called on rank 0 for each generated token, as soon as it is chosen.

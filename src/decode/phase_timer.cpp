@@ -4,7 +4,11 @@ namespace selfspec {
 
 PhaseTimer::PhaseTimer(const LlamaModel& model, const TokenPicker& picker,
                        const Rank0Channel& channel)
-    : model_(model), picker_(picker), channel_(channel), rounds_start_(Clock::now()) {}
+    : model_(model),
+      picker_(picker),
+      channel_(channel),
+      comm_at_start_(comm_now()),
+      rounds_start_(Clock::now()) {}
 
 double PhaseTimer::seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();

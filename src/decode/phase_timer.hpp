@@ -7,8 +7,8 @@
 
 #include "decode/generation_result.hpp"
 #include "decode/rank0_channel.hpp"
-#include "verify/token_picker.hpp"
 #include "model/llama_model.hpp"
+#include "verify/token_picker.hpp"
 
 #include <chrono>
 #include <utility>
@@ -45,6 +45,8 @@ class PhaseTimer {
 
   // The phases of the rounds, comm included, and the forwards' wall times into `stats`.
   void finish(DecodingStats& stats) const;
+  // Seconds of communication since the timer was made (the whole run: model, picker, channel).
+  double run_comm_seconds() const { return comm_now() - comm_at_start_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -55,6 +57,7 @@ class PhaseTimer {
   const LlamaModel& model_;
   const TokenPicker& picker_;
   const Rank0Channel& channel_;
+  double comm_at_start_ = 0.0;
   Clock::time_point rounds_start_;
   double comm_at_rounds_ = 0.0;
   PhaseTimes phases_;

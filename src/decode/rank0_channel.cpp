@@ -16,14 +16,15 @@ std::uint64_t mix(std::uint64_t hash, std::uint64_t value) {
 }  // namespace
 
 Rank0Channel::Rank0Channel(Communicator& comm, const GenerationOptions& options,
-                           const TokenCallback& on_token, std::vector<std::int32_t>& tokens)
-    : comm_(comm), options_(options), on_token_(on_token), tokens_(tokens) {}
+                           const TokenCallback& on_token)
+    : comm_(comm), options_(options), on_token_(on_token) {}
 
 std::int64_t Rank0Channel::remaining() const {
   return options_.max_new_tokens - static_cast<std::int64_t>(tokens_.size());
 }
 
-bool Rank0Channel::emit(std::span<const std::int32_t> tokens, ControlMessage& message) {
+bool Rank0Channel::emit(std::span<const std::int32_t> tokens) {
+  ControlMessage& message = message_;
   SELFSPEC_CHECK(static_cast<int>(tokens.size()) <= ControlMessage::kMaxTokens,
                  "{} tokens do not fit one control message (at most {})", tokens.size(),
                  ControlMessage::kMaxTokens);
@@ -42,33 +43,33 @@ bool Rank0Channel::emit(std::span<const std::int32_t> tokens, ControlMessage& me
   return false;
 }
 
-bool Rank0Channel::end_step(ControlMessage& message, bool ended) {
+bool Rank0Channel::end_step(bool ended) {
   const int signal = !ended && options_.interrupt ? options_.interrupt() : 0;
-  message.flags =
+  message_.flags =
       (stopped_on_eos_ ? kFlagEos : 0u) | (signal != 0 ? interrupted_flags(signal) : 0u);
   return ended || signal != 0;
 }
 
-void Rank0Channel::broadcast(ControlMessage& message, const KvCache& kv) {
+void Rank0Channel::broadcast(const KvCache& kv) {
   const auto start = std::chrono::steady_clock::now();
-  message.step = step_;
-  comm_.broadcast_object(message, 0);
-  if (options_.debug_sync) check_sync(message, kv);
+  message_.step = step_;
+  comm_.broadcast_object(message_, 0);
+  if (options_.debug_sync) check_sync(kv);
   ++step_;
   comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void Rank0Channel::broadcast_tokens(ControlMessage& message, const KvCache& kv) {
-  broadcast(message, kv);
+void Rank0Channel::broadcast_tokens(const KvCache& kv) {
+  broadcast(kv);
   if (is_root()) return;
-  tokens_.insert(tokens_.end(), message.tokens.begin(),
-                 message.tokens.begin() + static_cast<std::ptrdiff_t>(message.n_tokens));
+  tokens_.insert(tokens_.end(), message_.tokens.begin(),
+                 message_.tokens.begin() + static_cast<std::ptrdiff_t>(message_.n_tokens));
 }
 
-void Rank0Channel::check_sync(const ControlMessage& message, const KvCache& kv) {
-  std::uint64_t local = mix(message.checksum(), step_);
+void Rank0Channel::check_sync(const KvCache& kv) {
+  std::uint64_t local = mix(message_.checksum(), step_);
   local = mix(local, static_cast<std::uint64_t>(kv.length()));
-  local = mix(local, message.step);
+  local = mix(local, message_.step);
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm_.size()));
   comm_.all_gather_u64(local, all);
   for (std::size_t r = 1; r < all.size(); ++r) {

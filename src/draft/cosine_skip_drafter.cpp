@@ -23,13 +23,13 @@ const ForwardObserver* CosineSkipDrafter::begin_request(std::int64_t prompt_toke
   return &observer_;
 }
 
-const LayerPlan& CosineSkipDrafter::next_plan() {
+DraftPlan CosineSkipDrafter::next_plan() {
   if (!skips_) {
     acs_ = accumulator_.averages();  // throws when no prompt was observed
     skips_ = adaptive_draft_skip_set(acs_, params_);
     plan_ = skips_->plan(num_layers_);
   }
-  return plan_;
+  return {plan_};
 }
 
 nlohmann::json CosineSkipDrafter::state() const {

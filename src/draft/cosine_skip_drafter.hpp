@@ -29,7 +29,7 @@ class CosineSkipDrafter final : public Drafter {
   // Every rank: forgets the last request and returns the observer that measures C_l.
   const ForwardObserver* begin_request(std::int64_t prompt_tokens) override;
   // Rank 0: the first call after the prefill applies Algorithm 1; later calls return that plan.
-  const LayerPlan& next_plan() override;
+  DraftPlan next_plan() override;
   // {"alpha", "m", "n", "prompt_tokens", "acs": [C_l per layer], "skip_set": {...},
   //  "skipped_sublayers"}; null before the plan is decided.
   nlohmann::json state() const override;

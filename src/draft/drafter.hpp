@@ -10,9 +10,9 @@
 //                 rank 0's conclusions may matter: they reach the other ranks through next_plan().
 //                 Observed forwards cannot be recorded as CUDA graphs; prefill rarely is anyway.
 //   next_plan()   rank 0, before each round (the first time right after the prefill): the
-//                 LayerPlan of its draft forwards. It travels to every rank in rank 0's control
-//                 message, so all ranks skip the same sublayers and their collectives stay
-//                 matched.
+//                 DraftPlan of its draft forwards (the layer plan, and the exit layer of an
+//                 early-exit draft). It travels to every rank in rank 0's control message, so all
+//                 ranks skip the same sublayers and their collectives stay matched.
 //   propose()     every rank, collectively: grows the round's Draft through the DraftContext,
 //                 whose step() runs one draft forward on every rank, lets rank 0 pick the token
 //                 (and, when drafting trees, its alternatives) and decide with the draft-length
@@ -28,6 +28,7 @@
 #pragma once
 
 #include "draft/draft.hpp"
+#include "draft/draft_plan.hpp"
 #include "draft/verdict.hpp"
 #include "model/layer_plan.hpp"
 #include "model/llama_model.hpp"
@@ -66,8 +67,8 @@ struct DraftMatch {
 class DraftContext {
  public:
   virtual ~DraftContext() = default;
-  // The round's layer plan (every rank: it arrived in rank 0's control message).
-  virtual const LayerPlan& plan() const = 0;
+  // The round's draft plan (every rank: it arrived in rank 0's control message).
+  virtual const DraftPlan& plan() const = 0;
   // Collective: one draft forward of node `parent`'s token (Draft::kRoot: the last committed
   // token) under plan(), at the position after `parent`; rank 0 picks the draft token and
   // decides whether drafting goes on (the draft-length controller, the round's cap), and every
@@ -103,11 +104,9 @@ class Drafter {
     (void)prompt_tokens;
     return nullptr;
   }
-  // Rank 0: the plan of the next round's draft forwards.
-  virtual const LayerPlan& next_plan() = 0;
-  // Rank 0: N when the draft forwards exit early through the model's exit head after its first N
-  // layers (EarlyExitDrafter), -1 (the default) for layer-plan drafts.
-  virtual int exit_layer() const { return -1; }
+  // Rank 0: the plan of the next round's draft forwards: a layer plan, and N when they exit early
+  // through the model's exit head after its first N layers (EarlyExitDrafter).
+  virtual DraftPlan next_plan() = 0;
   // Collective: fills `draft` (empty on entry) for this round. The default drafts one step per
   // token, each continuing the previous step's drawn token, until rank 0 stops; a step's
   // alternatives become siblings of its drawn token (a chain when there are none).

@@ -18,8 +18,7 @@ class EarlyExitDrafter final : public Drafter {
   // num_layers: the model's; exit_layer: the head's N (1 <= N < num_layers).
   EarlyExitDrafter(int num_layers, int exit_layer, std::string head);
   std::string_view name() const override { return "early-exit"; }
-  const LayerPlan& next_plan() override { return plan_; }
-  int exit_layer() const override { return exit_layer_; }
+  DraftPlan next_plan() override { return {plan_, exit_layer_}; }
   nlohmann::json state() const override;
 
  private:

@@ -16,7 +16,7 @@ class LayerSkipDrafter final : public Drafter {
   LayerSkipDrafter(LayerPlan plan, std::string name)
       : plan_(std::move(plan)), name_(std::move(name)) {}
   std::string_view name() const override { return name_; }
-  const LayerPlan& next_plan() override { return plan_; }
+  DraftPlan next_plan() override { return {plan_}; }
 
  private:
   LayerPlan plan_;

@@ -49,7 +49,7 @@ class SwiftDrafter final : public Drafter {
   SwiftDrafter(int num_layers, SwiftOptions options);
 
   std::string_view name() const override { return "swift"; }
-  const LayerPlan& next_plan() override { return best_plan_; }
+  DraftPlan next_plan() override { return {best_plan_}; }
   void propose(DraftContext& context, Draft& draft) override;
 
   // Rank 0: the search's progress, for reports.

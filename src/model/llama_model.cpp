@@ -130,7 +130,7 @@ void LlamaModel::flush_residual(std::int64_t n_tokens) {
   pending_ = nullptr;
 }
 
-void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits) {
+LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits) {
   const auto start = Clock::now();
   const std::int64_t n_tokens = static_cast<std::int64_t>(args.tokens.size());
   const std::int64_t hidden = config_.hidden_size;
@@ -227,16 +227,15 @@ void LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<float
   backend_.run_forward(inputs, shape, [&] {
     run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit, observe);
   });
-  resident_logits_ = {};
-  if (keep_on_device) {
-    resident_logits_ = {logits_out, n_rows, head.rows};
-  } else if (n_rows > 0 && !backend_.host_memory()) {
+  if (!keep_on_device && n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
   }
   kv.extend(n_tokens);
   ++counters_.forwards;
   counters_.tokens += n_tokens;
   counters_.total_seconds += seconds_since(start);
+  if (keep_on_device) return {logits_out, n_rows, head.rows, true};
+  return {logits.data(), n_rows, head.rows, false};
 }
 
 void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,

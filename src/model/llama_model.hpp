@@ -29,6 +29,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "backend/logit_rows.hpp"
 #include "comm/communicator.hpp"
 #include "model/attention_mask.hpp"
 #include "model/draft_vocabulary.hpp"
@@ -77,17 +78,9 @@ struct ForwardArgs {
   // with its layer.
   bool early_exit = false;
   // On a device-memory backend: leave the logits where the LM head wrote them (device-side
-  // verification reads them there); `logits` is then left empty and resident_logits() points at
-  // them until the next forward. Ignored on host-memory backends.
+  // verification reads them there, through the backend's shard reductions); forward's host
+  // vector is then left empty. Ignored on host-memory backends.
   bool keep_logits_on_device = false;
-};
-
-// The last forward's logits kept in backend memory (ForwardArgs::keep_logits_on_device):
-// [rows × width] floats at `data`; null when the last forward downloaded them.
-struct ResidentLogits {
-  const float* data = nullptr;
-  std::int64_t rows = 0;
-  std::int64_t width = 0;
 };
 
 // Counters for the per-phase breakdown of benchmarks.
@@ -138,8 +131,10 @@ class LlamaModel {
   // Runs the tokens through the model (every rank, same arguments), appending their K/V at slots
   // [kv.length(), kv.length() + T) and extending kv by T. Fills `logits` with this rank's vocab
   // shard for each of args.logit_rows: [logit_rows.size() × vocab_local()].
-  void forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits);
-  const ResidentLogits& resident_logits() const { return resident_logits_; }
+  // Returns the view of the requested rows' logits: in `logits` (host memory), or in the
+  // backend's memory with keep_logits_on_device on a device backend, valid until the next
+  // forward.
+  LogitRows forward(const ForwardArgs& args, KvCache& kv, std::vector<float>& logits);
 
   const ForwardCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
@@ -194,7 +189,6 @@ class LlamaModel {
 
   // Workspace in backend memory, grown to the largest T seen.
   DeviceBuffer x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
-  ResidentLogits resident_logits_;
   DeviceBuffer draft_logits_;  // [rows × V'_local]: a draft vocabulary's logits before scattering
   const float* pending_ = nullptr;                  // residual delta not yet added to x_
   std::span<const std::string_view> observe_only_;  // the current forward's filter

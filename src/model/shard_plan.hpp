@@ -12,6 +12,8 @@
 // 32-column groups of the quantized blocks and of the int8 activations).
 #pragma once
 
+#include "backend/vocab_shard.hpp"
+
 #include "model_io/model_config.hpp"
 
 #include <cstdint>
@@ -43,6 +45,9 @@ struct ShardPlan {
 
   // Vocab row counts of every rank (for gathering logits).
   std::vector<std::int64_t> vocab_counts;
+
+  // This rank's vocabulary slice as the backend's logit reductions see it.
+  VocabShard vocab_shard() const { return {vocab.begin, vocab.size(), vocab_counts}; }
 
   // Throws selfspec::Error with the reason when the model cannot be split tp ways.
   // `intermediate_unit` > 1 applies when it divides intermediate_size (else the unit is 1).

@@ -16,7 +16,8 @@ namespace selfspec {
 GatheredLogits::GatheredLogits(Communicator& comm, const ShardPlan& shard, Statistics statistics,
                                std::unique_ptr<ShardReductions> rows)
     : comm_(comm),
-      reductions_(rows != nullptr ? std::move(rows) : make_host_shard_reductions(shard)),
+      reductions_(rows != nullptr ? std::move(rows)
+                                  : make_host_shard_reductions(shard.vocab_shard())),
       counts_(shard.vocab_counts) {
   offsets_.resize(counts_.size());
   std::exclusive_scan(counts_.begin(), counts_.end(), offsets_.begin(), std::int64_t{0});

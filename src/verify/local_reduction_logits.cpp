@@ -37,7 +37,7 @@ LocalReductionLogits::LocalReductionLogits(Communicator& comm, const ShardPlan& 
     : comm_(comm),
       shard_(shard),
       reductions_(reductions != nullptr ? std::move(reductions)
-                                        : make_host_shard_reductions(shard)),
+                                        : make_host_shard_reductions(shard.vocab_shard())),
       fallback_(comm, shard) {
   offsets_.resize(shard_.vocab_counts.size());
   std::exclusive_scan(shard_.vocab_counts.begin(), shard_.vocab_counts.end(), offsets_.begin(),

@@ -4,8 +4,8 @@
 // who sends what to whom — which is the same for both.
 #pragma once
 
+#include "backend/shard_reductions.hpp"
 #include "verify/gathered_logits.hpp"
-#include "verify/shard_reductions.hpp"
 #include "verify/sharded_logits.hpp"
 
 #include <memory>

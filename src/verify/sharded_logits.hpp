@@ -11,11 +11,11 @@
 // only; results are meaningful on rank 0 unless stated otherwise).
 #pragma once
 
+#include "backend/logit_statistics.hpp"
+#include "backend/shard_reductions.hpp"
 #include "comm/communicator.hpp"
-#include "verify/logit_statistics.hpp"
-#include "verify/sampler.hpp"
-#include "verify/shard_reductions.hpp"
 #include "model/shard_plan.hpp"
+#include "verify/sampler.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -174,7 +174,7 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
   }
 }
 
-// Device-side verification (verify/shard_reductions.hpp) against the host path on the same GPU
+// Device-side verification (backend/shard_reductions.hpp) against the host path on the same GPU
 // logits: --logits local decides from kernels' reductions of the rows left in device memory,
 // --logits gather from the rows copied to the host and the host arithmetic. Greedy output is the
 // same token for token, and sampling draws the same tokens for the same seed, in plain and

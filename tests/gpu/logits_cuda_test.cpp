@@ -3,8 +3,8 @@
 // (surviving ids exactly, probabilities to 1e-6; ties at the top-k threshold and inside the top-p
 // cut included), softmax_rows against a double softmax, and speculative_accept against a
 // sequential CPU reimplementation on fixed uniforms.
+#include "backend/logit_statistics.hpp"
 #include "cuda_test_util.hpp"
-#include "verify/logit_statistics.hpp"
 #include "verify/sampler.hpp"
 
 #include <gtest/gtest.h>

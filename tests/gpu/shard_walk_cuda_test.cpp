@@ -1,10 +1,10 @@
 // The vocab-shard walks of device-side verification (kernels/cuda/shard_walk.cu) against their
-// plain reference, verify/logit_statistics.hpp, at several shard shapes: logits_at exactly
+// plain reference, backend/logit_statistics.hpp, at several shard shapes: logits_at exactly
 // (NaN outside the shard), walk_softmax's and walk_residual's ids equal the sequential CPU
 // walks' on random targets (they could differ only within rounding of a boundary), the drawn
 // logit exactly, residual_mass to 1e-12 relative; shards without mass give id -1.
+#include "backend/logit_statistics.hpp"
 #include "cuda_test_util.hpp"
-#include "verify/logit_statistics.hpp"
 
 #include <gtest/gtest.h>
 

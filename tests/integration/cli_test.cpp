@@ -348,6 +348,11 @@ TEST_F(Cli, BadSpeculativeOptionsAreRejectedByName) {
   const auto bad = dir_ / "bad.yaml";
   std::ofstream(bad) << "attention: [1, 2]\nmlpp: [3]\n";
   expect_error(run(base + "--spec layer-skip --skip-config " + bad.string()), "mlpp");
+  // --trace is generate's (one run): bench refuses it instead of ignoring it.
+  expect_error(run(fmt::format("bench --model {} --prompt-len 4 --gen 4 --spec layer-skip "
+                               "--skip-attn 1 --trace {}",
+                               model.string(), (dir_ / "trace.jsonl").string())),
+               "--trace");
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ std::string comm_file(const std::string& name) {
 
 // `plan --comm-table`: the per-token decode latency of LLaMA-2-70B at TP 8 over NVLink, priced
 // from the shipped table; the JSON's numbers obey the model's formulas
-// (launch/comm_cost_model.hpp).
+// (launch/plan/comm_cost_model.hpp).
 TEST_F(Launch, PlanPredictsDecodeLatencyFromACommTable) {
   const std::string args = fmt::format("plan --architecture {} --tp 8 --comm-table {}",
                                        model_file("llama-2-70b"), comm_file("nvlink-h100-8gpu"));

@@ -6,6 +6,7 @@
 // first time a key is seen, recorded the second, then the recorded ops replayed without calling
 // the launches; every allocation drops the recordings) gives the eager logits bit for bit.
 #include "backend/backend.hpp"
+#include "backend/shard_reductions.hpp"
 #include "comm/local_comm.hpp"
 #include "model/attention_mask.hpp"
 #include "model/layer_plan.hpp"
@@ -103,6 +104,9 @@ class RecordingBackend final : public Backend {
     inner_->download(dst, src, bytes);
   }
   bool host_memory() const override { return inner_->host_memory(); }
+  std::unique_ptr<ShardReductions> make_shard_reductions(VocabShard shard) override {
+    return inner_->make_shard_reductions(std::move(shard));
+  }
   bool runs_format(WeightFormat format) const override { return inner_->runs_format(format); }
   DeviceBuffer make_weight(const HostWeight& host) override {
     recordings_.clear();

@@ -94,7 +94,7 @@ GenerationOptions greedy(std::int64_t tokens, std::int64_t chunk = 512) {
 TEST_F(AsdDecoding, ObservedCosinesEqualTheReferenceModelsResidualStream) {
   CosineSkipDrafter drafter(kLayers, AsdParams{});
   speculative(drafter, prompt_, greedy(4));
-  drafter.next_plan();
+  drafter.next_plan().layers;
   const std::vector<double> expected = reference_acs(prompt_);
   ASSERT_EQ(drafter.acs().size(), expected.size());
   for (std::size_t l = 0; l < expected.size(); ++l) {
@@ -107,7 +107,7 @@ TEST_F(AsdDecoding, GreedyOutputIsTokenIdenticalToPlainDecoding) {
   // Thresholds around this model's own cosines, so the rules choose small and large sets.
   CosineSkipDrafter probe(kLayers, AsdParams{});
   speculative(probe, prompt_, greedy(1));
-  probe.next_plan();
+  probe.next_plan().layers;
   std::vector<double> sorted = probe.acs();
   std::sort(sorted.begin(), sorted.end());
   const std::vector<AsdParams> settings = {
@@ -127,18 +127,18 @@ TEST_F(AsdDecoding, GreedyOutputIsTokenIdenticalToPlainDecoding) {
   CosineSkipDrafter widest(kLayers, settings.back());
   speculative(widest, prompt_, greedy(2));
   // Rule 1 alone (m = 2) takes both sublayers of layers 1, 3, 5; the threshold adds attention.
-  EXPECT_GT(widest.next_plan().skipped_count(), 2 * (kLayers / 2));
+  EXPECT_GT(widest.next_plan().layers.skipped_count(), 2 * (kLayers / 2));
 }
 
 TEST_F(AsdDecoding, ChunkedPrefillGivesTheSameCosinesAndPlan) {
   CosineSkipDrafter whole(kLayers, AsdParams{0.5, 3, 1});
   const GenerationResult expected = speculative(whole, prompt_, greedy(16));
-  const LayerPlan plan = whole.next_plan();
+  const LayerPlan plan = whole.next_plan().layers;
   for (std::int64_t chunk : {1, 2, 5, 11}) {
     CosineSkipDrafter chunked(kLayers, AsdParams{0.5, 3, 1});
     const GenerationResult r = speculative(chunked, prompt_, greedy(16, chunk));
     EXPECT_EQ(chunked.acs(), whole.acs()) << "chunk " << chunk;  // bit for bit
-    EXPECT_EQ(chunked.next_plan(), plan) << "chunk " << chunk;
+    EXPECT_EQ(chunked.next_plan().layers, plan) << "chunk " << chunk;
     EXPECT_EQ(r.tokens, expected.tokens) << "chunk " << chunk;
   }
 }
@@ -151,7 +151,7 @@ TEST_F(AsdDecoding, OneDrafterDecidesForEachRequestAsAFreshOneWould) {
     CosineSkipDrafter fresh(kLayers, AsdParams{0.5, 3, 1});
     const GenerationResult f = speculative(fresh, prompt, greedy(8));
     EXPECT_EQ(reused.acs(), fresh.acs());
-    EXPECT_EQ(reused.next_plan(), fresh.next_plan());
+    EXPECT_EQ(reused.next_plan().layers, fresh.next_plan().layers);
     EXPECT_EQ(r.tokens, f.tokens);
     EXPECT_EQ(reused.state()["prompt_tokens"], static_cast<std::int64_t>(prompt.size()));
   }

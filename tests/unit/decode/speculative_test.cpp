@@ -426,8 +426,8 @@ TEST_F(SpeculativeGreedy, KvCacheAfterTreeRoundsEqualsAFreshRun) {
   expect_kv_equals_fresh_run(*model_, kv, sequence);
 }
 
+// The loop reports every round to on_round (generate --trace writes each report as a JSON line).
 TEST_F(SpeculativeGreedy, TraceHasOneRecordPerRound) {
-  TempDir trace_dir;
   GenerationOptions generation;
   generation.max_new_tokens = 20;
   generation.ignore_eos = true;
@@ -435,21 +435,17 @@ TEST_F(SpeculativeGreedy, TraceHasOneRecordPerRound) {
   ControllerOptions controller_options;
   controller_options.kind = "adaptive";
   auto controller = make_draft_length_controller(controller_options);
-  generation.trace = trace_dir / "trace.jsonl";
+  std::int64_t rounds = 0, drafted = 0;
+  generation.on_round = [&](const RoundReport& round) {
+    EXPECT_EQ(round.round, rounds);
+    EXPECT_TRUE(round.controller_state.contains("gamma"));
+    EXPECT_EQ(round.draft.confidences().size(), static_cast<std::size_t>(round.draft.size()));
+    drafted += round.draft.size();
+    ++rounds;
+  };
   KvCache kv = model_->make_kv_cache(64);
   Decoder decoder(*model_, comm_, drafter, *controller);
   const GenerationResult r = decoder.generate(prompt_, generation, kv);
-  std::ifstream in(generation.trace);
-  std::string line;
-  std::int64_t rounds = 0, drafted = 0;
-  while (std::getline(in, line)) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    EXPECT_EQ(record["round"], rounds);
-    EXPECT_TRUE(record["controller"].contains("gamma"));
-    EXPECT_EQ(record["confidences"].size(), record["drafted"].get<std::size_t>());
-    drafted += record["drafted"].get<std::int64_t>();
-    ++rounds;
-  }
   EXPECT_EQ(rounds, r.stats.rounds);
   EXPECT_EQ(drafted, r.stats.drafted);
 }
@@ -476,9 +472,9 @@ class RecordingDrafter final : public Drafter {
  public:
   explicit RecordingDrafter(LayerPlan plan) : plan_(std::move(plan)) {}
   std::string_view name() const override { return "recording"; }
-  const LayerPlan& next_plan() override {
+  DraftPlan next_plan() override {
     ++plans;
-    return plan_;
+    return {plan_};
   }
   void observe(const Draft& draft, const Verdict& verdict) override {
     EXPECT_TRUE(draft.is_chain());

@@ -59,7 +59,7 @@ class ScoringDrafter final : public Drafter {
   explicit ScoringDrafter(std::vector<LayerPlan> plans, int window)
       : plans_(std::move(plans)), window_(window), full_(LayerPlan::full(kLayers)) {}
   std::string_view name() const override { return "scoring"; }
-  const LayerPlan& next_plan() override { return full_; }
+  DraftPlan next_plan() override { return {full_}; }
   void propose(DraftContext& context, Draft& draft) override {
     if (context.generated() >= window_) {
       for (std::size_t i = 0; i < plans_.size(); ++i) {

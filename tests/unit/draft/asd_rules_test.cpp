@@ -173,7 +173,7 @@ TEST(CosineSkipDrafter, DecidesOncePerRequestFromTheObservedPromptAndResets) {
   feed("mlp_out", 0, stream.mlp0);
   feed("attn_out", 1, stream.attn1);
   feed("mlp_out", 1, stream.mlp1);
-  const LayerPlan plan = drafter.next_plan();
+  const LayerPlan plan = drafter.next_plan().layers;
   EXPECT_EQ(plan, LayerPlan::skipping(2, std::vector<int>{0}, std::vector<int>{}));
   EXPECT_EQ(drafter.acs(), direct.averages());
   const nlohmann::json state = drafter.state();
@@ -181,7 +181,7 @@ TEST(CosineSkipDrafter, DecidesOncePerRequestFromTheObservedPromptAndResets) {
   EXPECT_EQ(state["skipped_sublayers"], 1);
   EXPECT_EQ(state["prompt_tokens"], 2);
   EXPECT_EQ(state["acs"].size(), 2u);
-  EXPECT_EQ(drafter.next_plan(), plan);  // decided once for the request
+  EXPECT_EQ(drafter.next_plan().layers, plan);  // decided once for the request
 
   // A new request forgets the old one: its prompt has every attention unchanged (C = 1).
   observer = drafter.begin_request(1);
@@ -191,7 +191,7 @@ TEST(CosineSkipDrafter, DecidesOncePerRequestFromTheObservedPromptAndResets) {
   (*observer)("attn_out", 0, row, 1);
   (*observer)("mlp_out", 0, row, 1);
   (*observer)("attn_out", 1, row, 1);
-  EXPECT_EQ(drafter.next_plan(),
+  EXPECT_EQ(drafter.next_plan().layers,
             LayerPlan::skipping(2, std::vector<int>{0, 1}, std::vector<int>{}));
   ASSERT_EQ(drafter.acs().size(), 2u);
   for (double c : drafter.acs()) EXPECT_NEAR(c, 1.0, 1e-15);
@@ -199,7 +199,8 @@ TEST(CosineSkipDrafter, DecidesOncePerRequestFromTheObservedPromptAndResets) {
 
 TEST(CosineSkipDrafter, PlanningBeforeAnyPromptIsAnError) {
   CosineSkipDrafter drafter(3, AsdParams{});
-  EXPECT_NE(error_of([&] { drafter.next_plan(); }).find("no prompt token"), std::string::npos);
+  EXPECT_NE(error_of([&] { drafter.next_plan().layers; }).find("no prompt token"),
+            std::string::npos);
   EXPECT_NE(error_of([] { CosineSkipDrafter(1, AsdParams{}); }).find("--asd-n"), std::string::npos);
 }
 

@@ -141,8 +141,8 @@ TEST(TreeWidths, BinsByConfidence) {
 class ScriptedContext final : public DraftContext {
  public:
   ScriptedContext(std::vector<std::int32_t> tokens, LayerPlan plan)
-      : tokens_(std::move(tokens)), plan_(std::move(plan)) {}
-  const LayerPlan& plan() const override { return plan_; }
+      : tokens_(std::move(tokens)), plan_{std::move(plan)} {}
+  const DraftPlan& plan() const override { return plan_; }
   DraftStep step(const Draft& draft, int parent) override {
     parents.push_back(parent);
     const auto i = static_cast<std::size_t>(draft.drawn());
@@ -162,13 +162,13 @@ class ScriptedContext final : public DraftContext {
 
  private:
   std::vector<std::int32_t> tokens_;
-  LayerPlan plan_;
+  DraftPlan plan_;
 };
 
 TEST(Drafter, TheDefaultProposalIsAChainUntilRankZeroStops) {
   const LayerPlan plan = LayerPlan::skipping(6, std::vector<int>{2}, std::vector<int>{3, 4});
   LayerSkipDrafter drafter(plan, "scripted");
-  EXPECT_EQ(drafter.next_plan(), plan);
+  EXPECT_EQ(drafter.next_plan().layers, plan);
   EXPECT_EQ(drafter.name(), "scripted");
   ScriptedContext context({7, 8, 9, 10}, plan);
   Draft draft;

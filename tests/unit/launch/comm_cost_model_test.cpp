@@ -1,4 +1,4 @@
-// The decode cost model of `plan --comm-table` (launch/comm_cost_model.hpp):
+// The decode cost model of `plan --comm-table` (launch/plan/comm_cost_model.hpp):
 //  * the expected tokens per round, E = (1 − α^(K+1)) / (1 − α);
 //  * a two-layer geometry priced by hand: weight time, collectives per step, per-token plain and
 //    self-speculative latency, speedup, communication share;
@@ -6,14 +6,14 @@
 //    communicator (two thread ranks), for the full plan and a skip plan, one token and several;
 //    and whole Decoder::generate runs, plain and self-speculative, in both logits modes;
 //  * per-sublayer weight bytes add up to a full forward's (RankMemory::decode_weight_bytes).
-#include "launch/comm_cost_model.hpp"
+#include "launch/plan/comm_cost_model.hpp"
 #include "backend/backend.hpp"
+#include "backend/logit_statistics.hpp"
 #include "comm/comm_table.hpp"
 #include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
 #include "decode/decoder.hpp"
-#include "verify/logit_statistics.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "launch/rank_plan.hpp"
 #include "model_io/architecture_file.hpp"

@@ -1,7 +1,7 @@
 // The figures of `bench --prompts-file`: per task and overall, each column the median over the
 // group's prompts of that prompt's own figure (against its own autoregressive run), prompts that
 // decoded nothing after their first token left out of the medians, lossless prompts counted.
-#include "launch/suite_figures.hpp"
+#include "launch/bench/suite_figures.hpp"
 
 #include <gtest/gtest.h>
 

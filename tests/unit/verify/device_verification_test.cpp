@@ -1,14 +1,14 @@
-// Device-side verification's protocols on the CPU (verify/shard_reductions.hpp): the local-
+// Device-side verification's protocols on the CPU (backend/shard_reductions.hpp): the local-
 // reduction verifier with its statistics, and the gathering verifier with its whole rows,
 // exchanged through device-buffer collectives — a threaded fake communicator standing in for
 // NCCL, host memory standing in for the GPU's — decide exactly alike over the same vocab shards,
 // greedy and sampled, at 1, 2 and 3 ranks, and exactly like the host-collective exchange. The CUDA
 // halves (kernels/cuda/shard_walk.cu, CudaShardReductions) are compared with these on a GPU
 // (tests/gpu).
+#include "backend/shard_reductions.hpp"
 #include "core/error.hpp"
-#include "verify/shard_reductions.hpp"
-#include "verify/token_picker.hpp"
 #include "tests/support/thread_comm.hpp"
+#include "verify/token_picker.hpp"
 
 #include <gtest/gtest.h>
 
@@ -93,10 +93,12 @@ Verdicts play(int ranks, bool device_buffers, const SamplingParams& sampling) {
   Verdicts verdicts;
   run_ranks(ranks, device_buffers, [&](ThreadComm& comm) {
     const ShardPlan shard = vocab_shard(ranks, comm.rank());
-    TokenPicker local(LogitsMode::kLocal, comm, shard, sampling, 0, false,
-                      make_host_shard_reductions(shard, HostExchange::kDeviceCollectives));
-    TokenPicker gather(LogitsMode::kGather, comm, shard, sampling, 0, false,
-                       make_host_shard_reductions(shard, HostExchange::kDeviceCollectives));
+    TokenPicker local(
+        LogitsMode::kLocal, comm, shard, sampling, 0, false,
+        make_host_shard_reductions(shard.vocab_shard(), HostExchange::kDeviceCollectives));
+    TokenPicker gather(
+        LogitsMode::kGather, comm, shard, sampling, 0, false,
+        make_host_shard_reductions(shard.vocab_shard(), HostExchange::kDeviceCollectives));
     for (int round = 0; round < kRounds; ++round) {
       const RoundLogits logits = round_logits(1000 + static_cast<std::uint64_t>(round));
       const Verdict by_local = play_round(local, comm, shard, logits);
@@ -168,7 +170,7 @@ TEST(DeviceVerification, WithoutDeviceBuffersTheExchangeUsesHostCollectivesAlike
 
 TEST(DeviceVerification, RowsInTheWrongMemoryOrOfTheWrongWidthAreRefused) {
   const ShardPlan shard = vocab_shard(1, 0);
-  const auto reductions = make_host_shard_reductions(shard);
+  const auto reductions = make_host_shard_reductions(shard.vocab_shard());
   const std::vector<float> row(static_cast<std::size_t>(kVocab), 0.0f);
   EXPECT_THROW(reductions->set_rows(LogitRows{row.data(), 1, kVocab, true}), Error);
   EXPECT_THROW(reductions->set_rows(LogitRows{row.data(), 1, kVocab - 1, false}), Error);
@@ -177,7 +179,7 @@ TEST(DeviceVerification, RowsInTheWrongMemoryOrOfTheWrongWidthAreRefused) {
   testing::ThreadHub hub(1);
   ThreadComm comm(hub, 0, true);
   const auto gather = make_sharded_logits(LogitsMode::kGather, comm, shard, false,
-                                          make_host_shard_reductions(shard));
+                                          make_host_shard_reductions(shard.vocab_shard()));
   EXPECT_THROW(gather->set_rows(LogitRows{row.data(), 1, kVocab, true}), Error);
   EXPECT_NO_THROW(gather->set_rows(LogitRows{row.data(), 1, kVocab, false}));
 }

@@ -1,7 +1,7 @@
 // The canonical sharded softmax arithmetic: any split of a row into shards gives the same
 // argmax, probabilities within rounding of a direct double softmax, and sampling walks that land
 // on the token whose cumulative mass covers the target.
-#include "verify/logit_statistics.hpp"
+#include "backend/logit_statistics.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,13 +3,13 @@
 // never produce NaN — even a vocabulary shard holding no kept id at all (max -inf): the shard
 // statistics, their combination, the dense and residual sampling walks, top-k / top-p warping
 // and the draft confidence, in both logits modes of a one-rank picker.
+#include "backend/logit_statistics.hpp"
 #include "comm/local_comm.hpp"
 #include "core/error.hpp"
-#include "verify/logit_statistics.hpp"
+#include "draft/draft.hpp"
 #include "verify/sampler.hpp"
 #include "verify/sharded_logits.hpp"
 #include "verify/token_picker.hpp"
-#include "draft/draft.hpp"
 
 #include <gtest/gtest.h>
 

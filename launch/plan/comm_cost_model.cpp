@@ -1,11 +1,11 @@
-// The decode cost model (formulas and the collectives it counts: launch/comm_cost_model.hpp).
+// The decode cost model (formulas and the collectives it counts: launch/plan/comm_cost_model.hpp).
 // E[tokens per round]: Leviathan et al., ICML 2023, §3.3, Eq. (1); the round: Draft & Verify
 // (Zhang et al., ACL 2024) §3.2, Algorithm 2.
-#include "launch/comm_cost_model.hpp"
+#include "launch/plan/comm_cost_model.hpp"
 
+#include "backend/logit_statistics.hpp"
 #include "core/error.hpp"
 #include "decode/control_message.hpp"
-#include "verify/logit_statistics.hpp"
 
 #include <algorithm>
 #include <cmath>

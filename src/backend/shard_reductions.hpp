@@ -2,7 +2,7 @@
 // local-reduction verifier (LocalReductionLogits) computes on them, wherever the rows live. Only
 // the results — host scalars and token ids — leave an implementation, so on a GPU the rows stay
 // in device memory (device-side verification). One implementation per file:
-//   HostShardReductions  rows in host memory; verify/logit_statistics.hpp's functions;
+//   HostShardReductions  rows in host memory; backend/logit_statistics.hpp's functions;
 //   CudaShardReductions  rows in CUDA device memory; kernels/cuda (CUDA builds only).
 //
 // The exchanges (gather_stats, and gather_rows for the gathering verifier) are the collectives
@@ -13,15 +13,17 @@
 // only the gathered records are copied to the host.
 #pragma once
 
+#include "backend/logit_rows.hpp"
+#include "backend/logit_statistics.hpp"
+#include "backend/vocab_shard.hpp"
 #include "comm/communicator.hpp"
-#include "verify/logit_statistics.hpp"
-#include "model/shard_plan.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace selfspec {
@@ -34,21 +36,9 @@ struct DrawnToken {
   float logit = 0.0f;
 };
 
-// Logit rows of one forward: [rows × width] floats at `data`, in host memory or (device = true)
-// in the memory of a device backend.
-struct LogitRows {
-  const float* data = nullptr;
-  std::int64_t rows = 0;
-  std::int64_t width = 0;
-  bool device = false;
-
-  // Host rows of `width` floats each (throws unless `values` holds whole rows).
-  static LogitRows host(std::span<const float> values, std::int64_t width);
-};
-
 class ShardReductions {
  public:
-  explicit ShardReductions(const ShardPlan& shard) : shard_(shard) {}
+  explicit ShardReductions(VocabShard shard) : shard_(std::move(shard)) {}
   virtual ~ShardReductions() = default;
   ShardReductions(const ShardReductions&) = delete;
   ShardReductions& operator=(const ShardReductions&) = delete;
@@ -61,8 +51,8 @@ class ShardReductions {
   // next set_rows.
   void set_rows(const LogitRows& rows);
   std::int64_t rows() const { return n_rows_; }
-  std::int64_t vocab_local() const { return shard_.vocab.size(); }
-  std::int64_t vocab_begin() const { return shard_.vocab.begin; }
+  std::int64_t vocab_local() const { return shard_.size; }
+  std::int64_t vocab_begin() const { return shard_.begin; }
 
   // Collective: every rank's shard statistics of every current row at 1/T, on rank 0 in rank-major
   // order (all[s · rows() + r] = rank s, row r); empty on the other ranks.
@@ -119,10 +109,10 @@ class ShardReductions {
   virtual void rows_changed() {}
 
   const float* rows_data() const { return rows_; }
-  const ShardPlan& shard() const { return shard_; }
+  const VocabShard& shard() const { return shard_; }
 
  private:
-  ShardPlan shard_;
+  VocabShard shard_;
   const float* rows_ = nullptr;
   std::int64_t n_rows_ = 0;
 };
@@ -132,12 +122,9 @@ class ShardReductions {
 // standing in for NCCL exercises the device exchange).
 enum class HostExchange { kHostCollectives, kDeviceCollectives };
 std::unique_ptr<ShardReductions> make_host_shard_reductions(
-    const ShardPlan& shard, HostExchange exchange = HostExchange::kHostCollectives);
-// The reductions for rows in `backend`'s memory: CUDA device memory (CudaShardReductions; the
-// exchange on the device when the communicator takes device buffers), or host memory.
-std::unique_ptr<ShardReductions> make_shard_reductions(Backend& backend, const ShardPlan& shard);
-// CudaShardReductions on `backend` (a CUDA backend; CUDA builds only).
-std::unique_ptr<ShardReductions> make_cuda_shard_reductions(Backend& backend,
-                                                            const ShardPlan& shard);
+    VocabShard shard, HostExchange exchange = HostExchange::kHostCollectives);
+// CudaShardReductions on `backend` (a CUDA backend; CUDA builds only). Backends hand out their
+// reductions through Backend::make_shard_reductions.
+std::unique_ptr<ShardReductions> make_cuda_shard_reductions(Backend& backend, VocabShard shard);
 
 }  // namespace selfspec

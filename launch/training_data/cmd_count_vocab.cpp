@@ -9,11 +9,11 @@
 #include "decode/decoder.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
-#include "model_io/draft_vocab_file.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/suite_prompts.hpp"
+#include "model_io/draft_vocab_file.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "verify/shard_reductions.hpp"
+#include "backend/shard_reductions.hpp"
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
@@ -8,12 +8,6 @@
 #include <numeric>
 
 namespace selfspec {
-
-LogitRows LogitRows::host(std::span<const float> values, std::int64_t width) {
-  SELFSPEC_CHECK(width > 0 && static_cast<std::int64_t>(values.size()) % width == 0,
-                 "logit rows: {} values are not whole rows of {}", values.size(), width);
-  return {values.data(), static_cast<std::int64_t>(values.size()) / width, width, false};
-}
 
 void ShardReductions::set_rows(const LogitRows& rows) {
   SELFSPEC_CHECK(rows.device == device_resident(),
@@ -51,7 +45,7 @@ std::vector<ShardStats> ShardReductions::gather_stats(Communicator& comm, double
 }
 
 std::vector<float> ShardReductions::gather_rows(Communicator& comm) {
-  const std::vector<std::int64_t>& counts = shard_.vocab_counts;
+  const std::vector<std::int64_t>& counts = shard_.counts;
   const auto ranks = static_cast<std::size_t>(comm.size());
   SELFSPEC_CHECK(counts.size() == ranks, "a vocab split over {} ranks on {} ranks", counts.size(),
                  ranks);
@@ -86,15 +80,6 @@ std::vector<float> ShardReductions::gather_rows(Communicator& comm) {
                             : 0);
   comm.gather(mine, all, sizes, 0);
   return all;
-}
-
-std::unique_ptr<ShardReductions> make_shard_reductions(Backend& backend, const ShardPlan& shard) {
-#if SELFSPEC_HAVE_CUDA
-  if (backend.kind() == DeviceKind::kCuda) return make_cuda_shard_reductions(backend, shard);
-#endif
-  SELFSPEC_CHECK(backend.host_memory(), "no shard reductions for the {} backend's memory",
-                 device_kind_name(backend.kind()));
-  return make_host_shard_reductions(shard);
 }
 
 }  // namespace selfspec

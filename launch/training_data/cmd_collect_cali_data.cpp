@@ -8,8 +8,8 @@
 // load the model and attach the exit head, then per prompt generate --generate tokens greedily by
 // self-speculative decoding with the early-exit drafter and a fixed draft length K = --max-draft
 // (every round drafts K tokens, so every draft step 1..K is seen), while a CaliDataRecorder
-// (launch/cali_data.hpp) keeps one row per drafted token up to each round's first rejection.
-// Rank 0 writes shards of about --shard-rows rows and DIR/manifest.json (format
+// (launch/training_data/cali_data.hpp) keeps one row per drafted token up to each round's first
+// rejection. Rank 0 writes shards of about --shard-rows rows and DIR/manifest.json (format
 // "selfspec-cali-data"); every rank runs the same forwards. The output equals plain decoding
 // (lossless): only the draft lengths are fixed.
 #include "core/error.hpp"
@@ -18,12 +18,12 @@
 #include "core/text_file_output.hpp"
 #include "decode/decoder.hpp"
 #include "engine/engine.hpp"
-#include "launch/cali_data.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/suite_prompts.hpp"
+#include "launch/training_data/cali_data.hpp"
 #include "model/exit_head.hpp"
 #include "speculative/speculative_setup.hpp"
 

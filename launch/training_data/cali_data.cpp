@@ -1,4 +1,4 @@
-#include "launch/cali_data.hpp"
+#include "launch/training_data/cali_data.hpp"
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"

@@ -9,9 +9,9 @@
 // decoding run keeps the graphs of the last. It is sized for a verification's rows up front and
 // grows geometrically; retained draft rows keep their buffers across rounds.
 #include "backend/backend.hpp"
+#include "backend/shard_reductions.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
-#include "verify/shard_reductions.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 
 #include <cuda_runtime.h>
@@ -43,8 +43,8 @@ DeviceBuffer device_allocation(std::size_t bytes) {
 
 class CudaShardReductions final : public ShardReductions {
  public:
-  CudaShardReductions(Backend& backend, const ShardPlan& shard)
-      : ShardReductions(shard), backend_(backend) {
+  CudaShardReductions(Backend& backend, VocabShard shard)
+      : ShardReductions(std::move(shard)), backend_(backend) {
     SELFSPEC_CHECK(!backend.host_memory() && backend.native_stream() != nullptr,
                    "CUDA shard reductions need a CUDA backend");
     scratch_ = device_allocation(sizeof(Scratch));
@@ -204,9 +204,8 @@ class CudaShardReductions final : public ShardReductions {
 
 }  // namespace
 
-std::unique_ptr<ShardReductions> make_cuda_shard_reductions(Backend& backend,
-                                                            const ShardPlan& shard) {
-  return std::make_unique<CudaShardReductions>(backend, shard);
+std::unique_ptr<ShardReductions> make_cuda_shard_reductions(Backend& backend, VocabShard shard) {
+  return std::make_unique<CudaShardReductions>(backend, std::move(shard));
 }
 
 }  // namespace selfspec

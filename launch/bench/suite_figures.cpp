@@ -1,4 +1,4 @@
-#include "launch/suite_figures.hpp"
+#include "launch/bench/suite_figures.hpp"
 
 #include "core/error.hpp"
 

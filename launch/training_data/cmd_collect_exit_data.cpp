@@ -16,19 +16,19 @@
 // interrupted run continues with --resume. Every rank runs the same forwards; rank 0 writes.
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/sha256_digest.hpp"
 #include "core/stop_request.hpp"
 #include "decode/decoder.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
-#include "launch/exit_data_manifest.hpp"
-#include "launch/exit_data_rows.hpp"
-#include "launch/exit_data_targets.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
-#include "core/sha256_digest.hpp"
 #include "launch/suite_prompts.hpp"
+#include "launch/training_data/exit_data_manifest.hpp"
 #include "model_io/exit_head_files.hpp"
+#include "training_data/exit_data_rows.hpp"
+#include "training_data/exit_data_targets.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

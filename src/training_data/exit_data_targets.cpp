@@ -1,4 +1,4 @@
-#include "launch/exit_data_targets.hpp"
+#include "training_data/exit_data_targets.hpp"
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <numeric>
 
-namespace selfspec::launch {
+namespace selfspec {
 namespace {
 
 // One chunk's forward: its logits (this rank's vocab shard) and the observed exit-layer input.
@@ -129,4 +129,4 @@ ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
   return rows;
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -1,4 +1,4 @@
-#include "verify/logit_statistics.hpp"
+#include "backend/logit_statistics.hpp"
 
 #include "core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "launch/exit_data_manifest.hpp"
+#include "launch/training_data/exit_data_manifest.hpp"
 
 #include "core/error.hpp"
 #include "core/text_file_output.hpp"

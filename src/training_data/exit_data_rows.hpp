@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <vector>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 struct ExitDataRows {
   std::int64_t hidden_size = 0;
@@ -28,4 +28,4 @@ struct ExitDataRows {
 // Writes the rows as one .safetensors file (atomically: safetensors_file_output.hpp).
 void write_exit_data_shard(const ExitDataRows& rows, const std::filesystem::path& path);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -1,4 +1,4 @@
-#include "launch/suite_report.hpp"
+#include "launch/bench/suite_report.hpp"
 
 #include "launch/report.hpp"
 

@@ -1,6 +1,6 @@
 // `plan --comm-table`: options, inputs and output of the decode cost model
-// (launch/comm_cost_model.hpp; formulas and sources there).
-#include "launch/plan_cost.hpp"
+// (launch/plan/comm_cost_model.hpp; formulas and sources there).
+#include "launch/plan/plan_cost.hpp"
 
 #include "core/error.hpp"
 #include "core/human_units.hpp"

@@ -3,14 +3,14 @@
 // validates the split (query heads, KV heads, intermediate, vocabulary), and prints per-rank bytes
 // of weights, KV cache and forward workspace against an optional --gpu-memory budget.
 // With --comm-table it also predicts the per-token decode latency, plain and self-speculative,
-// from a comm table (launch/plan_cost.hpp, launch/comm_cost_model.hpp).
+// from a comm table (launch/plan/plan_cost.hpp, launch/plan/comm_cost_model.hpp).
 // Exit status: 0 fits (or no budget given), 2 cannot be sharded, 3 exceeds the budget.
 #include "core/error.hpp"
 #include "core/human_units.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
 #include "launch/options.hpp"
-#include "launch/plan_cost.hpp"
+#include "launch/plan/plan_cost.hpp"
 #include "launch/rank_plan.hpp"
 #include "launch/report.hpp"
 #include "model/shard_plan.hpp"

@@ -13,13 +13,13 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "launch/exit_data_rows.hpp"
 #include "model/llama_model.hpp"
+#include "training_data/exit_data_rows.hpp"
 
 #include <cstdint>
 #include <span>
 
-namespace selfspec::launch {
+namespace selfspec {
 
 struct ExitTargetOptions {
   int exit_layer = 1;        // N: the hidden rows are the input of layer N
@@ -33,4 +33,4 @@ ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
                                std::span<const std::int32_t> sequence, std::int64_t sequence_index,
                                const ExitTargetOptions& options);
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

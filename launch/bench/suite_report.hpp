@@ -4,9 +4,9 @@
 // cmd_bench.cpp adds what every bench reports (model, backend, drafter, options).
 #pragma once
 
-#include "launch/bench_stats.hpp"
+#include "launch/bench/bench_stats.hpp"
+#include "launch/bench/suite_figures.hpp"
 #include "launch/prompt_suite.hpp"
-#include "launch/suite_figures.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "launch/bench_stats.hpp"
+#include "launch/bench/bench_stats.hpp"
 
 #include <algorithm>
 

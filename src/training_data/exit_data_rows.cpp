@@ -1,4 +1,4 @@
-#include "launch/exit_data_rows.hpp"
+#include "training_data/exit_data_rows.hpp"
 
 #include "core/error.hpp"
 #include "model_io/safetensors_file_output.hpp"
@@ -6,7 +6,7 @@
 
 #include <span>
 
-namespace selfspec::launch {
+namespace selfspec {
 namespace {
 
 template <typename T>
@@ -56,4 +56,4 @@ void write_exit_data_shard(const ExitDataRows& rows, const std::filesystem::path
   write_safetensors_file(writer, path);
 }
 
-}  // namespace selfspec::launch
+}  // namespace selfspec

@@ -1,10 +1,10 @@
 // `selfspec plan --comm-table FILE`: the options of the decode cost model, the prediction for the
 // planned split, and its text and JSON ("cost_model") output. The model itself:
-// launch/comm_cost_model.hpp.
+// launch/plan/comm_cost_model.hpp.
 #pragma once
 
 #include "comm/comm_table.hpp"
-#include "launch/comm_cost_model.hpp"
+#include "launch/plan/comm_cost_model.hpp"
 #include "launch/rank_plan.hpp"
 
 #include <CLI/CLI.hpp>

@@ -1,9 +1,9 @@
-// ShardReductions over rows in host memory (the CPU backend): verify/logit_statistics.hpp's
+// ShardReductions over rows in host memory (the CPU backend): backend/logit_statistics.hpp's
 // functions on the rank's shard, the statistics exchanged through the communicator's host
 // collectives — or, for tests of the device exchange, through its device collectives on host
 // memory (HostExchange::kDeviceCollectives).
+#include "backend/shard_reductions.hpp"
 #include "core/error.hpp"
-#include "verify/shard_reductions.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,8 +14,8 @@ namespace {
 
 class HostShardReductions final : public ShardReductions {
  public:
-  HostShardReductions(const ShardPlan& shard, HostExchange exchange)
-      : ShardReductions(shard), exchange_(exchange) {}
+  HostShardReductions(VocabShard shard, HostExchange exchange)
+      : ShardReductions(std::move(shard)), exchange_(exchange) {}
 
   std::string_view name() const override { return "host"; }
   bool device_resident() const override { return false; }
@@ -25,7 +25,7 @@ class HostShardReductions final : public ShardReductions {
                    ids.size(), rows());
     std::vector<float> values(ids.size(), std::numeric_limits<float>::quiet_NaN());
     for (std::size_t r = 0; r < ids.size(); ++r) {
-      if (shard().vocab.contains(ids[r])) {
+      if (shard().contains(ids[r])) {
         values[r] =
             row(static_cast<std::int64_t>(r))[static_cast<std::size_t>(ids[r] - vocab_begin())];
       }
@@ -111,9 +111,9 @@ class HostShardReductions final : public ShardReductions {
 
 }  // namespace
 
-std::unique_ptr<ShardReductions> make_host_shard_reductions(const ShardPlan& shard,
+std::unique_ptr<ShardReductions> make_host_shard_reductions(VocabShard shard,
                                                             HostExchange exchange) {
-  return std::make_unique<HostShardReductions>(shard, exchange);
+  return std::make_unique<HostShardReductions>(std::move(shard), exchange);
 }
 
 }  // namespace selfspec

@@ -4,7 +4,7 @@
 // column its own median. Plain arithmetic over bench_stats' totals: report.hpp makes the JSON.
 #pragma once
 
-#include "launch/bench_stats.hpp"
+#include "launch/bench/bench_stats.hpp"
 #include "launch/prompt_suite.hpp"
 
 #include <cstddef>

@@ -38,11 +38,11 @@
 #pragma once
 
 #include "comm/comm_table.hpp"
-#include "verify/sharded_logits.hpp"
 #include "launch/rank_plan.hpp"
 #include "model/layer_plan.hpp"
 #include "model/memory_plan.hpp"
 #include "model_io/model_config.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <cstdint>
 #include <string>
