@@ -26,7 +26,7 @@ import sys
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree, as one script did not
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_check.cli import main  # noqa: E402
+from gpu_check.run import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
