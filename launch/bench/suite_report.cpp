@@ -1,6 +1,6 @@
 #include "launch/bench/suite_report.hpp"
 
-#include "launch/report.hpp"
+#include "launch/bench/bench_report.hpp"
 
 #include <fmt/format.h>
 
