@@ -7,10 +7,11 @@
 #   scripts/dev/json_regression.sh OUT_AFTER     # at the new one
 #   scripts/dev/json_regression_diff.py OUT_BEFORE OUT_AFTER
 #
-# The diff leaves out timing fields only (json_regression_diff.py lists them). Needs:
-# SELFSPEC_STORIES (stories260K in HF layout; default ../shared/models/stories260K) and
-# SELFSPEC_SMOLLM2 (SmolLM2-135M-Instruct.Q4_1.gguf; default ~/.cache/selfspec/models); each group
-# of runs is left out, with a line saying so, when its model is missing. /usr/bin/python3 with
+# The diff leaves out timing fields only (json_regression_diff.py lists them). Models:
+# SELFSPEC_STORIES (a stories260K checkpoint in HF layout; its runs are left out when unset) and
+# SELFSPEC_SMOLLM2 (SmolLM2-135M-Instruct.Q4_1.gguf; default ~/.cache/selfspec/models, where
+# scripts/get-model.sh puts it); each group of runs is left out, with a line saying so, when its
+# model is missing. /usr/bin/python3 with
 # torch trains the Cali-TS predictor (the cali-ts runs are left out without it).
 # SELFSPEC_JSON_RESUME=1 keeps the records an interrupted run already wrote.
 set -euo pipefail
@@ -19,7 +20,7 @@ out=${1:?usage: json_regression.sh OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 bin=${SELFSPEC_BIN:-$(pwd)/${SELFSPEC_BUILD_DIR:-build}/bin/selfspec}
-stories=${SELFSPEC_STORIES:-$(pwd)/../shared/models/stories260K}
+stories=${SELFSPEC_STORIES:-}
 smol=${SELFSPEC_SMOLLM2:-$HOME/.cache/selfspec/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -55,7 +56,7 @@ for ranks in 1 2; do
 done
 
 # stories260K: every drafter and controller, chains and trees, TP 1 and 2.
-if [ -d "$stories" ]; then
+if [ -n "$stories" ] && [ -d "$stories" ]; then
   story=(--model "$stories" --prompt-ids 1,403,407,263,31,292 --max-new-tokens 40 --ignore-eos --json)
   run stories-plain 1 generate "${story[@]}"
   for ranks in 1 2; do
@@ -74,7 +75,7 @@ if [ -d "$stories" ]; then
       --skip-uniform 0.25 --logits gather --debug-sync
   done
 else
-  echo "stories260K not found at $stories: its runs are left out" >&2
+  echo "stories260K not given or not found (SELFSPEC_STORIES='$stories'): its runs are left out" >&2
 fi
 
 # SmolLM2-135M (native Q4_1): every --spec and controller, bench over prompt files.

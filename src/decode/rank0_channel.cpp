@@ -24,14 +24,13 @@ std::int64_t Rank0Channel::remaining() const {
 }
 
 bool Rank0Channel::emit(std::span<const std::int32_t> tokens) {
-  ControlMessage& message = message_;
   SELFSPEC_CHECK(static_cast<int>(tokens.size()) <= ControlMessage::kMaxTokens,
                  "{} tokens do not fit one control message (at most {})", tokens.size(),
                  ControlMessage::kMaxTokens);
   const std::vector<std::int32_t>& eos = options_.eos_ids;
-  message.n_tokens = 0;
+  message_.n_tokens = 0;
   for (std::int32_t token : tokens) {
-    message.tokens[message.n_tokens++] = token;
+    message_.tokens[message_.n_tokens++] = token;
     tokens_.push_back(token);
     if (on_token_) on_token_(token);
     if (!options_.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) {
