@@ -5,7 +5,10 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace selfspec {
 namespace detail {
@@ -63,7 +66,18 @@ bool MpiRuntime::active() {
 }
 
 void MpiRuntime::abort_job(int exit_code) {
-  if (g_active) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (g_active) {
+    std::thread([exit_code] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kAbortGraceSeconds));
+      std::fprintf(stderr,
+                   "%s error: MPI_Abort has not ended this rank within %.0f s (is the launcher "
+                   "unreachable?); exiting with code %d\n",
+                   rank_prefix().c_str(), kAbortGraceSeconds, exit_code);
+      std::fflush(stderr);
+      std::_Exit(exit_code);
+    }).detach();
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
   std::exit(exit_code);
 }
 

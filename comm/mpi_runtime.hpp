@@ -27,7 +27,11 @@ class MpiRuntime {
 
   // True between construction and destruction of an MpiRuntime (never without MPI).
   static bool active();
-  // Ends every rank of the job with the given exit code (MPI_Abort). Never returns.
+  static constexpr double kAbortGraceSeconds = 3.0;
+  // Ends every rank of the job with the given exit code (MPI_Abort). Never returns: MPI_Abort
+  // can block when the runtime cannot reach the launcher or a peer node (a cut link, a crashed
+  // node), so this process ends itself with the exit code after kAbortGraceSeconds if MPI_Abort
+  // has not ended it by then; the launcher then sees a failed rank and ends the others.
   [[noreturn]] static void abort_job(int exit_code);
 
  private:

@@ -45,6 +45,7 @@
 #include "engine/engine.hpp"
 #include "launch/bench/bench_report.hpp"
 #include "launch/bench/bench_stats.hpp"
+#include "launch/bench/run_lines.hpp"
 #include "launch/bench/suite_figures.hpp"
 #include "launch/bench/suite_report.hpp"
 #include "launch/commands.hpp"
@@ -212,6 +213,7 @@ struct RunMatrix {
   std::vector<PromptRuns> per_prompt;  // prompts whose runs all finished, in prompt order
   int completed_runs = 0;
   int interrupted = 0;  // the stop signal, identical on every rank (it travels with the tokens)
+  RunLines lines;
 };
 
 std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
@@ -269,10 +271,12 @@ void add_autoregressive_run(const Bench& bench, int run, const GenerationResult&
   }
   matrix.samples.add(result.timings);
   matrix.ar.add(result);
-  log::info("  {} {}/{}{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s",
+  matrix.lines.start_run(run, matrix.ar_runs);
+  if (!matrix.lines.shown()) return;
+  log::info("  {} {}/{}{}: autoregressive prefill {:.1f} tok/s, decode {:.2f} tok/s{}",
             bench.speculative() ? "prompt" : "rep", run + 1, matrix.ar_runs,
             bench.prompt_label(run), matrix.samples.prefill_tps.back(),
-            matrix.samples.decode_tps.back());
+            matrix.samples.decode_tps.back(), matrix.lines.hidden_note());
 }
 
 // Adds one speculative run to its configuration's totals; returns the run's own totals.
@@ -307,6 +311,7 @@ SpecTotals add_speculative_run(const Bench& bench, int run, const SpeculativeRun
     if (!spec.drafter_state.is_null()) record["drafter_state"] = spec.drafter_state;
     jsonl->write(record);
   }
+  if (!matrix.lines.shown()) return prompt;
   const double tps = spec.result.timings.decode_tokens_per_second();
   log::info("    {:>9} / {:<6} / V' {:<5}: {:.2f} tok/s ({:.2f}x), acceptance {:.3f}, M {:.2f}",
             totals.controller, logits_mode_name(totals.logits),

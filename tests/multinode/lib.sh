@@ -8,6 +8,9 @@
 #                            SLURM_CONF
 #   mn_wait_job JOBID SECONDS    waits for the job to end; sets job_state (fails after SECONDS)
 #   mn_ranks NODE            pids of the selfspec processes on node NODE
+#   mn_running PID           true while PID is a selfspec process that has not exited: a zombie
+#                            (exited, not yet reaped by its slurmstepd) has
+#   mn_describe PID          one line on PID: state, wait channel, threads' states, command line
 #   mn_tokens FILE           the "tokens":[...] of the last JSON line of FILE
 #   mn_wait_idle SECONDS     waits until every node is idle again
 #   mn_fail MESSAGE          prints FAIL, $work's logs, the cluster's state and logs, FAIL again
@@ -81,12 +84,26 @@ mn_wait_job() {
   done
 }
 
+mn_running() {
+  [ "$(cat "/proc/$1/comm" 2> /dev/null)" = selfspec ] || return 1
+  case "$(awk '{print $3}' "/proc/$1/stat" 2> /dev/null)" in Z | X | '') return 1 ;; esac
+  return 0
+}
+
+mn_describe() {
+  local p=$1 state wchan threads
+  state=$(awk '{print $3}' "/proc/$p/stat" 2> /dev/null) || state=gone
+  wchan=$(cat "/proc/$p/wchan" 2> /dev/null) || wchan=?
+  threads=$(for t in /proc/"$p"/task/*; do awk '{printf "%s ", $3}' "$t/stat" 2> /dev/null; done)
+  echo "pid $p: state ${state:-gone}, wchan ${wchan:-0}, threads [${threads% }]," \
+       "cmdline '$(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null | cut -c1-120)'"
+}
+
 mn_ranks() {
   local want p
   want=$(stat -L -c %i "/run/netns/ssmn-node$1" 2> /dev/null) || return 0
   for p in /proc/[0-9]*; do
-    [ "$(cat "$p/comm" 2> /dev/null)" = selfspec ] || continue
-    [ "$(awk '{print $3}' "$p/stat" 2> /dev/null)" != Z ] || continue
+    mn_running "${p#/proc/}" || continue
     [ "$(stat -L -c %i "$p/ns/net" 2> /dev/null)" = "$want" ] && echo "${p#/proc/}"
   done
   return 0

@@ -103,12 +103,16 @@ limit=$((deadline + grace))
 exit_seconds=
 while :; do
   left=
-  for p in $survivors; do [ "$(cat "/proc/$p/comm" 2> /dev/null)" = selfspec ] && left="$left $p"; done
+  # An exited rank that its slurmstepd has not reaped yet (a zombie) has exited: node 2's
+  # slurmstepd may be slow to reap while its link is down.
+  for p in $survivors; do mn_running "$p" && left="$left $p"; done
   now=$(date +%s.%N)
   elapsed=$(awk -v a="$now" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
   if [ -z "$left" ]; then exit_seconds=$elapsed; break; fi
-  awk -v e="$elapsed" -v l="$limit" 'BEGIN { exit !(e > l) }' &&
+  if awk -v e="$elapsed" -v l="$limit" 'BEGIN { exit !(e > l) }'; then
+    for p in $left; do log "$(mn_describe "$p")"; done
     mn_fail "ranks$left still running ${elapsed} s after the failure (deadline ${deadline} s)"
+  fi
   sleep 0.1
 done
 log "every surviving rank exited ${exit_seconds} s after the failure (deadline ${deadline} s)"
