@@ -59,8 +59,31 @@ std::uint64_t launch_key(const LaunchShape& shape) {
   mix(static_cast<std::uint64_t>(shape.kv_capacity));
   mix(reinterpret_cast<std::uintptr_t>(shape.draft_vocabulary));
   mix(shape.early_exit ? 1 : 0);
+  mix(shape.segmented ? 1 : 0);
   return hash;
 }
+
+namespace {
+
+// Segments cover the tokens in order, without a tree mask.
+void check_segments(const ForwardInputs& inputs) {
+  if (inputs.segments.empty()) return;
+  SELFSPEC_CHECK(inputs.tree_mask == nullptr,
+                 "a forward over several sequences takes no tree mask");
+  std::int64_t next = 0;
+  for (const KvSegment& segment : inputs.segments) {
+    SELFSPEC_CHECK(segment.first_token == next && segment.n_tokens > 0 && segment.n_past >= 0 &&
+                       segment.kv_offset >= 0,
+                   "sequence segment (first token {}, {} tokens, n_past {}, KV offset {}) does "
+                   "not follow the previous one (next token {})",
+                   segment.first_token, segment.n_tokens, segment.n_past, segment.kv_offset, next);
+    next += segment.n_tokens;
+  }
+  SELFSPEC_CHECK(next == static_cast<std::int64_t>(inputs.tokens.size()),
+                 "the sequence segments cover {} tokens of {}", next, inputs.tokens.size());
+}
+
+}  // namespace
 
 void Backend::run_forward(const ForwardInputs& inputs, const LaunchShape& shape,
                           const std::function<void()>& launches) {
@@ -72,6 +95,14 @@ void Backend::run_forward(const ForwardInputs& inputs, const LaunchShape& shape,
                  shape.tree_mask ? "a" : "no", inputs.tree_mask != nullptr ? "one" : "none");
   SELFSPEC_CHECK(std::ranges::equal(shape.logit_rows, inputs.logit_rows),
                  "launch shape's logit rows differ from the inputs'");
+  SELFSPEC_CHECK(shape.segmented == !inputs.segments.empty(),
+                 "launch shape says {} sequences but the inputs have {}",
+                 shape.segmented ? "several" : "one", inputs.segments.size());
+  check_segments(inputs);
+  SELFSPEC_CHECK(inputs.segments.empty() || host_memory(),
+                 "a forward over several sequences runs on host-memory backends only (this one "
+                 "is {})",
+                 description().summary());
   forward_pass(inputs, shape, launches);
 }
 

@@ -93,6 +93,18 @@ struct HostWeight {
   std::int64_t skip = 0;              // quantized formats
 };
 
+// One independent sequence of a forward over several (model/sequence_batch.hpp): its tokens are
+// rows [first_token, first_token + n_tokens) of the pass; its KV rows live at cache slots
+// [kv_offset, kv_offset + capacity) of every head, its past at [kv_offset, kv_offset + n_past);
+// its new tokens' K/V go to slots kv_offset + n_past + i, and each of them attends causally to
+// its own sequence's slots only.
+struct KvSegment {
+  std::int64_t first_token = 0;
+  std::int64_t n_tokens = 0;
+  std::int64_t kv_offset = 0;
+  std::int64_t n_past = 0;
+};
+
 // What changes from one forward call to the next.
 struct ForwardInputs {
   std::span<const std::int32_t> tokens;
@@ -100,6 +112,10 @@ struct ForwardInputs {
   std::int64_t n_past = 0;                   // KV slots before the new tokens
   const std::uint8_t* tree_mask = nullptr;   // host, T × T; nullptr: causal
   std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
+  // Empty: one sequence (n_past, tree_mask). Otherwise the pass's independent sequences, in
+  // token order, covering every token (causal, no tree mask; n_past is unused). Host-memory
+  // backends only: a device backend throws.
+  std::span<const KvSegment> segments;
 };
 
 // What shapes the launches of a forward pass, in backend terms: two passes with equal shapes and
@@ -122,6 +138,8 @@ struct LaunchShape {
   const void* draft_vocabulary = nullptr;
   // An early-exit draft forward (the model's first layers, then its exit head).
   bool early_exit = false;
+  // Several independent sequences (= !inputs.segments.empty()).
+  bool segmented = false;
   // False when the launches cannot be recorded: they call back into the host (observers) or run
   // collectives through host memory. Such passes always run eagerly.
   bool recordable = true;
@@ -219,11 +237,13 @@ class Backend {
   // RoPE at the current positions on n_heads head vectors per current token row.
   virtual void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
                     const float* inv_freq) = 0;
-  // Writes the current tokens' K/V rows into the cache at slots n_past + t.
+  // Writes the current tokens' K/V rows into the cache at slots n_past + t (with segments: each
+  // sequence's at kv_offset + n_past + i).
   virtual void write_kv(const float* k, const float* v, std::int64_t kv_heads,
                         std::int64_t head_dim, std::int64_t capacity, float* k_cache,
                         float* v_cache) = 0;
-  // Attention of the current tokens over the cache (n_past and mask of the inputs).
+  // Attention of the current tokens over the cache (n_past and mask of the inputs; with segments,
+  // each sequence's tokens over its own slots).
   virtual void attention(const float* q, const float* k_cache, const float* v_cache,
                          std::int64_t n_q_heads, std::int64_t n_kv_heads, std::int64_t head_dim,
                          std::int64_t capacity, float scale, float* out) = 0;

@@ -173,20 +173,32 @@ class CpuBackend final : public Backend {
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
                 std::int64_t capacity, float* k_cache, float* v_cache) override {
     const std::int64_t width = kv_heads * head_dim;
-    for (std::int64_t t = 0; t < n_tokens(); ++t) {
-      for (std::int64_t h = 0; h < kv_heads; ++h) {
-        const auto slot = static_cast<std::size_t>((h * capacity + inputs_.n_past + t) * head_dim);
-        std::memcpy(k_cache + slot, k + t * width + h * head_dim, head_dim * sizeof(float));
-        std::memcpy(v_cache + slot, v + t * width + h * head_dim, head_dim * sizeof(float));
+    for (const KvSegment& segment : segments()) {
+      for (std::int64_t i = 0; i < segment.n_tokens; ++i) {
+        const std::int64_t t = segment.first_token + i;
+        const std::int64_t slot = segment.kv_offset + segment.n_past + i;
+        for (std::int64_t h = 0; h < kv_heads; ++h) {
+          const auto at = static_cast<std::size_t>((h * capacity + slot) * head_dim);
+          std::memcpy(k_cache + at, k + t * width + h * head_dim, head_dim * sizeof(float));
+          std::memcpy(v_cache + at, v + t * width + h * head_dim, head_dim * sizeof(float));
+        }
       }
     }
   }
+  // Each sequence attends over its own slots: the kernel sees the cache from the sequence's
+  // offset on (the head stride stays the cache's capacity), so a token's attention is computed
+  // exactly as in a forward over its sequence alone.
   void attention(const float* q, const float* k_cache, const float* v_cache, std::int64_t n_q_heads,
                  std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t capacity, float scale,
                  float* out) override {
-    const kc::AttentionShape shape{n_tokens(), n_q_heads,      n_kv_heads,
-                                   head_dim,   inputs_.n_past, capacity};
-    kc::attention(q, k_cache, v_cache, shape, inputs_.tree_mask, scale, out);
+    const std::int64_t q_width = n_q_heads * head_dim;
+    for (const KvSegment& segment : segments()) {
+      const kc::AttentionShape shape{segment.n_tokens, n_q_heads,      n_kv_heads,
+                                     head_dim,         segment.n_past, capacity};
+      const std::int64_t offset = segment.kv_offset * head_dim;
+      kc::attention(q + segment.first_token * q_width, k_cache + offset, v_cache + offset, shape,
+                    inputs_.tree_mask, scale, out + segment.first_token * q_width);
+    }
   }
   void swiglu(const float* gate, const float* up, float* out, std::int64_t n) override {
     kc::swiglu(gate, up, out, n);
@@ -209,10 +221,18 @@ class CpuBackend final : public Backend {
 
  private:
   // Passes run eagerly (Backend::forward_pass); the ops read the inputs from the caller's memory.
-  void begin_forward(const ForwardInputs& inputs) override { inputs_ = inputs; }
+  void begin_forward(const ForwardInputs& inputs) override {
+    inputs_ = inputs;
+    whole_ = {0, n_tokens(), 0, inputs.n_past};
+  }
   void end_forward() override {}
   std::int64_t n_tokens() const { return static_cast<std::int64_t>(inputs_.tokens.size()); }
+  // The pass's sequences: its segments, or the one sequence of all its tokens.
+  std::span<const KvSegment> segments() const {
+    return inputs_.segments.empty() ? std::span<const KvSegment>(&whole_, 1) : inputs_.segments;
+  }
   ForwardInputs inputs_;
+  KvSegment whole_;
 };
 
 }  // namespace

@@ -150,9 +150,18 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
                  config_.num_layers, exit_head_ ? " (+ 1 for its exit head)" : "");
   SELFSPEC_CHECK(!args.early_exit || kv.num_layers() == config_.num_layers + 1,
                  "an early-exit forward needs an exit head and a KV cache made with its layer");
-  SELFSPEC_CHECK(kv.length() + n_tokens <= kv.capacity(),
+  const bool segmented = !args.segments.empty();
+  SELFSPEC_CHECK(segmented || kv.length() + n_tokens <= kv.capacity(),
                  "KV cache full: {} cached + {} new tokens exceed its capacity of {}", kv.length(),
                  n_tokens, kv.capacity());
+  SELFSPEC_CHECK(!segmented || args.mask == nullptr || args.mask->is_causal(),
+                 "a forward over several sequences is causal: it takes no tree mask");
+  for (const KvSegment& segment : args.segments) {
+    SELFSPEC_CHECK(
+        segment.kv_offset + segment.n_past + segment.n_tokens <= kv.capacity(),
+        "sequence at KV offset {}: {} cached + {} new tokens exceed the cache's {} slots",
+        segment.kv_offset, segment.n_past, segment.n_tokens, kv.capacity());
+  }
   for (std::int64_t t = 0; t < n_tokens; ++t) {
     const std::int32_t token = args.tokens[static_cast<std::size_t>(t)];
     SELFSPEC_CHECK(token >= 0 && token < config_.vocab_size,
@@ -206,8 +215,12 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
       }
     };
 
-  const ForwardInputs inputs{args.tokens, args.positions, kv.length(),
-                             args.mask != nullptr ? args.mask->data() : nullptr, args.logit_rows};
+  const ForwardInputs inputs{args.tokens,
+                             args.positions,
+                             segmented ? 0 : kv.length(),
+                             args.mask != nullptr ? args.mask->data() : nullptr,
+                             args.logit_rows,
+                             args.segments};
   // What shapes the launches, for backends that record them (CUDA graphs): the plan, the token
   // count, a tree mask's presence, the logit rows and the KV cache. Observers call back into the
   // host, and collectives through a host communicator leave the device, so such passes cannot be
@@ -223,6 +236,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   shape.kv_capacity = kv.capacity();
   shape.draft_vocabulary = vocabulary;
   shape.early_exit = args.early_exit;
+  shape.segmented = segmented;
   shape.recordable = !observing && (comm_.size() == 1 || comm_.supports_device_buffers());
   backend_.run_forward(inputs, shape, [&] {
     run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit, observe);
@@ -230,7 +244,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   if (!keep_on_device && n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
   }
-  kv.extend(n_tokens);
+  if (!segmented) kv.extend(n_tokens);
   ++counters_.forwards;
   counters_.tokens += n_tokens;
   counters_.total_seconds += seconds_since(start);

@@ -81,6 +81,11 @@ struct ForwardArgs {
   // verification reads them there, through the backend's shard reductions); forward's host
   // vector is then left empty. Ignored on host-memory backends.
   bool keep_logits_on_device = false;
+  // Empty: one sequence, continuing the KV cache at kv.length(). Otherwise several independent
+  // sequences in one pass (model/sequence_batch.hpp owns their layout): each segment's tokens
+  // continue its own region of the cache, and forward leaves kv.length() alone. Causal only (no
+  // mask), host-memory backends only.
+  std::span<const KvSegment> segments;
 };
 
 // Counters for the per-phase breakdown of benchmarks.

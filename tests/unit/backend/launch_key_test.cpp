@@ -113,7 +113,7 @@ TEST(RunForward, RunsTheLaunchesOnceOnTheCpuBackend) {
   const std::vector<std::int32_t> positions = {0, 1, 2};
   const std::vector<std::int32_t> rows = {0, 2};
   const std::array<std::uint64_t, 8> words{};
-  const ForwardInputs inputs{tokens, positions, 0, nullptr, rows};
+  const ForwardInputs inputs{tokens, positions, 0, nullptr, rows, {}};
   LaunchShape shape;
   shape.plan_words = words;
   shape.n_tokens = 3;
@@ -129,7 +129,7 @@ TEST(RunForward, RefusesAShapeThatDisagreesWithTheInputs) {
   const std::vector<std::int32_t> positions = {3, 4};
   const std::vector<std::int32_t> rows = {1};
   const std::vector<std::uint8_t> mask = {1, 0, 1, 1};
-  const ForwardInputs inputs{tokens, positions, 3, nullptr, rows};
+  const ForwardInputs inputs{tokens, positions, 3, nullptr, rows, {}};
   LaunchShape good;
   good.n_tokens = 2;
   good.logit_rows = rows;
@@ -144,7 +144,7 @@ TEST(RunForward, RefusesAShapeThatDisagreesWithTheInputs) {
   wrong_mask.tree_mask = true;
   EXPECT_THAT([&] { backend->run_forward(inputs, wrong_mask, counter.launches()); },
               ::testing::ThrowsMessage<Error>(HasSubstr("tree mask")));
-  const ForwardInputs masked{tokens, positions, 3, mask.data(), rows};
+  const ForwardInputs masked{tokens, positions, 3, mask.data(), rows, {}};
   EXPECT_THAT([&] { backend->run_forward(masked, good, counter.launches()); },
               ::testing::ThrowsMessage<Error>(HasSubstr("tree mask")));
 
@@ -156,6 +156,46 @@ TEST(RunForward, RefusesAShapeThatDisagreesWithTheInputs) {
   EXPECT_EQ(counter.calls(), 0) << "a refused pass runs no launches";
 
   backend->run_forward(inputs, good, counter.launches());
+  EXPECT_EQ(counter.calls(), 1);
+}
+
+TEST(RunForward, RefusesSequenceSegmentsThatDoNotCoverTheTokensInOrder) {
+  const std::unique_ptr<Backend> backend = make_cpu_backend();
+  const std::vector<std::int32_t> tokens = {5, 6, 7};
+  const std::vector<std::int32_t> positions = {0, 1, 4};
+  const std::vector<std::int32_t> rows = {1, 2};
+  LaunchShape shape;
+  shape.n_tokens = 3;
+  shape.logit_rows = rows;
+  shape.segmented = true;
+  CountingLaunches counter;
+  const auto run = [&](std::vector<KvSegment> segments) {
+    const ForwardInputs inputs{tokens, positions, 0, nullptr, rows, segments};
+    backend->run_forward(inputs, shape, counter.launches());
+  };
+  EXPECT_THAT(
+      [&] {
+        run({{0, 2, 0, 0}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("cover 2 tokens of 3")));
+  EXPECT_THAT(
+      [&] {
+        run({{0, 2, 0, 0}, {1, 1, 8, 4}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("does not follow")));
+  EXPECT_THAT(
+      [&] {
+        run({{0, 2, 0, 0}, {2, 0, 8, 4}, {2, 1, 16, 0}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("does not follow")));
+  LaunchShape one = shape;
+  one.segmented = false;
+  const std::vector<KvSegment> two = {{0, 2, 0, 0}, {2, 1, 8, 4}};
+  const ForwardInputs segmented{tokens, positions, 0, nullptr, rows, two};
+  EXPECT_THAT([&] { backend->run_forward(segmented, one, counter.launches()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("sequences")));
+  EXPECT_EQ(counter.calls(), 0) << "a refused pass runs no launches";
+  run(two);
   EXPECT_EQ(counter.calls(), 1);
 }
 
