@@ -88,6 +88,18 @@ std::vector<float> top_k_logprobs(ShardedLogits& logits, const std::vector<RowSt
 
 }  // namespace
 
+TopKTargets top_k_targets(ShardedLogits& logits, Communicator& comm, std::int64_t n,
+                          std::int32_t k) {
+  const std::vector<RowStats> stats = logits.row_stats(1.0);
+  TopKTargets targets;
+  targets.ids = top_k_ids(logits, comm, n, k);
+  targets.logprobs = top_k_logprobs(logits, stats, targets.ids, n, k, comm.is_root());
+  if (comm.is_root()) {
+    for (const RowStats& s : stats) targets.argmax.push_back(s.argmax);
+  }
+  return targets;
+}
+
 ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
                                std::span<const std::int32_t> sequence, std::int64_t sequence_index,
                                const ExitTargetOptions& options) {
@@ -108,9 +120,7 @@ ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
         model, kv, sequence.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(n)),
         begin, options.exit_layer);
     logits->set_rows(chunk.logits, n);
-    const std::vector<RowStats> stats = logits->row_stats(1.0);
-    const std::vector<std::int32_t> ids = top_k_ids(*logits, comm, n, k);
-    const std::vector<float> logprobs = top_k_logprobs(*logits, stats, ids, n, k, comm.is_root());
+    const TopKTargets targets = top_k_targets(*logits, comm, n, k);
     if (!comm.is_root()) continue;
     for (std::int64_t r = 0; r < n; ++r) {
       const std::int64_t position = begin + r;
@@ -119,12 +129,13 @@ ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
       rows.token.push_back(static_cast<float>(sequence[static_cast<std::size_t>(position)]));
       const std::int32_t next = position + 1 < length
                                     ? sequence[static_cast<std::size_t>(position + 1)]
-                                    : stats[static_cast<std::size_t>(r)].argmax;
+                                    : targets.argmax[static_cast<std::size_t>(r)];
       rows.next_token.push_back(static_cast<float>(next));
     }
     for (const float h : chunk.hidden) rows.hidden.push_back(f32_to_bf16(h));
-    for (const std::int32_t id : ids) rows.topk_ids.push_back(static_cast<float>(id));
-    rows.topk_logprobs.insert(rows.topk_logprobs.end(), logprobs.begin(), logprobs.end());
+    for (const std::int32_t id : targets.ids) rows.topk_ids.push_back(static_cast<float>(id));
+    rows.topk_logprobs.insert(rows.topk_logprobs.end(), targets.logprobs.begin(),
+                              targets.logprobs.end());
   }
   return rows;
 }

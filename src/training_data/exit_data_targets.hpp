@@ -15,9 +15,11 @@
 #include "comm/communicator.hpp"
 #include "model/llama_model.hpp"
 #include "training_data/exit_data_rows.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace selfspec {
 
@@ -27,8 +29,21 @@ struct ExitTargetOptions {
   std::int64_t chunk = 256;  // positions per forward (bounds the logits' memory)
 };
 
+// The targets of n logit rows (set in `logits`): rank 0 gets each row's first k ids of the top-k
+// warp, their log-probabilities and the row's argmax; the other ranks take part (collectives)
+// and get empty vectors but the ids.
+struct TopKTargets {
+  std::vector<std::int32_t> ids;     // [n × k]
+  std::vector<float> logprobs;       // [n × k] (root)
+  std::vector<std::int32_t> argmax;  // [n] (root)
+};
+TopKTargets top_k_targets(ShardedLogits& logits, Communicator& comm, std::int64_t n,
+                          std::int32_t k);
+
 // The rows of `sequence` (global index `sequence_index`): every position, in order. next_token is
-// the sequence's next token, and at the last position the full model's greedy token.
+// the sequence's next token, and at the last position the full model's greedy token. The
+// reference for the batched collector (training_data/exit_data_collector.hpp), which gives the
+// same rows bit for bit.
 ExitDataRows exit_data_targets(LlamaModel& model, Communicator& comm,
                                std::span<const std::int32_t> sequence, std::int64_t sequence_index,
                                const ExitTargetOptions& options);
