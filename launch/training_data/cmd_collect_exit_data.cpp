@@ -3,17 +3,21 @@
 //
 //   selfspec collect-exit-data --model M --prompts-file CALIB.jsonl --exit-layer N --out DIR
 //       [--top-k 32] [--generate 64] [--sampled-fraction 0.5 --temperature 0.8 --seed S]
-//       [--open-text] [--chat] [--resume] [--json]
+//       [--open-text] [--open-text-files PATH... --open-text-window 512 --open-text-tokens T]
+//       [--batch 8] [--chat] [--resume] [--json]
 //
 // Steps: read the calibration prompts (the evaluation split is refused: the head is tuning), plan
 // the sequences (each prompt continued by the full model — a --sampled-fraction share sampled,
-// the rest greedy — and, with --open-text, each prompt's own text as it is), load the model,
-// write DIR/init_layer.safetensors and DIR/frozen.safetensors (rank 0, whole tensors from the
-// model's tensor source), then per sequence: generate the continuation (plain decoding), run one
-// teacher-forced forward of the whole sequence (exit_data_targets.hpp: the exit layer's input and
-// the full model's top-k log-probabilities at every position), and write shards of about
-// --shard-positions rows with the manifest rewritten after each (exit_data_manifest.hpp), so an
-// interrupted run continues with --resume. Every rank runs the same forwards; rank 0 writes.
+// the rest greedy —, with --open-text each prompt's own text as it is, and with
+// --open-text-files windows of existing text: open_text_corpus.hpp), load the model, write
+// DIR/init_layer.safetensors and DIR/frozen.safetensors (rank 0, whole tensors from the model's
+// tensor source), then run the sequences --batch at a time through the batched collector
+// (training_data/exit_data_collector.hpp: the continuations are generated and every position's
+// exit-layer input and top-k log-probabilities are read from the same forwards, bit-identical to
+// a teacher-forced forward of the finished sequence), and write shards of about
+// --shard-positions rows in sequence order with the manifest rewritten after each
+// (exit_data_manifest.hpp), so an interrupted run continues with --resume. Every rank runs the
+// same forwards; rank 0 writes.
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/sha256_digest.hpp"
@@ -26,9 +30,10 @@
 #include "launch/prompt_suite.hpp"
 #include "launch/suite_prompts.hpp"
 #include "launch/training_data/exit_data_manifest.hpp"
+#include "launch/training_data/open_text_corpus.hpp"
 #include "model_io/exit_head_files.hpp"
+#include "training_data/exit_data_collector.hpp"
 #include "training_data/exit_data_rows.hpp"
-#include "training_data/exit_data_targets.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -66,6 +71,8 @@ struct CollectExitDataOptions {
   double temperature = 0.8;
   std::uint64_t seed = 0;
   bool open_text = false;
+  OpenTextOptions open_text_files;
+  std::int64_t batch = 8;
   std::int64_t shard_positions = 4096;
   std::int64_t chunk = 256;
   std::string out;
@@ -73,18 +80,19 @@ struct CollectExitDataOptions {
   bool json = false;
 };
 
-enum class SequenceKind { kGreedy, kSampled, kOpenText };
+enum class SequenceKind { kGreedy, kSampled, kOpenText, kOpenTextFile };
 
-// One planned sequence: which prompt, and how its tokens are made.
+// One planned sequence: which prompt (or open-text window), and how its tokens are made.
 struct PlannedSequence {
-  std::size_t prompt = 0;
+  std::size_t prompt = 0;  // kOpenTextFile: the window
   SequenceKind kind = SequenceKind::kGreedy;
 };
 
-// Per prompt, its continuation, then (--open-text) its own text. Continuation g is sampled when
-// floor((g+1)·f) > floor(g·f): a share f of them, spread evenly, the same in every run.
+// Per prompt, its continuation, then (--open-text) its own text; then the open-text windows.
+// Continuation g is sampled when floor((g+1)·f) > floor(g·f): a share f of them, spread evenly,
+// the same in every run.
 std::vector<PlannedSequence> plan_sequences(std::size_t prompts, double sampled_fraction,
-                                            bool open_text) {
+                                            bool open_text, std::size_t windows) {
   std::vector<PlannedSequence> plan;
   for (std::size_t p = 0; p < prompts; ++p) {
     const auto g = static_cast<double>(p);
@@ -93,6 +101,7 @@ std::vector<PlannedSequence> plan_sequences(std::size_t prompts, double sampled_
     plan.push_back({p, sampled ? SequenceKind::kSampled : SequenceKind::kGreedy});
     if (open_text) plan.push_back({p, SequenceKind::kOpenText});
   }
+  for (std::size_t w = 0; w < windows; ++w) plan.push_back({w, SequenceKind::kOpenTextFile});
   return plan;
 }
 
@@ -123,7 +132,8 @@ void check_options(const CollectExitDataOptions& o, const ModelConfig& config) {
 }
 
 nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
-                                const std::vector<PlannedSequence>& plan, std::size_t prompts) {
+                                const std::vector<PlannedSequence>& plan, std::size_t prompts,
+                                const OpenTextCorpus& corpus) {
   return {{"prompts", prompts},
           {"tasks", o.selection.tasks},
           {"max_prompts_per_task", o.selection.max_per_task},
@@ -137,12 +147,19 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
           {"greedy", count_kind(plan, SequenceKind::kGreedy)},
           {"sampled", count_kind(plan, SequenceKind::kSampled)},
           {"open_text_sequences", count_kind(plan, SequenceKind::kOpenText)},
+          {"open_text_file_sequences", count_kind(plan, SequenceKind::kOpenTextFile)},
+          {"open_text_files", open_text_json(o.open_text_files, corpus)},
           {"description",
            fmt::format("per prompt: the prompt and --generate {} tokens of the full model "
                        "(sampled at temperature {} with seed --seed + sequence index for a share "
                        "{} of the prompts, greedy for the others; generation stops at EOS){}",
                        o.generate, o.temperature, o.sampled_fraction,
-                       o.open_text ? "; then the prompt's own text as it is" : "")}};
+                       o.open_text ? "; then the prompt's own text as it is" : "") +
+               (corpus.windows.empty()
+                    ? std::string()
+                    : fmt::format("; then {} windows of at most {} tokens of existing text "
+                                  "(open_text_files), teacher-forced",
+                                  corpus.windows.size(), o.open_text_files.window))}};
 }
 
 // How the data's forwards add up the ranks' partial sums: the same bits at every TP degree
@@ -157,7 +174,8 @@ nlohmann::ordered_json reduction_json(const Engine& engine) {
 }
 
 ExitDataManifest fresh_manifest(const CollectExitDataOptions& o, const Engine& engine,
-                                const std::vector<PlannedSequence>& plan, std::size_t prompts) {
+                                const std::vector<PlannedSequence>& plan, std::size_t prompts,
+                                const OpenTextCorpus& corpus) {
   ExitDataManifest manifest;
   manifest.settings = {{"format", kExitDataFormat},
                        {"version", kExitDataVersion},
@@ -168,7 +186,7 @@ ExitDataManifest fresh_manifest(const CollectExitDataOptions& o, const Engine& e
                        {"prompts_file", fmt::format("{}", fmt::join(o.prompts_files, ","))},
                        {"prompts_sha256", sha256_of_files(o.prompts_files)},
                        {"split", o.selection.split},
-                       {"mix", mix_json(o, plan, prompts)},
+                       {"mix", mix_json(o, plan, prompts, corpus)},
                        {"tp", engine.shard().tp},
                        {"reduction", reduction_json(engine)},
                        {"init_layer", kInitLayerFile},
@@ -190,34 +208,29 @@ ExitDataManifest starting_manifest(const CollectExitDataOptions& o, ExitDataMani
   return fresh;
 }
 
-// Every rank: the tokens of planned sequence `index` (rank 0's, broadcast).
-std::vector<std::int32_t> make_sequence(Engine& engine, const CollectExitDataOptions& o,
-                                        const PlannedSequence& planned, std::int64_t index,
-                                        std::span<const std::int32_t> prompt,
-                                        const std::string& prompt_text) {
+// Every rank: the request of planned sequence `index`: a prompt with its continuation's budget
+// and sampling (sequence i samples with seed --seed + i), or existing text, fed only.
+BatchRequest make_request(Engine& engine, const CollectExitDataOptions& o,
+                          const PlannedSequence& planned, std::int64_t index,
+                          const std::vector<std::vector<std::int32_t>>& prompts,
+                          const std::vector<SuitePrompt>& suite, const OpenTextCorpus& corpus) {
+  BatchRequest request;
+  if (planned.kind == SequenceKind::kOpenTextFile) {
+    request.prompt = corpus.windows[planned.prompt];
+    return request;
+  }
   if (planned.kind == SequenceKind::kOpenText) {
-    std::vector<std::int32_t> text = engine.prepare_prompt(prompt_text, {}, true);
-    engine.check_context(static_cast<std::int64_t>(text.size()), 0);
-    return text;
+    request.prompt = engine.prepare_prompt(suite[planned.prompt].text, {}, true);
+    engine.check_context(static_cast<std::int64_t>(request.prompt.size()), 0);
+    return request;
   }
-  std::vector<std::int32_t> sequence(prompt.begin(), prompt.end());
-  if (o.generate > 0) {
-    GenerationOptions generation;
-    generation.max_new_tokens = o.generate;
-    generation.eos_ids = engine.eos_ids();
-    // Under the tp-invariant reduction the decoder reads whole rows whatever this says.
-    generation.logits = LogitsMode::kLocal;
-    if (planned.kind == SequenceKind::kSampled) {
-      generation.sampling.temperature = o.temperature;
-      generation.sampling.seed = o.seed + static_cast<std::uint64_t>(index);
-    }
-    KvCache kv =
-        engine.model().make_kv_cache(static_cast<std::int64_t>(prompt.size()) + o.generate);
-    const GenerationResult result =
-        Decoder(engine.model(), engine.comm()).generate(prompt, generation, kv);
-    sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
+  request.prompt = prompts[planned.prompt];
+  request.max_new_tokens = o.generate;
+  if (planned.kind == SequenceKind::kSampled) {
+    request.sampling.temperature = o.temperature;
+    request.sampling.seed = o.seed + static_cast<std::uint64_t>(index);
   }
-  return engine.prepare_prompt(std::nullopt, sequence, false);
+  return request;
 }
 
 // Root: writes the pending rows as the next shard and the manifest after it.
@@ -247,6 +260,11 @@ int agreed_stop_signal(Communicator& comm) {
 struct CollectionTotals {
   std::int64_t sequences = 0;
   std::int64_t positions = 0;
+  // Where the positions come from: prompts, generated continuations, existing text fed only.
+  std::int64_t prompt_positions = 0;
+  std::int64_t generated_positions = 0;
+  std::int64_t open_text_positions = 0;
+  std::int64_t forwards = 0;
   double seconds = 0.0;
   int stopped_by = 0;
 };
@@ -255,10 +273,20 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
                          const std::vector<PlannedSequence>& plan,
                          const std::vector<SuitePrompt>& suite,
                          const std::vector<std::vector<std::int32_t>>& prompts,
-                         ExitDataManifest& manifest, std::int64_t first) {
+                         const OpenTextCorpus& corpus, ExitDataManifest& manifest,
+                         std::int64_t first) {
   Communicator& comm = engine.comm();
   const std::filesystem::path dir(o.out);
-  const ExitTargetOptions targets{o.exit_layer, o.top_k, o.chunk};
+  std::vector<BatchRequest> requests;
+  for (auto index = first; index < static_cast<std::int64_t>(plan.size()); ++index) {
+    requests.push_back(make_request(engine, o, plan[static_cast<std::size_t>(index)], index,
+                                    prompts, suite, corpus));
+  }
+  ExitDataCollectorOptions options;
+  options.targets = {o.exit_layer, o.top_k, o.chunk};
+  options.batch = o.batch;
+  options.eos_ids = engine.eos_ids();
+  ExitDataCollector collector(engine.model(), comm, options);
   ExitDataRows pending;
   pending.hidden_size = engine.config().hidden_size;
   pending.top_k = o.top_k;
@@ -272,26 +300,34 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
     return static_cast<double>(totals.positions) / std::max(seconds(), 1e-9);
   };
   log::Progress progress("collecting exit data (sequences)",
-                         static_cast<std::int64_t>(plan.size()) - first);
-  for (auto index = first; index < static_cast<std::int64_t>(plan.size()); ++index) {
-    totals.stopped_by = agreed_stop_signal(comm);
-    if (totals.stopped_by != 0) break;
-    const PlannedSequence& planned = plan[static_cast<std::size_t>(index)];
-    const std::vector<std::int32_t> sequence = make_sequence(
-        engine, o, planned, index, prompts[planned.prompt], suite[planned.prompt].text);
-    const ExitDataRows rows = exit_data_targets(engine.model(), comm, sequence, index, targets);
-    ++totals.sequences;
-    totals.positions += static_cast<std::int64_t>(sequence.size());
-    progress.update(index - first + 1);
-    if (!comm.is_root()) continue;
-    pending.append(rows);
-    ++pending_sequences;
-    if (pending.positions() >= o.shard_positions) {
-      flush_shard(dir, manifest, pending, pending_sequences, rate());
-    }
-  }
+                         static_cast<std::int64_t>(requests.size()));
+  collector.run(requests, first,
+                [&](std::int64_t request, std::vector<std::int32_t>&& tokens, ExitDataRows&& rows) {
+                  const auto prompt = static_cast<std::int64_t>(
+                      requests[static_cast<std::size_t>(request)].prompt.size());
+                  const auto length = static_cast<std::int64_t>(tokens.size());
+                  ++totals.sequences;
+                  totals.positions += length;
+                  if (requests[static_cast<std::size_t>(request)].max_new_tokens == 0) {
+                    totals.open_text_positions += length;
+                  } else {
+                    totals.prompt_positions += prompt;
+                    totals.generated_positions += length - prompt;
+                  }
+                  progress.update(request + 1);
+                  if (comm.is_root()) {
+                    pending.append(rows);
+                    ++pending_sequences;
+                    if (pending.positions() >= o.shard_positions) {
+                      flush_shard(dir, manifest, pending, pending_sequences, rate());
+                    }
+                  }
+                  totals.stopped_by = agreed_stop_signal(comm);
+                  return totals.stopped_by == 0;
+                });
   progress.finish();
   if (comm.is_root()) flush_shard(dir, manifest, pending, pending_sequences, rate());
+  totals.forwards = collector.stats().passes;
   totals.seconds = seconds();
   return totals;
 }
@@ -312,6 +348,10 @@ void write_model_files(Engine& engine, const CollectExitDataOptions& o,
 
 nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataManifest& manifest,
                             const CollectionTotals& totals) {
+  const auto share = [&](std::int64_t part) {
+    return totals.positions > 0 ? static_cast<double>(part) / static_cast<double>(totals.positions)
+                                : 0.0;
+  };
   return {{"out", o.out},
           {"complete", manifest.complete},
           {"sequences", manifest.sequences()},
@@ -319,6 +359,14 @@ nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataManif
           {"shards", manifest.shards.size()},
           {"new_sequences", totals.sequences},
           {"new_positions", totals.positions},
+          {"new_positions_by_source",
+           {{"prompts", totals.prompt_positions},
+            {"generated", totals.generated_positions},
+            {"open_text", totals.open_text_positions},
+            {"generated_share", share(totals.generated_positions)},
+            {"open_text_share", share(totals.open_text_positions)}}},
+          {"batch", o.batch},
+          {"forwards", totals.forwards},
           {"seconds", totals.seconds},
           {"positions_per_s", totals.seconds > 0 ? totals.positions / totals.seconds : 0.0},
           {"exit_layer", o.exit_layer},
@@ -334,13 +382,16 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
     const std::vector<SuitePrompt> suite =
         select_prompts(read_prompt_suite(o.prompts_files), o.selection);
     const auto prompts = tokenize_suite(engine, o.chat, suite, o.generate, "--generate");
+    OpenTextOptions open_text = o.open_text_files;
+    open_text.seed = o.seed;
+    const OpenTextCorpus corpus = read_open_text(engine, open_text);
     const std::vector<PlannedSequence> plan =
-        plan_sequences(suite.size(), o.sampled_fraction, o.open_text);
+        plan_sequences(suite.size(), o.sampled_fraction, o.open_text, corpus.windows.size());
     ExitDataManifest manifest;
     std::int64_t first = 0;
     if (job.is_root()) {
       std::filesystem::create_directories(o.out);
-      manifest = starting_manifest(o, fresh_manifest(o, engine, plan, suite.size()));
+      manifest = starting_manifest(o, fresh_manifest(o, engine, plan, suite.size(), corpus));
       first = manifest.complete ? static_cast<std::int64_t>(plan.size()) : manifest.sequences();
     }
     comm.broadcast_object(first, 0);
@@ -354,7 +405,8 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
         log::info("collect-exit-data: {} sequences ({} done), exit layer {}, top-{}, into {}",
                   plan.size(), first, o.exit_layer, o.top_k, o.out);
       }
-      const CollectionTotals totals = collect(engine, o, plan, suite, prompts, manifest, first);
+      const CollectionTotals totals =
+          collect(engine, o, plan, suite, prompts, corpus, manifest, first);
       if (totals.stopped_by != 0) {
         if (job.is_root()) {
           log::info("collect-exit-data: stopped by {} after {} sequences; continue with --resume",
@@ -371,10 +423,13 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
       } else {
         fmt::print(
             "collect-exit-data: {} sequences, {} positions in {} shards ({} new sequences, {} "
-            "positions at {:.1f} positions/s); exit layer {}, top-{}; {}\n",
+            "positions at {:.1f} positions/s, batch {}; {:.0f}% generated, {:.0f}% open text); "
+            "exit layer {}, top-{}; {}\n",
             manifest.sequences(), manifest.positions(), manifest.shards.size(), totals.sequences,
-            totals.positions, summary["positions_per_s"].get<double>(), o.exit_layer, o.top_k,
-            o.out);
+            totals.positions, summary["positions_per_s"].get<double>(), o.batch,
+            100.0 * summary["new_positions_by_source"]["generated_share"].get<double>(),
+            100.0 * summary["new_positions_by_source"]["open_text_share"].get<double>(),
+            o.exit_layer, o.top_k, o.out);
       }
       return 0;
     }
@@ -408,6 +463,27 @@ void add_collection_options(CLI::App& command, CollectExitDataOptions& o) {
   add_seed_option(command, o.seed, "sampling seed (sequence i draws with seed + i)");
   command.add_flag("--open-text", o.open_text,
                    "also use each prompt's own text as a sequence, without generation");
+  command
+      .add_option("--open-text-files", o.open_text_files.paths,
+                  "existing text fed without generation: files, or directories read "
+                  "recursively (e.g. scripts/get-open-text.sh's output)")
+      ->check(CLI::ExistingPath);
+  command
+      .add_option("--open-text-window", o.open_text_files.window,
+                  "tokens per open-text sequence (files are cut into windows)")
+      ->check(CLI::Range(4, 1 << 20))
+      ->capture_default_str();
+  command
+      .add_option("--open-text-tokens", o.open_text_files.max_tokens,
+                  "the most open-text tokens to use, windows drawn at random with --seed (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--batch", o.batch,
+                  "sequences in flight, all in one forward per step (decoding streams the "
+                  "weights once per forward)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   command
       .add_option("--shard-positions", o.shard_positions,
                   "positions per shard file (whole sequences: a shard ends after the sequence "

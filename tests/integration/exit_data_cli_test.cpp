@@ -435,7 +435,90 @@ TEST_F(ExitDataCli, BadOptionsAreRefusedNamingTheOption) {
   expect_error(run(collect_args(out, "", "--exit-layer 1 --top-k 5000")), "--top-k 5000");
   expect_error(run(collect_args(out, "", "--exit-layer 1 --temperature 0")), "--temperature 0");
   expect_error(run(collect_args(out, "--sampled-fraction 1.5")), "--sampled-fraction");
+  expect_error(run(collect_args(out, "--batch 0")), "--batch");
+  expect_error(run(collect_args(out, "--open-text-files " + (dir_ / "nowhere").string())),
+               "--open-text-files");
+  expect_error(
+      run(collect_args(out, "--open-text-files " + suite_.string() + " --open-text-window 2")),
+      "--open-text-window");
   EXPECT_FALSE(std::filesystem::exists(out / "manifest.json"));
+}
+
+// Several sequences per forward change nothing: the shards of --batch 1, 3 and 8 are the same
+// bytes (greedy and sampled continuations, prompts' own text), and the summary counts forwards.
+TEST_F(ExitDataCli, EveryBatchSizeCollectsTheSameBytes) {
+  std::map<std::string, StoredTensor> first;
+  std::int64_t forwards_b1 = 0;
+  for (int batch : {1, 3, 8}) {
+    const auto out = dir_ / fmt::format("b{}", batch);
+    const CommandResult r =
+        run(collect_args(out, fmt::format("--open-text --batch {} --shard-positions 30", batch)));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json summary = nlohmann::json::parse(r.out);
+    EXPECT_EQ(summary["batch"], batch);
+    if (batch == 1) forwards_b1 = summary["forwards"].get<std::int64_t>();
+    if (batch == 8) {
+      EXPECT_LT(summary["forwards"].get<std::int64_t>(), forwards_b1 / 3);
+    }
+    const std::map<std::string, StoredTensor> all = read_all_shards(out, manifest_of(out));
+    if (first.empty()) {
+      first = all;
+      continue;
+    }
+    for (const auto& [name, tensor] : first) {
+      EXPECT_EQ(all.at(name).bytes, tensor.bytes) << name << " at --batch " << batch;
+    }
+  }
+}
+
+// Existing text from files: cut into windows, fed without generation, recorded in the manifest
+// (each file's path, size, hash and tokens) and counted apart from the generated positions.
+TEST_F(ExitDataCli, OpenTextFilesAreFedInWindowsAndRecorded) {
+  const auto corpus = dir_ / "corpus";
+  std::filesystem::create_directories(corpus / "sub");
+  std::string long_text;
+  for (int i = 0; i < 30; ++i) long_text += fmt::format("The sea was calm on day {}. ", i);
+  std::ofstream(corpus / "a.txt") << long_text;
+  std::ofstream(corpus / "sub" / "b.txt") << "How are you today? Tell me about the sky.";
+  std::ofstream(corpus / "blank.txt") << "  \n";
+  const auto out = dir_ / "open";
+  const CommandResult r = run(collect_args(
+      out, fmt::format("--open-text-files {} --open-text-window 16", corpus.string())));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json m = manifest_of(out);
+  const nlohmann::json& files = m["mix"]["open_text_files"];
+  ASSERT_EQ(files["files"], 3);
+  EXPECT_EQ(files["window"], 16);
+  std::int64_t windows = 0;
+  for (const nlohmann::json& source : files["sources"]) {
+    EXPECT_EQ(source["sha256"].get<std::string>().size(), 64u);
+    EXPECT_GT(source["bytes"].get<std::int64_t>(), 0);
+    windows += source["windows_kept"].get<std::int64_t>();
+  }
+  EXPECT_EQ(files["sources"][0]["path"], (corpus / "a.txt").string());
+  EXPECT_EQ(files["sources"][1]["tokens"], 0) << "the blank file";
+  EXPECT_GE(windows, 5);
+  EXPECT_EQ(m["mix"]["open_text_file_sequences"], windows);
+  const nlohmann::json summary = nlohmann::json::parse(r.out);
+  const nlohmann::json& by_source = summary["new_positions_by_source"];
+  EXPECT_EQ(by_source["open_text"], files["tokens"]);
+  EXPECT_GT(by_source["generated"].get<std::int64_t>(), 0);
+  EXPECT_EQ(by_source["prompts"].get<std::int64_t>() + by_source["generated"].get<std::int64_t>() +
+                by_source["open_text"].get<std::int64_t>(),
+            summary["new_positions"].get<std::int64_t>());
+  // The open-text sequences come last, fed as they are: position 0 .. window-1 with their tokens.
+  const std::map<std::string, StoredTensor> all = read_all_shards(out, m);
+  const std::vector<double>& position = all.at("position").values;
+  const std::vector<double>& sequence = all.at("sequence").values;
+  const double last = sequence.back();
+  std::int64_t last_rows = 0;
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    if (sequence[i] != last) continue;
+    EXPECT_EQ(position[i], static_cast<double>(last_rows));
+    ++last_rows;
+  }
+  EXPECT_LE(last_rows, 16);
+  EXPECT_GE(last_rows, 4);
 }
 
 }  // namespace
