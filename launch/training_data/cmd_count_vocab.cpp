@@ -1,12 +1,13 @@
 // `selfspec count-vocab`: which token ids a model's drafts must be able to predict, counted on a
 // calibration corpus — the ids of the prompts and of the full model's greedy continuations
 // (--generate N tokens each, what drafts are verified against) — written most frequent first for
-// a pruned draft vocabulary (--draft-vocab, model_io/draft_vocab_file.hpp). Reads the calibration
+// a pruned draft vocabulary (--draft-vocab, model_io/draft_vocab_file.hpp); --batch prompts are
+// generated per forward (decode/batch_generator.hpp, the same tokens). Reads the calibration
 // split by default: the vocabulary is tuning, so it never sees the evaluation prompts.
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/stop_request.hpp"
-#include "decode/decoder.hpp"
+#include "decode/batch_generator.hpp"
 #include "engine/engine.hpp"
 #include "launch/commands.hpp"
 #include "launch/job.hpp"
@@ -31,24 +32,16 @@ struct CountVocabOptions {
   PromptSelection selection{"calibration", {}, 0};
   ChatCli chat;
   std::int64_t generate = 64;
+  std::int64_t batch = 8;
   std::string out;
   bool json = false;
 };
 
-// The full model's greedy continuation of one prompt (every rank; the tokens on rank 0).
-std::vector<std::int32_t> continuation(Engine& engine, std::span<const std::int32_t> prompt,
-                                       std::int64_t n_tokens) {
-  if (n_tokens == 0) return {};
-  GenerationOptions generation;
-  generation.max_new_tokens = n_tokens;
-  generation.eos_ids = engine.eos_ids();
-  generation.interrupt = pending_stop_signal;
-  KvCache kv = engine.model().make_kv_cache(static_cast<std::int64_t>(prompt.size()) + n_tokens);
-  Decoder decoder(engine.model(), engine.comm());
-  GenerationResult result = decoder.generate(prompt, generation, kv);
-  SELFSPEC_CHECK(result.interrupt_signal == 0, "count-vocab: stopped by {}",
-                 stop_signal_name(result.interrupt_signal));
-  return std::move(result.tokens);
+// Rank 0's pending stop signal, on every rank (0: none).
+int agreed_stop_signal(Communicator& comm) {
+  int signal = comm.is_root() ? pending_stop_signal() : 0;
+  comm.broadcast_object(signal, 0);
+  return signal;
 }
 
 std::string describe_source(const CountVocabOptions& options, std::size_t n_prompts) {
@@ -81,15 +74,34 @@ int run_count_vocab(const CountVocabOptions& options) {
         if (id >= 0 && static_cast<std::size_t>(id) < vocab) ++counts[static_cast<std::size_t>(id)];
       }
     };
-    for (std::size_t p = 0; p < prompts.size(); ++p) {
-      const std::vector<std::int32_t> generated =
-          continuation(engine, prompts[p], options.generate);
-      if (!job.is_root()) continue;
-      count(prompts[p]);
-      count(generated);
-      log::info("  prompt {}/{} ({} {}): {} + {} tokens", p + 1, prompts.size(), suite[p].task,
-                suite[p].id, prompts[p].size(), generated.size());
+    // The greedy continuations, --batch prompts per forward (decode/batch_generator.hpp: the
+    // same tokens as one prompt at a time).
+    std::vector<BatchRequest> requests;
+    for (const std::vector<std::int32_t>& prompt : prompts) {
+      requests.push_back({prompt, options.generate, {}});
     }
+    BatchGeneratorOptions generation;
+    generation.batch = options.batch;
+    generation.eos_ids = engine.eos_ids();
+    BatchGenerator generator(engine.model(), job.comm(), generation);
+    int stopped_by = 0;
+    // --generate 0 counts the prompts alone: nothing to run through the model.
+    if (options.generate == 0) requests.clear();
+    if (job.is_root() && requests.empty()) {
+      for (const std::vector<std::int32_t>& prompt : prompts) count(prompt);
+    }
+    generator.run(requests, {}, [&](std::int64_t p, BatchResult&& result) {
+      const auto i = static_cast<std::size_t>(p);
+      if (job.is_root()) {
+        count(prompts[i]);
+        count(result.tokens);
+        log::info("  prompt {}/{} ({} {}): {} + {} tokens", p + 1, prompts.size(), suite[i].task,
+                  suite[i].id, prompts[i].size(), result.tokens.size());
+      }
+      stopped_by = agreed_stop_signal(job.comm());
+      return stopped_by == 0;
+    });
+    SELFSPEC_CHECK(stopped_by == 0, "count-vocab: stopped by {}", stop_signal_name(stopped_by));
     if (!job.is_root()) return 0;
     DraftVocabFile ranked = rank_token_counts(counts);
     ranked.model = options.engine.model_name();
@@ -125,6 +137,11 @@ void add_count_vocab_command(CLI::App& app, CommandBody& run) {
       ->add_option("--generate", options->generate,
                    "greedy tokens generated per prompt and counted (0: the prompts only)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--batch", options->batch,
+                   "prompts generated together, one forward per step for all of them")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   command->add_option("--out", options->out, "the JSON file to write")->required();
   add_json_flag(*command, options->json, "a summary");

@@ -94,6 +94,17 @@ TEST_F(DraftVocabCli, CountVocabWritesIdsMostFrequentFirstFromTheCalibrationSpli
                       suite_.string(), (dir_ / "p.json").string()));
   ASSERT_EQ(prompts_only.exit_code, 0) << prompts_only.err;
   EXPECT_EQ(prompts_only.json()["tokens_counted"].get<std::int64_t>() + 12, total);
+  // Several prompts per forward count the same tokens.
+  for (int batch : {1, 3}) {
+    const auto batched = dir_ / fmt::format("b{}.json", batch);
+    const CommandResult r =
+        run(fmt::format("count-vocab {} --prompts-file {} --generate 6 --batch {} --out {}",
+                        model_args(), suite_.string(), batch, batched.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json again = nlohmann::json::parse(read_file(batched));
+    EXPECT_EQ(again["ids"], vocab["ids"]) << "--batch " << batch;
+    EXPECT_EQ(again["counts"], vocab["counts"]) << "--batch " << batch;
+  }
 }
 
 TEST_F(DraftVocabCli, BenchComparesFullAndPrunedHeadsLosslessly) {
