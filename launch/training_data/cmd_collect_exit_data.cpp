@@ -68,6 +68,7 @@ struct CollectExitDataOptions {
   std::int32_t top_k = 32;
   std::int64_t generate = 64;
   double sampled_fraction = 0.5;
+  std::int64_t continuations = 1;
   double temperature = 0.8;
   std::uint64_t seed = 0;
   bool open_text = false;
@@ -88,17 +89,20 @@ struct PlannedSequence {
   SequenceKind kind = SequenceKind::kGreedy;
 };
 
-// Per prompt, its continuation, then (--open-text) its own text; then the open-text windows.
-// Continuation g is sampled when floor((g+1)·f) > floor(g·f): a share f of them, spread evenly,
-// the same in every run.
+// Per prompt, its continuations, then (--open-text) its own text; then the open-text windows.
+// A prompt's first continuation is sampled when floor((p+1)·f) > floor(p·f): a share f of the
+// prompts, spread evenly, the same in every run. Its other continuations (--continuations K > 1)
+// are all sampled, each from its own seed: a greedy one would repeat the first.
 std::vector<PlannedSequence> plan_sequences(std::size_t prompts, double sampled_fraction,
-                                            bool open_text, std::size_t windows) {
+                                            std::int64_t continuations, bool open_text,
+                                            std::size_t windows) {
   std::vector<PlannedSequence> plan;
   for (std::size_t p = 0; p < prompts; ++p) {
     const auto g = static_cast<double>(p);
     const bool sampled =
         std::floor((g + 1.0) * sampled_fraction) > std::floor(g * sampled_fraction);
     plan.push_back({p, sampled ? SequenceKind::kSampled : SequenceKind::kGreedy});
+    for (std::int64_t c = 1; c < continuations; ++c) plan.push_back({p, SequenceKind::kSampled});
     if (open_text) plan.push_back({p, SequenceKind::kOpenText});
   }
   for (std::size_t w = 0; w < windows; ++w) plan.push_back({w, SequenceKind::kOpenTextFile});
@@ -129,6 +133,10 @@ void check_options(const CollectExitDataOptions& o, const ModelConfig& config) {
                    "positive temperature",
                    o.temperature, o.sampled_fraction);
   }
+  SELFSPEC_CHECK(o.continuations == 1 || o.temperature > 0.0,
+                 "--temperature {}: --continuations {} samples the continuations after the "
+                 "first, which needs a positive temperature",
+                 o.temperature, o.continuations);
 }
 
 nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
@@ -141,6 +149,7 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
           {"system", o.chat.system},
           {"generate", o.generate},
           {"sampled_fraction", o.sampled_fraction},
+          {"continuations", o.continuations},
           {"temperature", o.temperature},
           {"seed", o.seed},
           {"open_text", o.open_text},
@@ -152,8 +161,11 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
           {"description",
            fmt::format("per prompt: the prompt and --generate {} tokens of the full model "
                        "(sampled at temperature {} with seed --seed + sequence index for a share "
-                       "{} of the prompts, greedy for the others; generation stops at EOS){}",
+                       "{} of the prompts, greedy for the others; generation stops at EOS){}{}",
                        o.generate, o.temperature, o.sampled_fraction,
+                       o.continuations > 1 ? fmt::format(", then {} more sampled continuations",
+                                                         o.continuations - 1)
+                                           : std::string(),
                        o.open_text ? "; then the prompt's own text as it is" : "") +
                (corpus.windows.empty()
                     ? std::string()
@@ -385,8 +397,8 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
     OpenTextOptions open_text = o.open_text_files;
     open_text.seed = o.seed;
     const OpenTextCorpus corpus = read_open_text(engine, open_text);
-    const std::vector<PlannedSequence> plan =
-        plan_sequences(suite.size(), o.sampled_fraction, o.open_text, corpus.windows.size());
+    const std::vector<PlannedSequence> plan = plan_sequences(
+        suite.size(), o.sampled_fraction, o.continuations, o.open_text, corpus.windows.size());
     ExitDataManifest manifest;
     std::int64_t first = 0;
     if (job.is_root()) {
@@ -456,6 +468,12 @@ void add_collection_options(CLI::App& command, CollectExitDataOptions& o) {
       .add_option("--sampled-fraction", o.sampled_fraction,
                   "share of the prompts continued by sampling (the others greedily)")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  command
+      .add_option("--continuations", o.continuations,
+                  "continuations per prompt: the first as --sampled-fraction says, the others "
+                  "sampled (each with its own seed)")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   command.add_option("--temperature", o.temperature, "temperature of the sampled continuations")
       ->check(CLI::NonNegativeNumber)

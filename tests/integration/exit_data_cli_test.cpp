@@ -436,6 +436,9 @@ TEST_F(ExitDataCli, BadOptionsAreRefusedNamingTheOption) {
   expect_error(run(collect_args(out, "", "--exit-layer 1 --temperature 0")), "--temperature 0");
   expect_error(run(collect_args(out, "--sampled-fraction 1.5")), "--sampled-fraction");
   expect_error(run(collect_args(out, "--batch 0")), "--batch");
+  expect_error(run(collect_args(out, "--continuations 3 --sampled-fraction 0",
+                                "--exit-layer 1 --temperature 0")),
+               "--continuations 3");
   expect_error(run(collect_args(out, "--open-text-files " + (dir_ / "nowhere").string())),
                "--open-text-files");
   expect_error(
@@ -451,11 +454,16 @@ TEST_F(ExitDataCli, EveryBatchSizeCollectsTheSameBytes) {
   std::int64_t forwards_b1 = 0;
   for (int batch : {1, 3, 8}) {
     const auto out = dir_ / fmt::format("b{}", batch);
-    const CommandResult r =
-        run(collect_args(out, fmt::format("--open-text --batch {} --shard-positions 30", batch)));
+    const CommandResult r = run(collect_args(
+        out, fmt::format("--open-text --continuations 3 --batch {} --shard-positions 30", batch)));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json summary = nlohmann::json::parse(r.out);
     EXPECT_EQ(summary["batch"], batch);
+    // 3 calibration prompts: 3 continuations and their own text each.
+    EXPECT_EQ(summary["new_sequences"], 12);
+    EXPECT_EQ(manifest_of(out)["mix"]["sampled"].get<int>() +
+                  manifest_of(out)["mix"]["greedy"].get<int>(),
+              9);
     if (batch == 1) forwards_b1 = summary["forwards"].get<std::int64_t>();
     if (batch == 8) {
       EXPECT_LT(summary["forwards"].get<std::int64_t>(), forwards_b1 / 3);
