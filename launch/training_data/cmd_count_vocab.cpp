@@ -14,6 +14,7 @@
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
 #include "launch/suite_prompts.hpp"
+#include "launch/training_data/open_text_corpus.hpp"
 #include "model_io/draft_vocab_file.hpp"
 
 #include <fmt/format.h>
@@ -33,6 +34,7 @@ struct CountVocabOptions {
   ChatCli chat;
   std::int64_t generate = 64;
   std::int64_t batch = 8;
+  OpenTextOptions open_text;
   std::string out;
   bool json = false;
 };
@@ -44,13 +46,19 @@ int agreed_stop_signal(Communicator& comm) {
   return signal;
 }
 
-std::string describe_source(const CountVocabOptions& options, std::size_t n_prompts) {
-  return fmt::format("{} (split {}{}): {} prompts{}, their ids and {} greedy tokens each",
-                     fmt::join(options.prompts_files, ","), options.selection.split,
-                     options.selection.tasks.empty()
-                         ? std::string()
-                         : fmt::format(", tasks {}", fmt::join(options.selection.tasks, ",")),
-                     n_prompts, options.chat.chat ? " as chats" : "", options.generate);
+std::string describe_source(const CountVocabOptions& options, std::size_t n_prompts,
+                            const OpenTextCorpus& corpus) {
+  return fmt::format(
+      "{} (split {}{}): {} prompts{}, their ids and {} greedy tokens each{}",
+      fmt::join(options.prompts_files, ","), options.selection.split,
+      options.selection.tasks.empty()
+          ? std::string()
+          : fmt::format(", tasks {}", fmt::join(options.selection.tasks, ",")),
+      n_prompts, options.chat.chat ? " as chats" : "", options.generate,
+      corpus.windows.empty()
+          ? std::string()
+          : fmt::format("; {} tokens of open text from {} files under {}", corpus.tokens_kept,
+                        corpus.sources.size(), fmt::join(options.open_text.paths, ",")));
 }
 
 int run_count_vocab(const CountVocabOptions& options) {
@@ -66,6 +74,7 @@ int run_count_vocab(const CountVocabOptions& options) {
       prompts.push_back(suite_prompt_ids(engine, options.chat, prompt));
       engine.check_context(static_cast<std::int64_t>(prompts.back().size()), options.generate);
     }
+    const OpenTextCorpus corpus = read_open_text(engine, options.open_text);
     engine.load();
     const auto vocab = static_cast<std::size_t>(engine.config().vocab_size);
     std::vector<std::int64_t> counts(vocab, 0);
@@ -90,6 +99,9 @@ int run_count_vocab(const CountVocabOptions& options) {
     if (job.is_root() && requests.empty()) {
       for (const std::vector<std::int32_t>& prompt : prompts) count(prompt);
     }
+    if (job.is_root()) {
+      for (const std::vector<std::int32_t>& window : corpus.windows) count(window);
+    }
     generator.run(requests, {}, [&](std::int64_t p, BatchResult&& result) {
       const auto i = static_cast<std::size_t>(p);
       if (job.is_root()) {
@@ -105,7 +117,7 @@ int run_count_vocab(const CountVocabOptions& options) {
     if (!job.is_root()) return 0;
     DraftVocabFile ranked = rank_token_counts(counts);
     ranked.model = options.engine.model_name();
-    ranked.source = describe_source(options, suite.size());
+    ranked.source = describe_source(options, suite.size(), corpus);
     save_draft_vocab_file(options.out, ranked);
     const auto seen = std::count_if(counts.begin(), counts.end(), [](auto n) { return n > 0; });
     log::info("{}: {} of {} ids seen in {} tokens (the others follow in id order)", options.out,
@@ -142,6 +154,16 @@ void add_count_vocab_command(CLI::App& app, CommandBody& run) {
       ->add_option("--batch", options->batch,
                    "prompts generated together, one forward per step for all of them")
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command
+      ->add_option("--open-text-files", options->open_text.paths,
+                   "also count the ids of existing text: files, or directories read recursively "
+                   "(tokenized only, nothing generated)")
+      ->check(CLI::ExistingPath);
+  command
+      ->add_option("--open-text-tokens", options->open_text.max_tokens,
+                   "the most open-text tokens to count, in windows drawn at random (0: all)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command->add_option("--out", options->out, "the JSON file to write")->required();
   add_json_flag(*command, options->json, "a summary");

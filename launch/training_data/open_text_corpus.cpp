@@ -61,7 +61,7 @@ void cut_windows(std::vector<std::int32_t> ids, std::size_t source, std::int64_t
   const auto n = static_cast<std::int64_t>(ids.size());
   for (std::int64_t begin = 0; begin < n; begin += window) {
     const std::int64_t end = std::min(n, begin + window);
-    if (end - begin < std::max<std::int64_t>(window / 4, 1)) break;
+    if (begin > 0 && end - begin < std::max<std::int64_t>(window / 4, 1)) break;
     out.push_back({source, {ids.begin() + begin, ids.begin() + end}});
   }
 }

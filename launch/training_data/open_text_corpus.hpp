@@ -3,8 +3,8 @@
 // --open-text-files (files, or directories read recursively; sorted by path), e.g. the Python
 // standard library's sources for a code model or documentation prose (scripts/get-open-text.sh).
 // Rank 0 reads and tokenizes each file (Engine::prepare_prompt broadcasts the ids), cuts it into
-// windows of --open-text-window tokens (a last, shorter piece is kept when it has at least a
-// quarter of a window), shuffles the windows with the seed and keeps them up to
+// windows of --open-text-window tokens (a file shorter than a window is one window; a file's
+// last, shorter piece is kept when it has at least a quarter of a window), shuffles the windows with the seed and keeps them up to
 // --open-text-tokens tokens. Each window is one sequence, at positions 0..window-1.
 // Never the evaluation prompts: those are refused where the prompts are read.
 #pragma once

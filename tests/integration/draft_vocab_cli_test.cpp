@@ -94,6 +94,18 @@ TEST_F(DraftVocabCli, CountVocabWritesIdsMostFrequentFirstFromTheCalibrationSpli
                       suite_.string(), (dir_ / "p.json").string()));
   ASSERT_EQ(prompts_only.exit_code, 0) << prompts_only.err;
   EXPECT_EQ(prompts_only.json()["tokens_counted"].get<std::int64_t>() + 12, total);
+  // Open text adds its ids (tokenized only) and says so in the source.
+  std::ofstream(dir_ / "open.txt") << "the sea and the sky and the sea";
+  const auto with_text = dir_ / "t.json";
+  const CommandResult text_run = run(
+      fmt::format("count-vocab {} --prompts-file {} --generate 0 --open-text-files {} --out {} "
+                  "--json",
+                  model_args(), suite_.string(), (dir_ / "open.txt").string(), with_text.string()));
+  ASSERT_EQ(text_run.exit_code, 0) << text_run.err;
+  EXPECT_GT(text_run.json()["tokens_counted"].get<std::int64_t>(),
+            prompts_only.json()["tokens_counted"].get<std::int64_t>());
+  EXPECT_THAT(nlohmann::json::parse(read_file(with_text))["source"].get<std::string>(),
+              HasSubstr("tokens of open text from 1 files"));
   // Several prompts per forward count the same tokens.
   for (int batch : {1, 3}) {
     const auto batched = dir_ / fmt::format("b{}.json", batch);
