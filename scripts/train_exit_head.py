@@ -4,7 +4,9 @@ or, with --predictor, EESD's Cali-TS acceptance predictor from `selfspec collect
 
     scripts/train_exit_head.py DATA_DIR --out exit_head.safetensors [--epochs 3] [--lr 1e-4]
         [--batch 64] [--heldout 0.1] [--negatives 512] [--kl-weight 1.0] [--ce-weight 1.0]
-        [--max-len 1024] [--loss-chunk 1024] [--seed 0] [--threads N] [--allow-incomplete] [--json]
+        [--max-len 1024] [--loss-chunk 1024] [--eval-every N] [--eval-positions N] [--patience P]
+        [--min-delta 0.002] [--curve CURVE.json] [--seed 0] [--threads N] [--allow-incomplete]
+        [--json]
     scripts/train_exit_head.py --predictor CALI_DIR --out predictor.safetensors [--epochs 20]
         [--lr 1e-3] [--batch 64] [--weight-decay 0.01] [--heldout 0.1] [--seed 0] [--threads N]
         [--allow-incomplete] [--json]
@@ -18,10 +20,23 @@ over a sampled candidate set (the batch's top-k ids and next tokens plus --negat
 random vocabulary ids), not the full vocabulary: a full LM head per position is too slow on a CPU.
 A batch is --batch sequences (sequences longer than --max-len are cut into overlapping windows,
 each position trained once). Sequences, never positions, are split into train and held-out.
-Per epoch (stderr): train loss, held-out top-1 agreement (argmax of the student's FULL-vocabulary
-logits against the full model's most likely token, on held-out positions; also before training),
-tokens/s. The head is written atomically in the exit-head format (EESD formats, section 2) with
-F32 tensors.
+Held-out top-1 agreement (argmax of the student's FULL-vocabulary logits against the full model's
+most likely token, on held-out positions) is evaluated before training, at the end of each epoch
+and, with --eval-every N, every N trained positions (at the first batch boundary at or past each
+multiple of N). --eval-positions N evaluates a fixed subset of at most N held-out positions instead
+of all (the full-vocabulary argmax dominates an evaluation's cost): whole held-out windows in a
+--seed-ed random order, the last one cut to its first rows, the same subset every time. Every
+evaluation logs (stderr) the train loss since the previous one and the agreement; every epoch its
+train loss and positions/s (training steps only). --epochs is the maximum: with --patience P,
+training stops after P consecutive evaluations that have not raised the agreement by more than
+--min-delta over the last one that did (starting from the agreement before training). The
+weights of the evaluation with the best agreement (the earliest on a tie; before training
+included: then the initial layer N is written) are written, not the last ones; the log, the head's
+metadata ("kept") and the summary ("best") say which. --curve FILE.json writes the learning curve
+(exit_head/learning_curve.py: the settings and one point per evaluation: positions_trained, epoch,
+seconds, train_loss_recent, heldout_agreement, ...), rewritten after every evaluation;
+scripts/plot_exit_head_curve.py plots it. The head is written atomically in the exit-head format
+(EESD formats, section 2) with F32 tensors.
 
 Cali-TS predictor (--predictor CALI_DIR; EESD §3.3 eq. 5, App. B; exit_head/cali_predictor.py).
 θ_M = sigmoid(w[:d] · (W^i h_T) + w[d:] · h_D + b), i = min(step, S = the manifest's "steps"),
@@ -34,9 +49,12 @@ the lowest held-out BCE is kept (S·d² parameters overfit small data) and writt
 predictor format (Cali-TS formats, section 2: F32 cali.step_transforms [S, d, d], cali.weight
 [2d], cali.bias [1]; sigma_m = the kept epoch's held-out RMSE of θ_M against the 0/1 label).
 
---json prints a summary object on stdout. Bad data exits 1 with a one-line message naming the
-file and the field or tensor. Needs Debian's python3-torch (torch 1.13) and python3-numpy
-(scripts/setup.sh), run with /usr/bin/python3.
+--json prints a summary object on stdout (exit head: the split, per-epoch train losses,
+agreement_before / agreement_after (the last evaluation), "curve" (the points), "best" (the kept
+point), "positions_per_s" (positions trained / seconds in training steps, evaluations excluded),
+"settings" and "status"). Bad data exits 1 with a one-line message naming the file and the field
+or tensor. Needs Debian's python3-torch (torch 1.13) and python3-numpy (scripts/setup.sh), run
+with /usr/bin/python3.
 """
 
 import argparse
@@ -53,9 +71,11 @@ import torch  # noqa: E402
 from exit_head.cali_data import load_cali_data, split_by_sequence  # noqa: E402
 from exit_head.cali_predictor import (FitOptions, fit, initial_predictor,  # noqa: E402
                                       parameter_count, predictor_metadata)
-from exit_head.dataset import (DataError, load_manifest, load_positions, model_spec,  # noqa: E402
-                               sequence_spans, split_sequences, windows_of)
+from exit_head.dataset import (DataError, evaluation_windows, load_manifest,  # noqa: E402
+                               load_positions, model_spec, sequence_spans, split_sequences,
+                               windows_of)
 from exit_head.exit_layer import ExitLayer, FrozenHead  # noqa: E402
+from exit_head.learning_curve import LearningCurve  # noqa: E402
 from exit_head.losses import distillation_loss  # noqa: E402
 from exit_head.safetensors_io import (SafetensorsError, bf16_to_f32, dtype_of,  # noqa: E402
                                       read_safetensors, write_safetensors)
@@ -66,7 +86,8 @@ kPrefix = "exit_layer."
 
 # Options of the exit-head mode (DATA_DIR) only, and their defaults there.
 kExitHeadOnly = {"negatives": 512, "max_len": 1024, "loss_chunk": 1024, "kl_weight": 1.0,
-                 "ce_weight": 1.0}
+                 "ce_weight": 1.0, "eval_every": 0, "eval_positions": 0, "patience": 0,
+                 "min_delta": 0.002, "curve": None}
 # Options whose defaults differ by mode: (exit head, Cali-TS predictor).
 kModeDefaults = {"epochs": (3, 20), "lr": (1e-4, 1e-3)}
 
@@ -115,6 +136,23 @@ def parse_args(argv):
                              "default 1024; exit head only)")
     parser.add_argument("--kl-weight", type=float, help="default 1.0; exit head only")
     parser.add_argument("--ce-weight", type=float, help="default 1.0; exit head only")
+    parser.add_argument("--eval-every", type=int, metavar="N",
+                        help="also evaluate held-out agreement every N trained positions, at "
+                             "batch boundaries (default 0: only before training and after each "
+                             "epoch; exit head only)")
+    parser.add_argument("--eval-positions", type=int, metavar="N",
+                        help="evaluate on a fixed, --seed-chosen subset of at most N held-out "
+                             "positions (whole windows; default 0: all; exit head only)")
+    parser.add_argument("--patience", type=int, metavar="P",
+                        help="stop after P evaluations in a row without a rise of more than "
+                             "--min-delta in held-out agreement (--epochs is the maximum; "
+                             "default 0: never stop early; exit head only)")
+    parser.add_argument("--min-delta", type=float,
+                        help="the rise in held-out agreement that counts for --patience "
+                             "(default 0.002; exit head only)")
+    parser.add_argument("--curve", metavar="FILE.json",
+                        help="write the learning curve (settings and every evaluation) as JSON, "
+                             "rewritten after each evaluation (exit head only)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--allow-incomplete", action="store_true",
@@ -127,6 +165,10 @@ def parse_args(argv):
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if not 0.0 <= args.heldout < 1.0 or args.negatives < 0 or args.lr <= 0:
         parser.error("need 0 <= --heldout < 1, --negatives >= 0 and --lr > 0")
+    if min(args.eval_every, args.eval_positions, args.patience) < 0 or args.min_delta < 0:
+        parser.error("need --eval-every, --eval-positions, --patience and --min-delta >= 0")
+    if args.patience > 0 and args.heldout <= 0.0:
+        parser.error("--patience needs --heldout > 0 (it watches the held-out agreement)")
     if args.predictor is not None and args.heldout <= 0.0:
         parser.error("--predictor needs --heldout > 0 (sigma_m and the kept epoch come from "
                      "the held-out sequences)")
@@ -258,20 +300,35 @@ def backward_in_chunks(z, rows, head, data, args, generator):
     return total
 
 
-def train_epoch(model, head, optimiser, data, windows, args, rng, generator):
-    """(mean loss, positions, seconds) of one pass over the train windows in a random order."""
-    model.train()
+def train_steps(model, head, optimiser, data, windows, args, rng, generator):
+    """One pass over the train windows in a random order: yields (summed loss, positions,
+    seconds) after each optimiser step, with the model in eval mode (the caller may evaluate)."""
     order = rng.permutation(len(windows))
-    total, count, start = 0.0, 0, time.monotonic()
     for begin in range(0, len(order), args.batch):
+        start = time.monotonic()
+        model.train()
         batch = Batch(data, [windows[i] for i in order[begin:begin + args.batch]])
         optimiser.zero_grad()
-        total += backward_in_chunks(final_states(model, head, batch), batch.rows.numpy(), head,
-                                    data, args, generator)
+        total = backward_in_chunks(final_states(model, head, batch), batch.rows.numpy(), head,
+                                   data, args, generator)
         optimiser.step()
-        count += len(batch.rows)
-    model.eval()
-    return total / max(count, 1), count, time.monotonic() - start
+        model.eval()
+        yield total, len(batch.rows), time.monotonic() - start
+
+
+def curve_settings(manifest, spec, args, summary):
+    """The run's settings recorded in the curve file (the plot labels its line from them)."""
+    settings = {"data_dir": os.path.abspath(args.data_dir),
+                "data_name": os.path.basename(os.path.normpath(os.path.abspath(args.data_dir))),
+                "model_identity": spec.identity, "exit_layer": manifest["exit_layer"],
+                "num_layers": spec.num_layers, "hidden_size": spec.hidden_size,
+                "vocab_size": spec.vocab_size, "out": os.path.abspath(args.out)}
+    settings.update({name: getattr(args, name) for name in (
+        "epochs", "lr", "weight_decay", "batch", "max_len", "negatives", "kl_weight", "ce_weight",
+        "heldout", "seed", "threads", "eval_every", "eval_positions", "patience", "min_delta")})
+    settings.update({name: summary[name] for name in (
+        "train_positions", "heldout_positions", "evaluated_positions")})
+    return settings
 
 
 def head_metadata(manifest, spec, args, summary):
@@ -284,14 +341,20 @@ def head_metadata(manifest, spec, args, summary):
         "num_layers": str(spec.num_layers),
         "trained_on": (f"{os.path.abspath(args.data_dir)}, {summary['positions']} positions "
                        f"({summary['train_positions']} train / {summary['heldout_positions']} "
-                       f"held out), {args.epochs} epochs"),
+                       f"held out), {summary['epochs_run']} of at most {args.epochs} epochs "
+                       f"({summary['positions_trained']} positions trained, {summary['status']})"),
         "loss": loss,
         "optimizer": f"AdamW lr {args.lr} weight_decay {args.weight_decay}, batch {args.batch} "
                      f"sequences (windows of <= {args.max_len} positions), seed {args.seed}",
     }
-    if summary["agreement_after"] is not None:
-        metadata["heldout_top1_agreement"] = f"{summary['agreement_after']:.4f}"
+    best = summary["best"]
+    if best is not None:
+        metadata["heldout_top1_agreement"] = f"{best['heldout_agreement']:.4f}"
         metadata["heldout_top1_agreement_before"] = f"{summary['agreement_before']:.4f}"
+        metadata["heldout_evaluated_positions"] = str(summary["evaluated_positions"])
+        metadata["kept"] = (f"evaluation {best['evaluation']} of {len(summary['curve']) - 1} "
+                            f"(epoch {best['epoch']}, {best['positions_trained']} positions "
+                            "trained): the best held-out top-1 agreement")
     return metadata
 
 
@@ -308,33 +371,92 @@ def train(args):
     model.eval()
     train_spans, heldout_spans = split_sequences(sequence_spans(data), args.heldout, args.seed)
     train_windows = windows_of(train_spans, args.max_len)
-    heldout_windows = windows_of(heldout_spans, args.max_len)
+    eval_windows = evaluation_windows(windows_of(heldout_spans, args.max_len),
+                                      args.eval_positions, args.seed)
     summary = {"epochs": args.epochs, "positions": len(data),
                "train_sequences": len(train_spans), "heldout_sequences": len(heldout_spans),
                "train_positions": sum(e - s for s, e in train_spans),
-               "heldout_positions": sum(e - s for s, e in heldout_spans)}
+               "heldout_positions": sum(e - s for s, e in heldout_spans),
+               "evaluated_positions": sum(w.end - w.loss_from for w in eval_windows)}
     log(f"{len(data)} positions in {len(train_spans) + len(heldout_spans)} sequences: "
-        f"{summary['train_positions']} train, {summary['heldout_positions']} held out; "
-        f"exit layer {manifest['exit_layer']} of {spec.num_layers}, vocab {spec.vocab_size}")
-    before = heldout_agreement(model, head, data, heldout_windows, args.batch)
-    log(f"before training: held-out top-1 agreement {_fmt(before)}")
-    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
-    after, losses = before, []
-    for epoch in range(1, args.epochs + 1):
-        loss, count, seconds = train_epoch(model, head, optimiser, data, train_windows, args, rng,
-                                           generator)
-        after = heldout_agreement(model, head, data, heldout_windows, args.batch)
-        losses.append(loss)
-        log(f"epoch {epoch}/{args.epochs}: train loss {loss:.4f}, held-out top-1 agreement "
-            f"{_fmt(after)} (before {_fmt(before)}), {count / max(seconds, 1e-9):.0f} tokens/s")
-    summary.update(agreement_before=before, agreement_after=after, train_loss=losses)
+        f"{summary['train_positions']} train, {summary['heldout_positions']} held out "
+        f"({summary['evaluated_positions']} evaluated); exit layer {manifest['exit_layer']} of "
+        f"{spec.num_layers}, vocab {spec.vocab_size}")
+    curve = LearningCurve(
+        lambda m: heldout_agreement(m, head, data, eval_windows, args.batch),
+        curve_settings(manifest, spec, args, summary), args.patience, args.min_delta,
+        args.eval_every, log)
+    run_training(model, head, data, train_windows, curve, summary, args)
+    status = summary["status"]
+    if curve.best is not None:
+        model.load_state_dict(curve.best_state)
+        log(_kept_message(curve))
     write_safetensors(args.out, {kPrefix + k: v.detach().contiguous().numpy()
                                  for k, v in model.state_dict().items()},
                       head_metadata(manifest, spec, args, summary))
+    if args.curve:
+        curve.write(args.curve, status)
     summary.update(out=os.path.abspath(args.out), seconds=round(time.monotonic() - start, 3))
-    log(f"wrote {args.out} in {summary['seconds']:.1f} s")
+    log(f"wrote {args.out} in {summary['seconds']:.1f} s ({summary['positions_per_s'] or 0:.0f} "
+        "positions/s in training steps)")
     return summary
+
+
+def run_training(model, head, data, train_windows, curve, summary, args):
+    """Evaluates before training, trains up to --epochs epochs with the evaluations of --eval-every
+    and each epoch's end, stops early on --patience; fills in the summary's training figures."""
+    before = curve.evaluate(model, 0, False)["heldout_agreement"]
+    log(f"before training: held-out top-1 agreement {_fmt(before)}")
+    if args.curve:
+        curve.write(args.curve, "running")
+    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
+    losses, epochs_run = [], 0
+    for epoch in range(1, args.epochs + 1):
+        epochs_run = epoch
+        total, count, seconds = 0.0, 0, 0.0
+        for step_loss, step_count, step_seconds in train_steps(
+                model, head, optimiser, data, train_windows, args, rng, generator):
+            total, count, seconds = total + step_loss, count + step_count, seconds + step_seconds
+            if curve.add_step(step_loss, step_count, step_seconds):
+                curve.evaluate(model, epoch, count == summary["train_positions"])
+                if args.curve:
+                    curve.write(args.curve, "running")
+                if curve.stop:
+                    break
+        if not curve.evaluated_now:
+            curve.evaluate(model, epoch, True)
+            if args.curve:
+                curve.write(args.curve, "running")
+        losses.append(total / max(count, 1))
+        done = ("" if count == summary["train_positions"] else
+                f" (stopped after {count} of its {summary['train_positions']} positions)")
+        log(f"epoch {epoch}/{args.epochs}{done}: train loss {losses[-1]:.4f}, held-out top-1 "
+            f"agreement {_fmt(curve.points[-1]['heldout_agreement'])} (before {_fmt(before)}), "
+            f"{count / max(seconds, 1e-9):.0f} positions/s")
+        if curve.stop:
+            break
+    status = "stopped early" if curve.stop else "finished"
+    if curve.stop:
+        log(f"stopping early: {args.patience} evaluations in a row without a rise of more than "
+            f"{args.min_delta} in held-out agreement")
+    summary.update(agreement_before=before, agreement_after=curve.points[-1]["heldout_agreement"],
+                   train_loss=losses, epochs_run=epochs_run, positions_trained=curve.positions,
+                   train_seconds=round(curve.train_seconds, 3),
+                   positions_per_s=curve.positions_per_s, curve=curve.points, best=curve.best,
+                   settings=curve.settings, status=status)
+
+
+def _kept_message(curve):
+    best, last = curve.best, curve.points[-1]
+    if best["evaluation"] == 0:
+        return (f"keeping the initial weights: no evaluation beat the held-out top-1 agreement "
+                f"before training, {best['heldout_agreement']:.4f} (the last: "
+                f"{last['heldout_agreement']:.4f})")
+    return (f"keeping evaluation {best['evaluation']} of {last['evaluation']} (epoch "
+            f"{best['epoch']}, {best['positions_trained']} positions trained), the best held-out "
+            f"top-1 agreement {best['heldout_agreement']:.4f} (the last: "
+            f"{last['heldout_agreement']:.4f})")
 
 
 def train_predictor(args):

@@ -160,6 +160,27 @@ def windows_of(spans, max_len):
     return result
 
 
+def evaluation_windows(windows, limit, seed):
+    """The held-out windows evaluated at every evaluation: all of them when limit is 0; else
+    whole windows taken in a seeded random order while their loss rows fit in `limit`, the first
+    one that does not fit cut to its first rows so that exactly `limit` rows are evaluated (a
+    window's rows attend only to rows before them, so the kept rows see all of their context).
+    Returned in data order; the same for the same windows, limit and seed."""
+    total = sum(w.end - w.loss_from for w in windows)
+    if limit == 0 or limit >= total:
+        return list(windows)
+    chosen, left = [], limit
+    for index in np.random.default_rng(seed).permutation(len(windows)).tolist():
+        w = windows[index]
+        rows = w.end - w.loss_from
+        chosen.append((index, w if rows <= left else Window(w.start, w.loss_from + left,
+                                                            w.loss_from)))
+        left -= min(rows, left)
+        if left == 0:
+            break
+    return [w for _, w in sorted(chosen, key=lambda c: c[0])]
+
+
 def _load_shard(path, entry, spec, top_k):
     try:
         tensors, _ = read_safetensors(path)

@@ -5,7 +5,10 @@ vocab 300) whose "full model" is a known random exit layer (the teacher), evalua
 independent numpy implementation of the layer (EESD formats, section 3; RoPE in the engine's
 rotate-half convention). So an exit head initialised to the teacher must agree with the recorded
 top-1 everywhere (the trainer's forward matches), and one initialised to a perturbed teacher must
-get closer to it by training. Exits 77 (ctest: skipped) when torch is not importable.
+get closer to it by training. CurveTest covers --eval-every, --eval-positions, --patience and
+--curve (the learning curve's points, early stopping, the best evaluation's weights being the ones
+written) and scripts/plot_exit_head_curve.py (skipped without matplotlib). Exits 77 (ctest:
+skipped) when torch is not importable.
 
     /usr/bin/python3 tests/scripts/train_exit_head_test.py
 """
@@ -14,21 +17,26 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
 
 try:
     import numpy as np
-    import torch  # noqa: F401  (the trainer's dependency; skipped without it)
+    import torch  # (the trainer's dependency; skipped without it)
 except ImportError as missing:
     print(f"SKIP: {missing} (install python3-torch with scripts/setup.sh; run /usr/bin/python3)")
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+kScripts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+sys.path.insert(0, kScripts)
 
 import train_exit_head  # noqa: E402
-from exit_head.dataset import Window, split_sequences, windows_of  # noqa: E402
+from exit_head.dataset import (Window, evaluation_windows, load_manifest,  # noqa: E402
+                               load_positions, model_spec, sequence_spans, split_sequences,
+                               windows_of)
+from exit_head.exit_layer import ExitLayer  # noqa: E402
 from exit_head.safetensors_io import (Bf16, bf16_to_f32, dtype_of, f32_to_bf16,  # noqa: E402
                                       read_safetensors, write_safetensors)
 
@@ -192,8 +200,9 @@ class TrainExitHeadTest(unittest.TestCase):
         self.assertEqual(metadata["exit_layer"], "2")
         self.assertEqual((metadata["hidden_size"], metadata["num_layers"]), ("32", "4"))
         self.assertIn(f"{summary['positions']} positions", metadata["trained_on"])
-        self.assertEqual(float(metadata["heldout_top1_agreement"]),
-                         round(summary["agreement_after"], 4))
+        self.assertEqual(float(metadata["heldout_top1_agreement"]),  # the kept evaluation's
+                         round(summary["best"]["heldout_agreement"], 4))
+        self.assertIn(f"evaluation {summary['best']['evaluation']} of ", metadata["kept"])
         self.assertIn("sampled", metadata["loss"])
 
     def test_loss_chunks_do_not_change_an_exact_softmax_step(self):
@@ -223,6 +232,231 @@ class TrainExitHeadTest(unittest.TestCase):
         self.assertTrue(os.path.exists(out))
 
 
+def noisy_teacher(teacher, rng, scale=0.6):
+    """The teacher's layer with Gaussian noise of `scale` times each weight's spread added."""
+    return {k: v + scale * rng.standard_normal(v.shape).astype(np.float32) *
+            np.float32(np.std(v) if "layernorm" not in k else 0.0) for k, v in teacher.items()}
+
+
+def run_quiet(argv):
+    """(exit code, stderr) of train_exit_head.main(argv) where argparse may exit."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            code = train_exit_head.main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, err.getvalue()
+
+
+class CurveTest(unittest.TestCase):
+    """--eval-every, --eval-positions, --patience, --curve and plot_exit_head_curve.py."""
+
+    def setUp(self):
+        self.temp = tempfile.TemporaryDirectory()
+        self.rng = np.random.default_rng(11)
+        self.teacher = random_layer(self.rng)
+
+    def tearDown(self):
+        self.temp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.temp.name, name)
+
+    def train_noisy(self, extra, sequences=48):
+        """(summary, stderr, data dir) of a run from a perturbed teacher (lr 1e-2, batch 4)."""
+        data = make_data_dir(self.temp.name, noisy_teacher(self.teacher, self.rng), self.teacher,
+                             self.rng, sequences=sequences)
+        return self.train(data, extra) + (data,)
+
+    def train(self, data, extra):
+        code, summary, err = run_trainer(
+            [data, "--lr", "1e-2", "--batch", "4", "--negatives", "64", "--heldout", "0.25",
+             "--json", "--threads", "1"] + extra)
+        self.assertEqual(code, 0, err)
+        return summary, err
+
+    def test_curve_file_has_every_evaluation_and_the_summary_its_figures(self):
+        curve_path = self.path("curve.json")
+        summary, err, data = self.train_noisy(
+            ["--out", self.path("head.safetensors"), "--epochs", "3", "--eval-every", "150",
+             "--curve", curve_path])
+        with open(curve_path, encoding="utf-8") as f:
+            document = json.load(f)
+        self.assertEqual((document["format"], document["version"], document["status"]),
+                         ("selfspec-exit-head-curve", 1, "finished"))
+        settings = document["settings"]
+        self.assertEqual((settings["exit_layer"], settings["num_layers"], settings["data_name"],
+                          settings["data_dir"]), (2, 4, "data", os.path.abspath(data)))
+        self.assertEqual((settings["eval_every"], settings["epochs"], settings["lr"],
+                          settings["patience"], settings["evaluated_positions"]),
+                         (150, 3, 1e-2, 0, summary["heldout_positions"]))
+        points, train = document["curve"], summary["train_positions"]
+        self.assertEqual(points, summary["curve"])
+        self.assertEqual(document["best"], summary["best"])
+        self.assertEqual(document["positions_per_s"], summary["positions_per_s"])
+        first = points[0]
+        self.assertEqual((first["evaluation"], first["positions_trained"], first["epoch"],
+                          first["train_loss_recent"]), (0, 0, 0, None))
+        self.assertEqual(first["heldout_agreement"], summary["agreement_before"])
+        self.assertEqual(points[-1]["heldout_agreement"], summary["agreement_after"])
+        self.assertEqual([p["evaluation"] for p in points], list(range(len(points))))
+        self.assertEqual([p["positions_trained"] for p in points if p["end_of_epoch"]],
+                         [train, 2 * train, 3 * train])
+        self.assertGreater(len(points), 1 + 3 + 3)  # ~ 3 * train / 150 mid-epoch evaluations
+        for previous, point in zip(points, points[1:]):
+            self.assertGreater(point["positions_trained"], previous["positions_trained"])
+            self.assertGreaterEqual(point["seconds"], previous["seconds"])
+            self.assertEqual(point["epoch"], -(-point["positions_trained"] // train))
+            # At the first batch boundary past a multiple of 150, or at an epoch's end.
+            self.assertTrue(point["end_of_epoch"] or point["positions_trained"] // 150 >
+                            previous["positions_trained"] // 150, point)
+            self.assertLess(point["positions_trained"] - previous["positions_trained"],
+                            150 + 4 * 25)  # a batch is at most 4 sequences of < 25 positions
+            self.assertGreaterEqual(point["heldout_agreement"], 0.0)
+        # train_loss_recent weighted by the positions since the previous evaluation gives each
+        # epoch's mean train loss.
+        for epoch, loss in enumerate(summary["train_loss"], 1):
+            weighted = sum(p["train_loss_recent"] *
+                           (p["positions_trained"] - q["positions_trained"])
+                           for q, p in zip(points, points[1:]) if p["epoch"] == epoch)
+            self.assertAlmostEqual(weighted / train, loss, places=5)
+        best = max(points, key=lambda p: p["heldout_agreement"])  # the earliest of the best
+        self.assertEqual(summary["best"], best)
+        self.assertEqual((summary["positions_trained"], summary["epochs_run"], summary["status"]),
+                         (3 * train, 3, "finished"))
+        self.assertAlmostEqual(summary["positions_per_s"],
+                               summary["positions_trained"] / summary["train_seconds"],
+                               delta=0.01 * summary["positions_per_s"])
+        self.assertIn(f"eval {len(points) - 1} (epoch 3, {3 * train} positions trained)", err)
+        self.assertIn("positions/s in training steps", err)
+
+    def test_evaluations_do_not_change_training(self):
+        data = make_data_dir(self.temp.name, noisy_teacher(self.teacher, self.rng), self.teacher,
+                             self.rng)
+        plain, _ = self.train(data, ["--out", self.path("a.safetensors"), "--epochs", "2"])
+        often, _ = self.train(data, ["--out", self.path("b.safetensors"), "--epochs", "2",
+                                     "--eval-every", "40"])
+        self.assertEqual(plain["train_loss"], often["train_loss"])
+        self.assertEqual(len(plain["curve"]), 3)
+        self.assertEqual([p["heldout_agreement"] for p in plain["curve"]],
+                         [p["heldout_agreement"] for p in often["curve"]
+                          if p["evaluation"] == 0 or p["end_of_epoch"]])
+
+    def test_patience_stops_when_agreement_cannot_rise_and_keeps_the_initial_weights(self):
+        # Initialised to the teacher: agreement 1.0 before training, which nothing can beat.
+        data = make_data_dir(self.temp.name, self.teacher, self.teacher, self.rng)
+        out = self.path("head.safetensors")
+        summary, err = self.train(data, ["--out", out, "--epochs", "50", "--eval-every", "40",
+                                         "--patience", "3", "--curve", self.path("c.json")])
+        self.assertEqual(summary["agreement_before"], 1.0)
+        self.assertEqual(summary["status"], "stopped early")
+        self.assertEqual(len(summary["curve"]), 1 + 3)  # before training, then 3 without a rise
+        self.assertLess(summary["positions_trained"], 3 * 40 + 3 * 4 * 25)
+        self.assertEqual(summary["epochs_run"], 1)
+        self.assertEqual(summary["best"]["evaluation"], 0)
+        self.assertIn("stopping early: 3 evaluations in a row", err)
+        self.assertIn("keeping the initial weights", err)
+        with open(self.path("c.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["status"], "stopped early")
+        tensors, metadata = read_safetensors(out)
+        init, _ = read_safetensors(os.path.join(data, "init_layer.safetensors"))
+        self.assertEqual(set(tensors), set(init))
+        for name, value in tensors.items():  # lr 1e-2 moved them; the kept weights are these
+            np.testing.assert_array_equal(value, init[name], err_msg=name)
+        self.assertEqual(metadata["heldout_top1_agreement"], "1.0000")
+        self.assertIn("evaluation 0 of 3", metadata["kept"])
+        self.assertIn("stopped early", metadata["trained_on"])
+
+    def test_patience_counts_only_rises_above_min_delta(self):
+        # A perturbed start improves at first; with --min-delta 1 no evaluation counts as a rise.
+        summary, _, _ = self.train_noisy(["--out", self.path("head.safetensors"), "--epochs", "9",
+                                          "--patience", "2", "--min-delta", "1"])
+        self.assertEqual((summary["status"], summary["epochs_run"], len(summary["curve"])),
+                         ("stopped early", 2, 3))
+        self.assertGreater(summary["best"]["evaluation"], 0)  # the best is kept all the same
+
+    def test_written_head_is_the_best_evaluation_on_the_evaluated_subset(self):
+        out = self.path("head.safetensors")
+        summary, err, data = self.train_noisy(
+            ["--out", out, "--epochs", "6", "--eval-every", "100", "--eval-positions", "60"])
+        self.assertEqual(summary["evaluated_positions"], 60)
+        self.assertEqual(summary["settings"]["evaluated_positions"], 60)
+        best = summary["best"]
+        self.assertGreater(best["evaluation"], 0, err)
+        self.assertIn(f"keeping evaluation {best['evaluation']} of {len(summary['curve']) - 1}",
+                      err)
+        # The written head, evaluated here on the same 60 positions, scores the best agreement.
+        manifest = load_manifest(data, False)
+        spec = model_spec(manifest)
+        positions = load_positions(data, manifest, spec)
+        head = train_exit_head.load_frozen(os.path.join(data, "frozen.safetensors"), spec)
+        _, held = split_sequences(sequence_spans(positions), 0.25, 0)
+        windows = evaluation_windows(windows_of(held, 1024), 60, 0)
+        tensors, metadata = read_safetensors(out)
+        model = ExitLayer(spec)
+        model.load_state_dict({k[len("exit_layer."):]: torch.from_numpy(np.array(v))
+                               for k, v in tensors.items()})
+        model.eval()
+        agreement = train_exit_head.heldout_agreement(model, head, positions, windows, 4)
+        self.assertEqual(agreement, best["heldout_agreement"])
+        self.assertEqual(metadata["heldout_top1_agreement"], f"{best['heldout_agreement']:.4f}")
+        self.assertEqual(metadata["heldout_evaluated_positions"], "60")
+
+    def test_bad_options_are_refused(self):
+        data = make_data_dir(self.temp.name, self.teacher, self.teacher, self.rng, sequences=6)
+        out = self.path("head.safetensors")
+        for argv, message in (
+                ([data, "--out", out, "--patience", "2", "--heldout", "0"], "--heldout > 0"),
+                ([data, "--out", out, "--eval-every", "-1"], ">= 0"),
+                (["--predictor", data, "--out", out, "--curve", "c.json"],
+                 "--curve applies to the exit head")):
+            code, err = run_quiet(argv)
+            self.assertEqual(code, 2, err)
+            self.assertIn(message, err)
+        self.assertFalse(os.path.exists(out))
+
+    def test_plot_script_draws_curves_and_refuses_malformed_files(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as missing:
+            self.skipTest(f"no matplotlib ({missing})")
+        curves = []
+        for lr in ("1e-2", "3e-3"):
+            curves.append(self.path(f"curve-{lr}.json"))
+            self.train_noisy(["--out", self.path("head.safetensors"), "--epochs", "2",
+                              "--eval-every", "100", "--lr", lr, "--curve", curves[-1]],
+                             sequences=24)
+            os.rename(os.path.join(self.temp.name, "data"), self.path(f"data-{lr}"))
+        png = self.path("plot.png")
+        script = os.path.join(kScripts, "plot_exit_head_curve.py")
+        result = subprocess.run([sys.executable, script] + curves + ["--out", png, "--title",
+                                                                     "test"],
+                                capture_output=True, text=True, check=False)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        import plot_exit_head_curve  # (needs matplotlib: imported only here)
+        labels = plot_exit_head_curve.labels_of(
+            [plot_exit_head_curve.load_curve(c) for c in curves])
+        self.assertEqual(labels, ["N 2 of 4, data, lr 0.01", "N 2 of 4, data, lr 0.003"])
+        bad = self.path("bad.json")
+        for text, message in (("{not json", "not readable JSON"),
+                              ('{"settings": {}}', "no \"curve\" list"),
+                              ('{"settings": {}, "curve": [{"positions_trained": 0, '
+                               '"heldout_agreement": 1.5}]}', "curve[0]: heldout_agreement")):
+            with open(bad, "w", encoding="utf-8") as f:
+                f.write(text)
+            result = subprocess.run([sys.executable, script, curves[0], bad, "--out",
+                                     self.path("bad.png")], capture_output=True, text=True,
+                                    check=False)
+            self.assertEqual(result.returncode, 1)
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+            self.assertIn(f"plot_exit_head_curve: error: {bad}: ", result.stderr)
+            self.assertIn(message, result.stderr)
+            self.assertFalse(os.path.exists(self.path("bad.png")))
+
+
 class DataSplitTest(unittest.TestCase):
     def test_split_keeps_sequences_whole_and_is_seeded(self):
         spans = [(i * 10, i * 10 + 10) for i in range(20)]
@@ -241,6 +475,24 @@ class DataSplitTest(unittest.TestCase):
         for w in windows:
             self.assertLessEqual(w.end - w.start, 8)
             self.assertTrue(w.loss_from == w.start or w.loss_from - w.start >= 4, w)
+
+
+    def test_evaluation_windows_are_a_seeded_subset_of_whole_windows(self):
+        windows = windows_of([(0, 5), (5, 42), (42, 50), (50, 61), (61, 90)], max_len=8)
+        total = sum(w.end - w.loss_from for w in windows)
+        self.assertEqual(evaluation_windows(windows, 0, 1), windows)
+        self.assertEqual(evaluation_windows(windows, total + 5, 1), windows)
+        chosen = evaluation_windows(windows, 30, seed=1)
+        self.assertEqual(chosen, evaluation_windows(windows, 30, seed=1))
+        self.assertNotEqual(chosen, evaluation_windows(windows, 30, seed=2))
+        self.assertEqual(sum(w.end - w.loss_from for w in chosen), 30)
+        cut = 0
+        for w in chosen:  # each a window of the input, at most one cut short at its end
+            original = next(o for o in windows if (o.start, o.loss_from) == (w.start, w.loss_from))
+            self.assertLessEqual(w.end, original.end)
+            cut += w.end < original.end
+        self.assertLessEqual(cut, 1)
+        self.assertEqual(chosen, sorted(chosen, key=lambda w: (w.start, w.loss_from)))
 
 
 class SafetensorsIoTest(unittest.TestCase):
