@@ -97,14 +97,20 @@ class Run {
   }
 
   // This pass's steps and rows: one token for every slot with tokens to feed, then the rest of
-  // the budget to the prefilling slots in slot order. False when no slot has tokens to feed.
+  // the budget to the prefilling slots, oldest request first (so that requests finish, and are
+  // handed over, close to their order). False when no slot has tokens to feed.
   bool plan_pass() {
     std::int64_t budget = options_.pass_tokens;
+    by_age_.clear();
     for (std::size_t s = 0; s < slots_.size(); ++s) {
       slots_[s].take = pending(s) > 0 ? 1 : 0;
       budget -= slots_[s].take;
+      if (slots_[s].take > 0) by_age_.push_back(s);
     }
-    for (std::size_t s = 0; s < slots_.size() && budget > 0; ++s) {
+    std::sort(by_age_.begin(), by_age_.end(),
+              [&](std::size_t a, std::size_t b) { return slots_[a].request < slots_[b].request; });
+    for (std::size_t s : by_age_) {
+      if (budget <= 0) break;
       const std::int64_t more = std::min(pending(s) - slots_[s].take, budget);
       if (more <= 0) continue;
       slots_[s].take += more;
@@ -205,6 +211,7 @@ class Run {
   std::vector<std::vector<std::int32_t>> row_lists_;
   std::vector<float> logits_;
   std::vector<std::int32_t> picks_;
+  std::vector<std::size_t> by_age_;
 };
 
 }  // namespace
@@ -213,6 +220,10 @@ BatchGenerator::BatchGenerator(LlamaModel& model, Communicator& comm, BatchGener
     : model_(model), comm_(comm), options_(std::move(options)) {
   SELFSPEC_CHECK(options_.batch >= 1, "batched generation: --batch {} must be at least 1",
                  options_.batch);
+  SELFSPEC_CHECK(options_.batch == 1 || model.backend().host_memory(),
+                 "--batch {}: several sequences per forward run on host-memory backends (the "
+                 "CPU); use --batch 1 on {}",
+                 options_.batch, model.backend().description().summary());
   SELFSPEC_CHECK(options_.pass_tokens >= options_.batch,
                  "batched generation: a pass of {} tokens cannot feed {} sequences one token each",
                  options_.pass_tokens, options_.batch);

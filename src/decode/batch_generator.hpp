@@ -5,11 +5,12 @@
 //
 // B slots hold requests in flight. Every pass, each slot feeds its next tokens: one for a slot
 // that is decoding, and as much of its prompt as the pass's token budget leaves for a slot that
-// is prefilling (decoding slots come first, so a long prompt never stalls the others). After the
-// pass, every slot whose known tokens are all in the cache and whose request is still generating
-// gets its next token from its own TokenPicker (greedy, or sampled from its own seeded stream:
-// the same tokens as Decoder::generate with the same sampling parameters; rank 0 decides and
-// broadcasts). A request ends at an end-of-sequence id (kept, as Decoder does) or after
+// is prefilling, oldest request first (decoding slots come first, so a long prompt never stalls
+// the others; the oldest prompts first, so requests finish close to their order and few finished
+// results wait for an older one). After the pass, every slot whose known tokens are all in the
+// cache and whose request is still generating gets its next token from its own TokenPicker
+// (greedy, or sampled from its own seeded stream: the same tokens as Decoder::generate with the
+// same sampling parameters; rank 0 decides and broadcasts). A request ends at an end-of-sequence id (kept, as Decoder does) or after
 // max_new_tokens; a finished slot takes the next request at the next pass. Results are handed
 // over in request order.
 //

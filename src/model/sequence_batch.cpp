@@ -28,6 +28,7 @@ void SequenceBatch::truncate(std::int64_t sequence, std::int64_t length) {
                  "sequence {}: truncate to {} is outside [0, {}] (its current length)", sequence,
                  length, current);
   lengths_[static_cast<std::size_t>(sequence)] = length;
+  if (size() == 1) kv_.truncate(length);
 }
 
 LogitRows SequenceBatch::forward(LlamaModel& model, std::span<const Step> steps,
@@ -65,7 +66,9 @@ LogitRows SequenceBatch::forward(LlamaModel& model, std::span<const Step> steps,
   args.logit_rows = logit_rows_;
   args.observer = observer;
   args.observe_only = observe_only;
-  args.segments = segments_;
+  // One sequence is a plain forward over the cache, whose length follows the sequence's: it runs
+  // on every backend (device backends take no segments).
+  if (size() > 1) args.segments = segments_;
   const LogitRows rows = model.forward(args, kv_, logits);
   for (const KvSegment& segment : segments_) {
     lengths_[static_cast<std::size_t>(segment.kv_offset / capacity_)] += segment.n_tokens;

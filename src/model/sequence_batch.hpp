@@ -13,7 +13,8 @@
 // over that sequence alone, whatever B and its neighbours are, at every TP degree and reduction
 // order. A paged layout would share slots between short and long sequences; the collectors'
 // sequences have one known maximum length, for which fixed regions waste nothing.
-// Causal only (no tree masks) and host-memory backends only (the CUDA backend refuses).
+// Causal only (no tree masks). Several sequences need a host-memory backend (the CUDA backend
+// refuses segments); a batch of one runs plain forwards over its cache, on every backend.
 #pragma once
 
 #include "backend/backend.hpp"

@@ -1,6 +1,7 @@
 #include "tests/support/thread_comm.hpp"
 
 #include "core/error.hpp"
+#include "tests/support/model_fixture.hpp"
 
 #include <chrono>
 #include <cstring>
@@ -149,6 +150,18 @@ void run_ranks(int ranks, bool device_buffers, const std::function<void(ThreadCo
   for (auto& thread : threads) thread.join();
   for (const auto& error : errors) {
     if (error) std::rethrow_exception(error);
+  }
+}
+
+void run_model_ranks_in_both_orders(int ranks, const std::filesystem::path& dir,
+                                    const std::function<void(LlamaModel&, ThreadComm&)>& body) {
+  for (ReductionOrder order : {ReductionOrder::kRankOrder, ReductionOrder::kTpInvariant}) {
+    run_ranks(ranks, false, [&](ThreadComm& comm) {
+      const std::unique_ptr<Backend> backend = make_cpu_backend();
+      const std::unique_ptr<LlamaModel> model = load_model_on(*backend, dir, comm);
+      model->set_reduction_order(order);
+      body(*model, comm);
+    });
   }
 }
 

@@ -6,10 +6,12 @@
 #pragma once
 
 #include "comm/communicator.hpp"
+#include "model/llama_model.hpp"
 
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -74,5 +76,11 @@ class ThreadComm final : public Communicator {
 
 // Runs body(comm) on `ranks` threads, one ThreadComm each; rethrows the first rank's exception.
 void run_ranks(int ranks, bool device_buffers, const std::function<void(ThreadComm&)>& body);
+
+// Runs body(model, comm) on `ranks` threads, each with the checkpoint in `dir` loaded on its own
+// CPU backend (a backend holds its current pass's inputs, and the ranks' passes overlap between
+// collectives), once under each reduction order (rank-order, then tp-invariant).
+void run_model_ranks_in_both_orders(int ranks, const std::filesystem::path& dir,
+                                    const std::function<void(LlamaModel&, ThreadComm&)>& body);
 
 }  // namespace selfspec::testing

@@ -185,16 +185,9 @@ TEST(SequenceBatchTensorParallel, EverySequenceEqualsItsForwardAloneAtTp2) {
   TempDir dir;
   const TinyModelSpec spec = tensor_parallel_tiny_spec(2);
   write_tiny_checkpoint(spec, dir.path());
-  for (ReductionOrder order : {ReductionOrder::kRankOrder, ReductionOrder::kTpInvariant}) {
-    run_ranks(2, false, [&](ThreadComm& comm) {
-      // A backend per rank: a backend holds its current pass's inputs, and the ranks' passes
-      // overlap between collectives.
-      const std::unique_ptr<Backend> backend = make_cpu_backend();
-      const std::unique_ptr<LlamaModel> model = load_model_on(*backend, dir.path(), comm);
-      model->set_reduction_order(order);
-      expect_batch_equals_alone(*model, 3, 4);
-    });
-  }
+  run_model_ranks_in_both_orders(2, dir.path(), [&](LlamaModel& model, ThreadComm&) {
+    expect_batch_equals_alone(model, 3, 4);
+  });
 }
 
 }  // namespace

@@ -89,15 +89,9 @@ TEST(ExitDataCollector, RowsEqualTheTeacherForcedReference) {
 TEST(ExitDataCollector, RowsEqualTheReferenceAtTp2) {
   TempDir dir;
   write_tiny_checkpoint(tensor_parallel_tiny_spec(3), dir.path());
-  for (ReductionOrder order : {ReductionOrder::kRankOrder, ReductionOrder::kTpInvariant}) {
-    run_ranks(2, false, [&](ThreadComm& comm) {
-      // A backend per rank: a backend holds its current pass's inputs.
-      const std::unique_ptr<Backend> backend = make_cpu_backend();
-      const std::unique_ptr<LlamaModel> model = load_model_on(*backend, dir.path(), comm);
-      model->set_reduction_order(order);
-      expect_collector_equals_reference(*model, comm, 3, {});
-    });
-  }
+  run_model_ranks_in_both_orders(2, dir.path(), [&](LlamaModel& model, ThreadComm& comm) {
+    expect_collector_equals_reference(model, comm, 3, {});
+  });
 }
 
 }  // namespace
