@@ -1,6 +1,10 @@
 // --spec early-exit: EESD's draft (§3.1): the model's first N layers and a trained exit head (one
 // layer, the final norm and the LM head), N read from the head's file (EarlyExitDrafter). The
-// head is checked against the model and loaded into it after the weights.
+// head is checked against the model and loaded into it after the weights, in --exit-head-dtype:
+// by default the model's load dtype, and bf16 where the model runs native quantized weights (the
+// trainer writes F32; a draft reads the head's layer every step, and an F32 layer of a 1.5B model
+// streams as many bytes as seven of its Q4_K layers).
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "engine/engine.hpp"
@@ -25,10 +29,16 @@ class EarlyExitKind final : public DrafterKind {
                     "early-exit: the exit head file (scripts/train_exit_head.py, or a "
                     "collection's init_layer.safetensors); N is read from it")
         ->check(CLI::ExistingFile);
+    group
+        .add_option("--exit-head-dtype", exit_head_dtype_,
+                    "early-exit: the exit head's weights in memory (auto: the model's load "
+                    "dtype; bf16 under native quantized weights)")
+        ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
+        ->capture_default_str();
   }
 
   std::string foreign_options_message() const override {
-    return "--exit-head needs --spec early-exit";
+    return "--exit-head and --exit-head-dtype need --spec early-exit";
   }
   std::string_view declines_others() const override {
     return " (--spec early-exit drafts with the first N layers and its exit head)";
@@ -46,7 +56,7 @@ class EarlyExitKind final : public DrafterKind {
   void attach(Engine& engine) override {
     engine.model().attach_exit_head(load_exit_head(exit_head_, engine.config(),
                                                    engine.model_identity(), engine.shard(),
-                                                   engine.load_dtype(), engine.backend()));
+                                                   head_dtype(engine), engine.backend()));
   }
 
   int exit_layer() const override { return info_.exit_layer; }
@@ -65,7 +75,14 @@ class EarlyExitKind final : public DrafterKind {
   }
 
  private:
+  std::optional<DType> head_dtype(const Engine& engine) const {
+    if (exit_head_dtype_ != "auto") return parse_dtype(exit_head_dtype_);
+    if (engine.native_quantized_weights()) return DType::kBF16;
+    return engine.load_dtype();
+  }
+
   std::string exit_head_;
+  std::string exit_head_dtype_ = "auto";
   ExitHeadInfo info_;
 };
 

@@ -260,6 +260,24 @@ TEST_F(EarlyExitCli, AHeadForAnotherModelAndMisplacedOptionsAreRefused) {
   expect_error(
       run(generate("--spec early-exit --exit-head " + (data / "frozen.safetensors").string())),
       "frozen.safetensors");
+  expect_error(run(generate("--spec layer-skip --skip-uniform 0.3 --exit-head-dtype bf16")),
+               "--exit-head-dtype");
+  expect_error(run(generate("--spec early-exit --exit-head " +
+                            (data / "init_layer.safetensors").string() + " --exit-head-dtype q4")),
+               "--exit-head-dtype");
+}
+
+// The head in bf16 (what a quantized model gets by default) drafts losslessly too.
+TEST_F(EarlyExitCli, ABf16HeadDraftsLosslessly) {
+  const auto data = collect();
+  const CommandResult plain = run(generate(""));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CommandResult r =
+      run(generate("--spec early-exit --exit-head " + (data / "init_layer.safetensors").string() +
+                   " --exit-head-dtype bf16"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["tokens"], plain.json()["tokens"]);
+  EXPECT_GT(r.json()["drafted"].get<int>(), 0);
 }
 
 }  // namespace
