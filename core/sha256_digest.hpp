@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace selfspec {
@@ -11,5 +12,7 @@ namespace selfspec {
 // The SHA-256 of the files' bytes concatenated in order (64 hex digits). Throws naming the file
 // that cannot be read.
 std::string sha256_of_files(const std::vector<std::string>& paths);
+// The SHA-256 of bytes already in memory (the same digest as a file holding them).
+std::string sha256_of_bytes(std::string_view bytes);
 
 }  // namespace selfspec

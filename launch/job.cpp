@@ -33,6 +33,12 @@ int pending_stop_signal() {
   return stop_signal();
 }
 
+int agreed_stop_signal(Communicator& comm) {
+  int signal = comm.is_root() ? pending_stop_signal() : 0;
+  comm.broadcast_object(signal, 0);
+  return signal;
+}
+
 Job::Job(int threads) {
   install_stop_signal_handlers();
   CollectiveWatchdog::set_expiry_handler(end_process_on_hung_collective);

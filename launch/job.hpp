@@ -33,6 +33,9 @@ class Job {
 
 // Generation options' interrupt hook: the pending stop signal (0 when none). Polled on rank 0.
 int pending_stop_signal();
+// Rank 0's pending stop signal on every rank (a broadcast: every rank calls it at the same point),
+// so that all ranks stop together; 0 when none.
+int agreed_stop_signal(Communicator& comm);
 
 // Runs body(job) and turns any exception into an error exit of the whole job. Returns the exit
 // code (body's, or 1 after an error in a single-rank job; multi-rank jobs abort).

@@ -94,6 +94,7 @@ need_command() {
 write_helper() {
   cat >"$work_dir/opentext.py" <<'PY'
 """Helpers of scripts/get-open-text.sh: text extraction, staging and the capped selection."""
+import collections
 import hashlib
 import html.parser
 import json
@@ -190,13 +191,13 @@ def marks(node):
 
 
 def find_first(node, predicate):
-    todo = [node]
-    while todo:
-        current = todo.pop(0)
-        if isinstance(current, Node):
-            if predicate(current):
-                return current
-            todo.extend(c for c in current.children if isinstance(c, Node))
+    """The first node, breadth first, for which predicate holds (None if none)."""
+    queue = collections.deque([node])
+    while queue:
+        current = queue.popleft()
+        if predicate(current):
+            return current
+        queue.extend(c for c in current.children if isinstance(c, Node))
     return None
 
 

@@ -262,13 +262,6 @@ void flush_shard(const std::filesystem::path& dir, ExitDataManifest& manifest,
   pending_sequences = 0;
 }
 
-// Rank 0's pending stop signal, on every rank (0: none).
-int agreed_stop_signal(Communicator& comm) {
-  int signal = comm.is_root() ? pending_stop_signal() : 0;
-  comm.broadcast_object(signal, 0);
-  return signal;
-}
-
 struct CollectionTotals {
   std::int64_t sequences = 0;
   std::int64_t positions = 0;

@@ -39,13 +39,6 @@ struct CountVocabOptions {
   bool json = false;
 };
 
-// Rank 0's pending stop signal, on every rank (0: none).
-int agreed_stop_signal(Communicator& comm) {
-  int signal = comm.is_root() ? pending_stop_signal() : 0;
-  comm.broadcast_object(signal, 0);
-  return signal;
-}
-
 std::string describe_source(const CountVocabOptions& options, std::size_t n_prompts,
                             const OpenTextCorpus& corpus) {
   return fmt::format(

@@ -86,7 +86,7 @@ OpenTextCorpus read_open_text(Engine& engine, const OpenTextOptions& options) {
     if (comm.is_root()) {
       text = read_text(files[f]);
       usable = blank(text) ? 0 : 1;
-      corpus.sources.push_back({files[f], text.size(), sha256_of_files({files[f]}), 0, 0});
+      corpus.sources.push_back({files[f], text.size(), sha256_of_bytes(text), 0, 0});
     }
     comm.broadcast_object(usable, 0);
     if (usable != 0) {
