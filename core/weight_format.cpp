@@ -30,4 +30,14 @@ std::string_view weight_format_name(WeightFormat format) {
   return "?";
 }
 
+std::optional<WeightFormat> parse_weight_format(std::string_view name) {
+  for (const WeightFormat format : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16}) {
+    if (weight_format_name(format) == name) return format;
+  }
+  for (const WeightFormat format : kQuantizedFormats) {
+    if (weight_format_name(format) == name) return format;
+  }
+  return std::nullopt;
+}
+
 }  // namespace selfspec

@@ -66,5 +66,7 @@ constexpr std::optional<DType> dense_dtype(WeightFormat format) {
 
 // "f32", "bf16", "f16", "q4_0", ..., "q6_k" (JSON and the command line).
 std::string_view weight_format_name(WeightFormat format);
+// The format of such a name; nullopt for any other text.
+std::optional<WeightFormat> parse_weight_format(std::string_view name);
 
 }  // namespace selfspec

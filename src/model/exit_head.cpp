@@ -58,7 +58,7 @@ ExitHeadInfo read_exit_head_info(const std::filesystem::path& path) {
 
 ExitHead load_exit_head(const std::filesystem::path& path, const ModelConfig& config,
                         const std::string& identity, const ShardPlan& plan,
-                        std::optional<DType> convert_to, Backend& backend) {
+                        std::optional<WeightFormat> convert_to, Backend& backend) {
   const ExitHeadInfo info = read_exit_head_info(path);
   SELFSPEC_CHECK(info.model_identity == identity,
                  "exit head {} was made for another model (model_identity {}, this model is {})",

@@ -6,7 +6,8 @@
 // format / model_identity / exit_layer / hidden_size / num_layers; docs/ARCHITECTURE.md).
 //
 // load_exit_head checks the file against the model (identity, sizes, N in [1, L-1], every tensor's
-// presence and shape) and loads this rank's slices, sharded like any layer.
+// presence and shape) and loads this rank's slices, sharded like any layer, in the requested
+// format (load_layer_weights: a quantized one quantizes the trained f32 layer at load).
 #pragma once
 
 #include "backend/backend.hpp"
@@ -40,6 +41,6 @@ ExitHeadInfo read_exit_head_info(const std::filesystem::path& path);
 // model (`identity`: model_io/model_identity.hpp's).
 ExitHead load_exit_head(const std::filesystem::path& path, const ModelConfig& config,
                         const std::string& identity, const ShardPlan& plan,
-                        std::optional<DType> convert_to, Backend& backend);
+                        std::optional<WeightFormat> convert_to, Backend& backend);
 
 }  // namespace selfspec

@@ -3,6 +3,8 @@
 #include "core/aligned_buffer.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "kernels/cpu/ggml_quantize.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 #include "model_io/checkpoint_layout.hpp"
 
 #include <fmt/format.h>
@@ -52,6 +54,20 @@ void notice_dequantized(const std::string& name, std::string_view type, const st
   const std::lock_guard lock(mutex);
   if (!said.insert(key).second) return;
   log::info("{} tensors are dequantized to bf16 ({}; from {} on)", type, reason, name);
+}
+
+// One notice per requested format, fallback and reason, naming the first tensor it applies to.
+void notice_requantized(const std::string& name, WeightFormat requested, WeightFormat made,
+                        const std::string& reason) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string key =
+      fmt::format("{} {} {}", weight_format_name(requested), weight_format_name(made), reason);
+  const std::lock_guard lock(mutex);
+  if (!said.insert(key).second) return;
+  log::info("{} was requested; {} tensors are made {} instead ({}; from {} on)",
+            weight_format_name(requested), weight_format_name(requested), weight_format_name(made),
+            reason, name);
 }
 
 // The dtype a tensor is read in when it is not kept quantized: the requested one, else as stored
@@ -106,19 +122,80 @@ DeviceBuffer load_dense(Backend& backend, const TensorSource& source, const std:
   return backend.make_weight({dense_format(dtype), rows, cols, staging.data(), 0, 0});
 }
 
+// The format a tensor requested in quantized `format` is made in on this rank: the request where
+// the backend runs it and every row is whole blocks of it; a K format (super-blocks of 256) over
+// a slice that is not falls back to q8_0; a backend that runs neither gets bf16 (a notice each).
+WeightFormat requantized_format(const Backend& backend, const std::string& name,
+                                WeightFormat format, std::int64_t cols) {
+  const std::int64_t block = ggml_block_elements(kernels::cpu::ggml_type_of(format));
+  if (cols % block != 0 && cols % kernels::cpu::kGroupCols == 0) {
+    notice_requantized(
+        name, format, WeightFormat::kQ8_0,
+        fmt::format("this rank's {} columns are not whole blocks of {}", cols, block));
+    format = WeightFormat::kQ8_0;
+  }
+  if (cols % ggml_block_elements(kernels::cpu::ggml_type_of(format)) != 0) {
+    notice_requantized(name, format, WeightFormat::kBF16,
+                       fmt::format("this rank's {} columns are not whole blocks of 32", cols));
+    return WeightFormat::kBF16;
+  }
+  if (!backend.runs_format(format)) {
+    notice_requantized(
+        name, format, WeightFormat::kBF16,
+        fmt::format("the {} backend does not run it", device_kind_name(backend.kind())));
+    return WeightFormat::kBF16;
+  }
+  return format;
+}
+
+// The slice read as f32 and quantized row by row into `format`'s blocks (ggml_quantize.hpp), then
+// made a backend weight; a value the format cannot hold names the tensor.
+DeviceBuffer load_requantized(Backend& backend, const TensorSource& source, const std::string& name,
+                              const TensorSlice& slice, WeightFormat format) {
+  const std::int64_t rows = slice.row_end - slice.row_begin;
+  const std::int64_t cols = slice.col_end - slice.col_begin;
+  AlignedBuffer<float> values(static_cast<std::size_t>(rows * cols));
+  source.read(name, slice, DType::kF32, values.data());
+  const GgmlType type = kernels::cpu::ggml_type_of(format);
+  const auto row_bytes = static_cast<std::size_t>(ggml_row_bytes(type, cols));
+  std::vector<std::byte> blocks(static_cast<std::size_t>(rows) * row_bytes);
+  try {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      quantize_ggml(
+          type, std::span<const float>(values.data() + r * cols, static_cast<std::size_t>(cols)),
+          std::span(blocks.data() + static_cast<std::size_t>(r) * row_bytes, row_bytes));
+    }
+  } catch (const Error& error) {
+    throw Error(fmt::format("tensor {}: cannot be quantized to {}: {}", name,
+                            weight_format_name(format), error.what()));
+  }
+  return backend.make_weight(
+      {format, rows, cols, blocks.data(), static_cast<std::int64_t>(row_bytes), 0});
+}
+
+// One matrix slice in the requested format: nullopt keeps the stored encoding (quantized where
+// the backend runs it), a dense format converts, a quantized one quantizes at load.
 Matrix load_matrix(Backend& backend, const TensorSource& source, const std::string& name,
-                   IndexRange rows, IndexRange cols, std::optional<DType> convert_to) {
+                   IndexRange rows, IndexRange cols, std::optional<WeightFormat> convert_to) {
   Matrix matrix;
   matrix.rows = rows.size();
   matrix.cols = cols.size();
   const TensorSlice slice{rows.begin, rows.end, cols.begin, cols.end};
+  if (convert_to && is_quantized(*convert_to)) {
+    matrix.format = requantized_format(backend, name, *convert_to, matrix.cols);
+    matrix.data = is_quantized(matrix.format)
+                      ? load_requantized(backend, source, name, slice, matrix.format)
+                      : load_dense(backend, source, name, slice, DType::kBF16);
+    return matrix;
+  }
+  const std::optional<DType> dense = convert_to ? dense_dtype(*convert_to) : std::nullopt;
   if (const std::optional<WeightFormat> native =
-          native_format(backend, source, name, slice, convert_to)) {
+          native_format(backend, source, name, slice, dense)) {
     matrix.format = *native;
     matrix.data = load_quantized(backend, source, name, slice);
     return matrix;
   }
-  const DType dtype = dense_load_dtype(source, name, convert_to);
+  const DType dtype = dense_load_dtype(source, name, dense);
   matrix.format = dense_format(dtype);
   matrix.data = load_dense(backend, source, name, slice, dtype);
   return matrix;
@@ -155,7 +232,7 @@ std::uint64_t LlamaWeights::layer_bytes(std::size_t index) const {
 LayerWeights load_layer_weights(const TensorSource& source,
                                 const std::function<std::string(std::string_view)>& name_of,
                                 const ModelConfig& config, const ShardPlan& plan,
-                                std::optional<DType> convert_to, Backend& backend) {
+                                std::optional<WeightFormat> convert_to, Backend& backend) {
   const std::int64_t hd = config.head_dim;
   const IndexRange all_hidden{0, config.hidden_size};
   const IndexRange q_rows{plan.q_heads.begin * hd, plan.q_heads.end * hd};
@@ -225,23 +302,25 @@ LlamaWeights LlamaWeights::load(const TensorSource& source, const ModelConfig& c
                                 Backend& backend) {
   source.validate(config);
   const IndexRange all_hidden{0, config.hidden_size};
+  const std::optional<WeightFormat> format =
+      convert_to ? std::optional(dense_format(*convert_to)) : std::nullopt;
 
   LlamaWeights weights;
   weights.tied = config.tie_word_embeddings;
   log::Progress progress("loading weights (layers)", config.num_layers);
   weights.embedding =
-      load_matrix(backend, source, "model.embed_tokens.weight", plan.vocab, all_hidden, convert_to);
+      load_matrix(backend, source, "model.embed_tokens.weight", plan.vocab, all_hidden, format);
   weights.layers.resize(static_cast<std::size_t>(config.num_layers));
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
     weights.layers[static_cast<std::size_t>(l)] = load_layer_weights(
         source, [l](std::string_view suffix) { return layer_tensor_name(l, suffix); }, config, plan,
-        convert_to, backend);
+        format, backend);
     progress.update(l + 1);
   }
   weights.final_norm = load_vector(backend, source, "model.norm.weight", all_hidden);
   if (!weights.tied) {
     weights.lm_head =
-        load_matrix(backend, source, "lm_head.weight", plan.vocab, all_hidden, convert_to);
+        load_matrix(backend, source, "lm_head.weight", plan.vocab, all_hidden, format);
   }
   progress.finish();
   return weights;

@@ -56,11 +56,14 @@ struct LayerWeights {
 };
 
 // One layer's slices for this rank, tensors named name_of("input_layernorm.weight") etc. (HF
-// layer suffixes), checked against the config's shapes by the source.
+// layer suffixes), checked against the config's shapes by the source. convert_to: nullopt keeps
+// the stored encoding, a dense format converts, a quantized format quantizes each slice at load
+// (ggml_quantize.hpp; a K format over a slice that is not whole super-blocks is made q8_0, and a
+// backend that runs neither gets bf16, with a notice).
 LayerWeights load_layer_weights(const TensorSource& source,
                                 const std::function<std::string(std::string_view)>& name_of,
                                 const ModelConfig& config, const ShardPlan& plan,
-                                std::optional<DType> convert_to, Backend& backend);
+                                std::optional<WeightFormat> convert_to, Backend& backend);
 // Bytes of one layer's weights in memory.
 std::uint64_t layer_weight_bytes(const LayerWeights& layer);
 

@@ -6,6 +6,7 @@
 // streams as many bytes as seven of its Q4_K layers).
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/weight_format.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "engine/engine.hpp"
 #include "model/exit_head.hpp"
@@ -31,9 +32,11 @@ class EarlyExitKind final : public DrafterKind {
         ->check(CLI::ExistingFile);
     group
         .add_option("--exit-head-dtype", exit_head_dtype_,
-                    "early-exit: the exit head's weights in memory (auto: the model's load "
-                    "dtype; bf16 under native quantized weights)")
-        ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
+                    "early-exit: the exit head's weights in memory, a dtype or a format it is "
+                    "quantized to at load (auto: the model's load dtype; bf16 under native "
+                    "quantized weights)")
+        ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                               "q4_k", "q5_k", "q6_k"}))
         ->capture_default_str();
   }
 
@@ -75,10 +78,11 @@ class EarlyExitKind final : public DrafterKind {
   }
 
  private:
-  std::optional<DType> head_dtype(const Engine& engine) const {
-    if (exit_head_dtype_ != "auto") return parse_dtype(exit_head_dtype_);
-    if (engine.native_quantized_weights()) return DType::kBF16;
-    return engine.load_dtype();
+  std::optional<WeightFormat> head_dtype(const Engine& engine) const {
+    if (exit_head_dtype_ != "auto") return parse_weight_format(exit_head_dtype_);
+    if (engine.native_quantized_weights()) return WeightFormat::kBF16;
+    const std::optional<DType> load = engine.load_dtype();
+    return load ? std::optional(dense_format(*load)) : std::nullopt;
   }
 
   std::string exit_head_;

@@ -267,17 +267,21 @@ TEST_F(EarlyExitCli, AHeadForAnotherModelAndMisplacedOptionsAreRefused) {
                "--exit-head-dtype");
 }
 
-// The head in bf16 (what a quantized model gets by default) drafts losslessly too.
-TEST_F(EarlyExitCli, ABf16HeadDraftsLosslessly) {
+// The head in bf16 (what a quantized model gets by default) or quantized at load drafts
+// losslessly too.
+TEST_F(EarlyExitCli, ABf16OrQuantizedHeadDraftsLosslessly) {
   const auto data = collect();
   const CommandResult plain = run(generate(""));
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  const CommandResult r =
-      run(generate("--spec early-exit --exit-head " + (data / "init_layer.safetensors").string() +
-                   " --exit-head-dtype bf16"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.json()["tokens"], plain.json()["tokens"]);
-  EXPECT_GT(r.json()["drafted"].get<int>(), 0);
+  for (const char* format : {"bf16", "q8_0", "q4_k"}) {
+    SCOPED_TRACE(format);
+    const CommandResult r =
+        run(generate("--spec early-exit --exit-head " + (data / "init_layer.safetensors").string() +
+                     " --exit-head-dtype " + format));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.json()["tokens"], plain.json()["tokens"]);
+    EXPECT_GT(r.json()["drafted"].get<int>(), 0);
+  }
 }
 
 }  // namespace

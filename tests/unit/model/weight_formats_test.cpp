@@ -1,8 +1,14 @@
 // How LlamaWeights::load holds each matrix (llama_weights.hpp): a source's quantized tensors stay
 // quantized with no dtype asked (native), convert with one; a tensor of a type no kernel runs
 // (Q2_K, Q3_K) and a quantized slice off the 32-column groups become bf16; the values of every
-// matrix are the source's (an embedding row read back equals the f32 read of the file).
+// matrix are the source's (an embedding row read back equals the f32 read of the file). A layer
+// asked for in a quantized format is quantized at load: its rows read back are the f32 values
+// quantized by ggml_quantize.hpp, and a K format over rows that are not whole super-blocks falls
+// back to q8_0.
 #include "model/llama_weights.hpp"
+
+#include "kernels/cpu/ggml_quantize.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 
 #include "model_io/checkpoint_layout.hpp"
 #include "model_io/gguf_export.hpp"
@@ -18,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace selfspec::testing {
 namespace {
@@ -116,6 +123,58 @@ TEST(WeightFormats, ASliceOffTheGroupsIsDequantizedToBf16) {
       source, tiny.config, ShardPlan::make(tiny.config, 2, 1, 32), std::nullopt, cpu_backend());
   EXPECT_EQ(aligned.layers[0].w_down.format, WeightFormat::kQ8_0);
   EXPECT_EQ(aligned.layers[0].w_down.cols, 64);
+}
+
+// Row r of a loaded matrix, read back as f32.
+std::vector<float> matrix_row(const Matrix& m, std::int64_t r) {
+  std::vector<float> row(static_cast<std::size_t>(m.cols));
+  kernels::cpu::dequantize_packed_row({m.format, m.data.data(), m.rows, m.cols}, r, row);
+  return row;
+}
+
+// What quantize-then-dequantize makes of f32 values in `format`.
+std::vector<float> round_trip(WeightFormat format, const std::vector<float>& values) {
+  const GgmlType type = kernels::cpu::ggml_type_of(format);
+  std::vector<std::byte> blocks(ggml_row_bytes(type, static_cast<std::int64_t>(values.size())));
+  quantize_ggml(type, values, blocks);
+  std::vector<float> out(values.size());
+  dequantize_ggml(type, blocks, out);
+  return out;
+}
+
+TEST(WeightFormats, ALayerAskedForInAQuantizedFormatIsQuantizedAtLoad) {
+  TempDir dir("weight-formats-requantized");
+  TinyModelSpec spec;
+  spec.hidden = 256;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.intermediate = 96;
+  spec.vocab = 80;
+  write_tiny_checkpoint(spec, dir.path());
+  const Checkpoint checkpoint = Checkpoint::open(dir.path());
+  const CheckpointSource source(checkpoint);
+  const ModelConfig config = tiny_config(spec);
+  const ShardPlan shard = ShardPlan::make(config, 1, 0, 32);
+  const auto name_of = [](std::string_view suffix) { return layer_tensor_name(1, suffix); };
+  for (const WeightFormat format :
+       {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
+    SCOPED_TRACE(std::string(weight_format_name(format)));
+    const LayerWeights layer =
+        load_layer_weights(source, name_of, config, shard, format, cpu_backend());
+    // gate_proj rows are 256 hidden columns: whole blocks of every format.
+    EXPECT_EQ(layer.w_gate.format, format);
+    // down_proj rows are 96 intermediate columns: a K format's super-blocks do not fit, q8_0 does.
+    const bool k_format = format == WeightFormat::kQ4_K || format == WeightFormat::kQ6_K;
+    EXPECT_EQ(layer.w_down.format, k_format ? WeightFormat::kQ8_0 : format);
+    for (const auto& [matrix, hf] : {std::pair{&layer.w_gate, "mlp.gate_proj.weight"},
+                                     std::pair{&layer.w_down, "mlp.down_proj.weight"}}) {
+      for (const std::int64_t r : {std::int64_t{0}, matrix->rows - 1}) {
+        std::vector<float> stored(static_cast<std::size_t>(matrix->cols));
+        source.read(name_of(hf), {r, r + 1, 0, matrix->cols}, DType::kF32, stored.data());
+        EXPECT_EQ(matrix_row(*matrix, r), round_trip(matrix->format, stored)) << hf << " row " << r;
+      }
+    }
+  }
 }
 
 }  // namespace
