@@ -87,7 +87,7 @@ kPrefix = "exit_layer."
 # Options of the exit-head mode (DATA_DIR) only, and their defaults there.
 kExitHeadOnly = {"negatives": 512, "max_len": 1024, "loss_chunk": 1024, "kl_weight": 1.0,
                  "ce_weight": 1.0, "eval_every": 0, "eval_positions": 0, "patience": 0,
-                 "min_delta": 0.002, "curve": None}
+                 "min_delta": 0.002, "curve": None, "lr_schedule": "constant", "init": None}
 # Options whose defaults differ by mode: (exit head, Cali-TS predictor).
 kModeDefaults = {"epochs": (3, 20), "lr": (1e-4, 1e-3)}
 
@@ -118,6 +118,12 @@ def parse_args(argv):
     parser.add_argument("--lr", type=float,
                         help="AdamW learning rate; default 1e-4 (EESD: 1e-3, too high from a "
                              "pretrained layer); 1e-3 with --predictor")
+    parser.add_argument("--lr-schedule", choices=("constant", "cosine"),
+                        help="constant, or cosine decay to 0 over the --epochs' optimiser steps "
+                             "(exit head only)")
+    parser.add_argument("--init", metavar="HEAD",
+                        help="start from this trained head (same model and exit layer) instead of "
+                             "DATA_DIR's init_layer.safetensors: training goes on (exit head only)")
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
     parser.add_argument("--batch", type=int, default=64,
                         help="sequences (windows of --max-len positions) per optimiser step; "
@@ -325,7 +331,9 @@ def curve_settings(manifest, spec, args, summary):
                 "vocab_size": spec.vocab_size, "out": os.path.abspath(args.out)}
     settings.update({name: getattr(args, name) for name in (
         "epochs", "lr", "weight_decay", "batch", "max_len", "negatives", "kl_weight", "ce_weight",
-        "heldout", "seed", "threads", "eval_every", "eval_positions", "patience", "min_delta")})
+        "heldout", "seed", "threads", "eval_every", "eval_positions", "patience", "min_delta",
+        "lr_schedule")})
+    settings["init"] = os.path.abspath(args.init) if args.init else None
     settings.update({name: summary[name] for name in (
         "train_positions", "heldout_positions", "evaluated_positions")})
     return settings
@@ -344,9 +352,12 @@ def head_metadata(manifest, spec, args, summary):
                        f"held out), {summary['epochs_run']} of at most {args.epochs} epochs "
                        f"({summary['positions_trained']} positions trained, {summary['status']})"),
         "loss": loss,
-        "optimizer": f"AdamW lr {args.lr} weight_decay {args.weight_decay}, batch {args.batch} "
-                     f"sequences (windows of <= {args.max_len} positions), seed {args.seed}",
+        "optimizer": f"AdamW lr {args.lr} ({args.lr_schedule}) weight_decay "
+                     f"{args.weight_decay}, batch {args.batch} sequences (windows of <= "
+                     f"{args.max_len} positions), seed {args.seed}",
     }
+    if args.init:
+        metadata["initialised_from"] = os.path.abspath(args.init)
     best = summary["best"]
     if best is not None:
         metadata["heldout_top1_agreement"] = f"{best['heldout_agreement']:.4f}"
@@ -366,8 +377,8 @@ def train(args):
     data = load_positions(args.data_dir, manifest, spec)
     head = load_frozen(os.path.join(args.data_dir, manifest["frozen"]), spec)
     model = ExitLayer(spec)
-    model.load_state_dict(load_init_layer(os.path.join(args.data_dir, manifest["init_layer"]),
-                                          spec, manifest))
+    model.load_state_dict(load_init_layer(
+        args.init or os.path.join(args.data_dir, manifest["init_layer"]), spec, manifest))
     model.eval()
     train_spans, heldout_spans = split_sequences(sequence_spans(data), args.heldout, args.seed)
     train_windows = windows_of(train_spans, args.max_len)
@@ -410,6 +421,9 @@ def run_training(model, head, data, train_windows, curve, summary, args):
     if args.curve:
         curve.write(args.curve, "running")
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    steps = args.epochs * -(-len(train_windows) // args.batch)
+    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, steps)
+                if args.lr_schedule == "cosine" else None)
     rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
     losses, epochs_run = [], 0
     for epoch in range(1, args.epochs + 1):
@@ -417,6 +431,8 @@ def run_training(model, head, data, train_windows, curve, summary, args):
         total, count, seconds = 0.0, 0, 0.0
         for step_loss, step_count, step_seconds in train_steps(
                 model, head, optimiser, data, train_windows, args, rng, generator):
+            if schedule is not None:
+                schedule.step()
             total, count, seconds = total + step_loss, count + step_count, seconds + step_seconds
             if curve.add_step(step_loss, step_count, step_seconds):
                 curve.evaluate(model, epoch, count == summary["train_positions"])

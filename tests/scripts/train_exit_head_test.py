@@ -205,6 +205,33 @@ class TrainExitHeadTest(unittest.TestCase):
         self.assertIn(f"evaluation {summary['best']['evaluation']} of ", metadata["kept"])
         self.assertIn("sampled", metadata["loss"])
 
+    def test_init_continues_from_a_trained_head_with_a_cosine_schedule(self):
+        data = make_data_dir(self.temp.name, noisy_teacher(self.teacher, self.rng),
+                             self.teacher, self.rng)
+        first = os.path.join(self.temp.name, "first.safetensors")
+        common = ["--lr", "1e-2", "--batch", "4", "--negatives", "64", "--heldout", "0.25",
+                  "--json", "--threads", "1"]
+        code, one, err = run_trainer([data, "--out", first, "--epochs", "2"] + common)
+        self.assertEqual(code, 0, err)
+        second = os.path.join(self.temp.name, "second.safetensors")
+        code, two, err = run_trainer([data, "--out", second, "--epochs", "2", "--init", first,
+                                      "--lr-schedule", "cosine"] + common)
+        self.assertEqual(code, 0, err)
+        # The second run starts where the first one's kept head is.
+        self.assertEqual(two["agreement_before"], one["best"]["heldout_agreement"], err)
+        self.assertGreaterEqual(two["best"]["heldout_agreement"], two["agreement_before"])
+        _, metadata = read_safetensors(second)
+        self.assertEqual(metadata["initialised_from"], os.path.abspath(first))
+        self.assertIn("(cosine)", metadata["optimizer"])
+        self.assertEqual(two["settings"]["lr_schedule"], "cosine")
+        # A head of another exit layer is refused, naming the file.
+        tensors, meta = read_safetensors(first)
+        other = os.path.join(self.temp.name, "other.safetensors")
+        write_safetensors(other, tensors, dict(meta, exit_layer="3"))
+        code, _, err = run_trainer([data, "--out", second, "--init", other] + common)
+        self.assertEqual(code, 1)
+        self.assertIn("other.safetensors", err)
+
     def test_loss_chunks_do_not_change_an_exact_softmax_step(self):
         noisy = {k: v * 1.2 for k, v in self.teacher.items()}
         data = make_data_dir(self.temp.name, noisy, self.teacher, self.rng, sequences=12)
