@@ -1,7 +1,8 @@
 // `selfspec collect-exit-data`: training data for an early-exit draft head (EESD, issue 11),
 // collected under rank-0 control at any tensor-parallel degree.
 //
-//   selfspec collect-exit-data --model M --prompts-file CALIB.jsonl --exit-layer N --out DIR
+//   selfspec collect-exit-data --model M --prompts-file CALIB.jsonl --exit-layer N[,N2...] --out
+//   DIR
 //       [--top-k 32] [--generate 64] [--sampled-fraction 0.5 --temperature 0.8 --seed S]
 //       [--open-text] [--open-text-files PATH... --open-text-window 512 --open-text-tokens T]
 //       [--batch 8] [--chat] [--resume] [--json]
@@ -16,8 +17,9 @@
 // exit-layer input and top-k log-probabilities are read from the same forwards, bit-identical to
 // a teacher-forced forward of the finished sequence), and write shards of about
 // --shard-positions rows in sequence order with the manifest rewritten after each
-// (exit_data_manifest.hpp), so an interrupted run continues with --resume. Every rank runs the
-// same forwards; rank 0 writes.
+// (exit_data_manifest.hpp), so an interrupted run continues with --resume. Several exit layers
+// (--exit-layer 2,3,4,6) are recorded by the same forwards into one directory each
+// (DIR/exit-layer-N: exit_data_outputs.hpp). Every rank runs the same forwards; rank 0 writes.
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/sha256_digest.hpp"
@@ -30,6 +32,7 @@
 #include "launch/prompt_suite.hpp"
 #include "launch/suite_prompts.hpp"
 #include "launch/training_data/exit_data_manifest.hpp"
+#include "launch/training_data/exit_data_outputs.hpp"
 #include "launch/training_data/open_text_corpus.hpp"
 #include "model_io/exit_head_files.hpp"
 #include "training_data/exit_data_collector.hpp"
@@ -44,6 +47,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace selfspec::launch {
 namespace {
@@ -64,7 +68,7 @@ struct CollectExitDataOptions {
   std::vector<std::string> prompts_files;
   PromptSelection selection{"calibration", {}, 0};
   ChatCli chat;
-  int exit_layer = 0;
+  std::vector<int> exit_layers;
   std::int32_t top_k = 32;
   std::int64_t generate = 64;
   double sampled_fraction = 0.5;
@@ -120,10 +124,15 @@ void check_options(const CollectExitDataOptions& o, const ModelConfig& config) {
                  "--split {}: collect-exit-data trains a draft head, so it reads calibration "
                  "prompts only (evaluation prompts are kept for reports)",
                  o.selection.split);
-  SELFSPEC_CHECK(o.exit_layer >= 1 && o.exit_layer < config.num_layers,
-                 "--exit-layer {}: must be in [1, {}] for this {}-layer model (the exit layer "
-                 "reads the output of layers [0, N))",
-                 o.exit_layer, config.num_layers - 1, config.num_layers);
+  for (std::size_t i = 0; i < o.exit_layers.size(); ++i) {
+    const int n = o.exit_layers[i];
+    SELFSPEC_CHECK(n >= 1 && n < config.num_layers,
+                   "--exit-layer {}: must be in [1, {}] for this {}-layer model (the exit layer "
+                   "reads the output of layers [0, N))",
+                   n, config.num_layers - 1, config.num_layers);
+    SELFSPEC_CHECK(std::count(o.exit_layers.begin(), o.exit_layers.end(), n) == 1,
+                   "--exit-layer {}: listed twice", n);
+  }
   SELFSPEC_CHECK(o.top_k <= config.vocab_size,
                  "--top-k {}: larger than the model's vocabulary of {} ids", o.top_k,
                  config.vocab_size);
@@ -187,13 +196,13 @@ nlohmann::ordered_json reduction_json(const Engine& engine) {
 
 ExitDataManifest fresh_manifest(const CollectExitDataOptions& o, const Engine& engine,
                                 const std::vector<PlannedSequence>& plan, std::size_t prompts,
-                                const OpenTextCorpus& corpus) {
+                                const OpenTextCorpus& corpus, int exit_layer) {
   ExitDataManifest manifest;
   manifest.settings = {{"format", kExitDataFormat},
                        {"version", kExitDataVersion},
                        {"model", exit_data_model_json(o.engine.model_name(),
                                                       engine.model_identity(), engine.config())},
-                       {"exit_layer", o.exit_layer},
+                       {"exit_layer", exit_layer},
                        {"top_k", o.top_k},
                        {"prompts_file", fmt::format("{}", fmt::join(o.prompts_files, ","))},
                        {"prompts_sha256", sha256_of_files(o.prompts_files)},
@@ -204,20 +213,6 @@ ExitDataManifest fresh_manifest(const CollectExitDataOptions& o, const Engine& e
                        {"init_layer", kInitLayerFile},
                        {"frozen", kFrozenFile}};
   return manifest;
-}
-
-// Root: the manifest this run continues (--resume) or starts; refuses to overwrite data.
-ExitDataManifest starting_manifest(const CollectExitDataOptions& o, ExitDataManifest fresh) {
-  const std::filesystem::path dir(o.out);
-  std::optional<ExitDataManifest> existing = load_exit_data_manifest(dir);
-  if (!existing) return fresh;
-  const std::string manifest = exit_data_manifest_path(dir).string();
-  SELFSPEC_CHECK(o.resume, "{} exists: pass --resume to continue that collection, or remove it",
-                 manifest);
-  check_same_collection(*existing, fresh, manifest);
-  fresh.shards = std::move(existing->shards);
-  fresh.complete = existing->complete;
-  return fresh;
 }
 
 // Every rank: the request of planned sequence `index`: a prompt with its continuation's budget
@@ -245,23 +240,6 @@ BatchRequest make_request(Engine& engine, const CollectExitDataOptions& o,
   return request;
 }
 
-// Root: writes the pending rows as the next shard and the manifest after it.
-void flush_shard(const std::filesystem::path& dir, ExitDataManifest& manifest,
-                 ExitDataRows& pending, std::int64_t& pending_sequences, double positions_per_s) {
-  if (pending_sequences == 0) return;
-  const std::string file = fmt::format("shard-{:05}.safetensors", manifest.shards.size());
-  write_exit_data_shard(pending, dir / file);
-  manifest.shards.push_back({file, pending_sequences, pending.positions()});
-  save_exit_data_manifest(dir, manifest);
-  log::info(
-      "collect-exit-data: {} ({} sequences, {} positions); {} sequences, {} positions so far, "
-      "{:.0f} positions/s",
-      file, pending_sequences, pending.positions(), manifest.sequences(), manifest.positions(),
-      positions_per_s);
-  pending.clear();
-  pending_sequences = 0;
-}
-
 struct CollectionTotals {
   std::int64_t sequences = 0;
   std::int64_t positions = 0;
@@ -278,24 +256,21 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
                          const std::vector<PlannedSequence>& plan,
                          const std::vector<SuitePrompt>& suite,
                          const std::vector<std::vector<std::int32_t>>& prompts,
-                         const OpenTextCorpus& corpus, ExitDataManifest& manifest,
+                         const OpenTextCorpus& corpus, ExitDataOutputs* outputs,
                          std::int64_t first) {
   Communicator& comm = engine.comm();
-  const std::filesystem::path dir(o.out);
   std::vector<BatchRequest> requests;
   for (auto index = first; index < static_cast<std::int64_t>(plan.size()); ++index) {
     requests.push_back(make_request(engine, o, plan[static_cast<std::size_t>(index)], index,
                                     prompts, suite, corpus));
   }
   ExitDataCollectorOptions options;
-  options.targets = {o.exit_layer, o.top_k, o.chunk};
+  options.exit_layers = o.exit_layers;
+  options.top_k = o.top_k;
+  options.chunk = o.chunk;
   options.batch = o.batch;
   options.eos_ids = engine.eos_ids();
   ExitDataCollector collector(engine.model(), comm, options);
-  ExitDataRows pending;
-  pending.hidden_size = engine.config().hidden_size;
-  pending.top_k = o.top_k;
-  std::int64_t pending_sequences = 0;
   CollectionTotals totals;
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] {
@@ -307,7 +282,8 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
   log::Progress progress("collecting exit data (sequences)",
                          static_cast<std::int64_t>(requests.size()));
   collector.run(requests, first,
-                [&](std::int64_t request, std::vector<std::int32_t>&& tokens, ExitDataRows&& rows) {
+                [&](std::int64_t request, std::vector<std::int32_t>&& tokens,
+                    std::vector<ExitDataRows>&& rows) {
                   const auto prompt = static_cast<std::int64_t>(
                       requests[static_cast<std::size_t>(request)].prompt.size());
                   const auto length = static_cast<std::int64_t>(tokens.size());
@@ -321,38 +297,59 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
                   }
                   progress.update(request + 1);
                   if (comm.is_root()) {
-                    pending.append(rows);
-                    ++pending_sequences;
-                    if (pending.positions() >= o.shard_positions) {
-                      flush_shard(dir, manifest, pending, pending_sequences, rate());
-                    }
+                    outputs->add(std::move(rows));
+                    if (outputs->pending_positions() >= o.shard_positions) outputs->flush(rate());
                   }
                   totals.stopped_by = agreed_stop_signal(comm);
                   return totals.stopped_by == 0;
                 });
   progress.finish();
-  if (comm.is_root()) flush_shard(dir, manifest, pending, pending_sequences, rate());
+  if (comm.is_root()) outputs->flush(rate());
   totals.forwards = collector.stats().passes;
   totals.seconds = seconds();
   return totals;
 }
 
-// Root: the untrained head and the frozen tensors (kept when a resumed run finds them).
-void write_model_files(Engine& engine, const CollectExitDataOptions& o,
+// Root: each directory's untrained head (its exit layer's weights) and the frozen tensors, the
+// same for every exit layer: written once, then hard-linked (copied where links fail) into the
+// other directories. A resumed run keeps the files it finds.
+void write_model_files(Engine& engine, const CollectExitDataOptions& o, ExitDataOutputs& outputs,
                        const std::string& identity) {
-  const std::filesystem::path dir(o.out);
+  const std::filesystem::path first_frozen = outputs.outputs().front().dir / kFrozenFile;
   engine.with_tensor_source([&](const TensorSource& source) {
-    if (!o.resume || !std::filesystem::exists(dir / kInitLayerFile)) {
-      write_init_layer(source, engine.config(), o.exit_layer, identity, dir / kInitLayerFile);
-    }
-    if (!o.resume || !std::filesystem::exists(dir / kFrozenFile)) {
-      write_frozen_tensors(source, engine.config(), dir / kFrozenFile);
+    for (const ExitDataOutput& out : outputs.outputs()) {
+      if (!o.resume || !std::filesystem::exists(out.dir / kInitLayerFile)) {
+        write_init_layer(source, engine.config(), out.exit_layer, identity,
+                         out.dir / kInitLayerFile);
+      }
+      const std::filesystem::path frozen = out.dir / kFrozenFile;
+      if (o.resume && std::filesystem::exists(frozen)) continue;
+      if (frozen == first_frozen) {
+        write_frozen_tensors(source, engine.config(), frozen);
+        continue;
+      }
+      std::filesystem::remove(frozen);
+      std::error_code error;
+      std::filesystem::create_hard_link(first_frozen, frozen, error);
+      if (error) std::filesystem::copy_file(first_frozen, frozen);
     }
   });
 }
 
+// The --out directory of each exit layer.
+std::vector<std::string> output_dirs(const CollectExitDataOptions& o) {
+  std::vector<std::string> dirs;
+  for (std::size_t i = 0; i < o.exit_layers.size(); ++i) {
+    dirs.push_back(ExitDataOutputs::dir_for(o.out, o.exit_layers, i).string());
+  }
+  return dirs;
+}
+
 nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataManifest& manifest,
                             const CollectionTotals& totals) {
+  const nlohmann::json exit_layer = o.exit_layers.size() == 1
+                                        ? nlohmann::json(o.exit_layers.front())
+                                        : nlohmann::json(o.exit_layers);
   const auto share = [&](std::int64_t part) {
     return totals.positions > 0 ? static_cast<double>(part) / static_cast<double>(totals.positions)
                                 : 0.0;
@@ -374,7 +371,8 @@ nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataManif
           {"forwards", totals.forwards},
           {"seconds", totals.seconds},
           {"positions_per_s", totals.seconds > 0 ? totals.positions / totals.seconds : 0.0},
-          {"exit_layer", o.exit_layer},
+          {"exit_layer", exit_layer},
+          {"out_dirs", output_dirs(o)},
           {"top_k", o.top_k},
           {"mix", manifest.settings["mix"]}};
 }
@@ -392,61 +390,69 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
     const OpenTextCorpus corpus = read_open_text(engine, open_text);
     const std::vector<PlannedSequence> plan = plan_sequences(
         suite.size(), o.sampled_fraction, o.continuations, o.open_text, corpus.windows.size());
-    ExitDataManifest manifest;
+    std::optional<ExitDataOutputs> outputs;
     std::int64_t first = 0;
     if (job.is_root()) {
-      std::filesystem::create_directories(o.out);
-      manifest = starting_manifest(o, fresh_manifest(o, engine, plan, suite.size(), corpus));
-      first = manifest.complete ? static_cast<std::int64_t>(plan.size()) : manifest.sequences();
+      outputs.emplace(
+          o.out, o.exit_layers, engine.config().hidden_size, o.top_k,
+          [&](int n) { return fresh_manifest(o, engine, plan, suite.size(), corpus, n); },
+          o.resume);
+      first = outputs->complete() ? static_cast<std::int64_t>(plan.size()) : outputs->sequences();
     }
     comm.broadcast_object(first, 0);
     if (first >= static_cast<std::int64_t>(plan.size())) {
       if (job.is_root()) log::info("collect-exit-data: {} is complete, nothing to do", o.out);
-    } else {
-      engine.load();
-      if (job.is_root()) {
-        write_model_files(engine, o, manifest.settings["model"]["identity"].get<std::string>());
-        save_exit_data_manifest(o.out, manifest);
-        log::info("collect-exit-data: {} sequences ({} done), exit layer {}, top-{}, into {}",
-                  plan.size(), first, o.exit_layer, o.top_k, o.out);
-      }
-      const CollectionTotals totals =
-          collect(engine, o, plan, suite, prompts, corpus, manifest, first);
-      if (totals.stopped_by != 0) {
-        if (job.is_root()) {
-          log::info("collect-exit-data: stopped by {} after {} sequences; continue with --resume",
-                    stop_signal_name(totals.stopped_by), manifest.sequences());
-        }
-        return stop_exit_code(totals.stopped_by);
-      }
-      if (!job.is_root()) return 0;
-      manifest.complete = true;
-      save_exit_data_manifest(o.out, manifest);
-      const nlohmann::json summary = summary_json(o, manifest, totals);
-      if (o.json) {
-        print_json_line(summary);
-      } else {
-        fmt::print(
-            "collect-exit-data: {} sequences, {} positions in {} shards ({} new sequences, {} "
-            "positions at {:.1f} positions/s, batch {}; {:.0f}% generated, {:.0f}% open text); "
-            "exit layer {}, top-{}; {}\n",
-            manifest.sequences(), manifest.positions(), manifest.shards.size(), totals.sequences,
-            totals.positions, summary["positions_per_s"].get<double>(), o.batch,
-            100.0 * summary["new_positions_by_source"]["generated_share"].get<double>(),
-            100.0 * summary["new_positions_by_source"]["open_text_share"].get<double>(),
-            o.exit_layer, o.top_k, o.out);
-      }
+      if (job.is_root() && o.json) print_json_line(summary_json(o, outputs->first_manifest(), {}));
       return 0;
     }
-    if (job.is_root() && o.json) print_json_line(summary_json(o, manifest, {}));
+    engine.load();
+    if (job.is_root()) {
+      write_model_files(engine, o, *outputs,
+                        outputs->first_manifest().settings["model"]["identity"].get<std::string>());
+      for (const ExitDataOutput& out : outputs->outputs()) {
+        save_exit_data_manifest(out.dir, out.manifest);
+      }
+      log::info("collect-exit-data: {} sequences ({} done), exit layer {}, top-{}, into {}",
+                plan.size(), first, fmt::join(o.exit_layers, ","), o.top_k,
+                fmt::join(output_dirs(o), ", "));
+    }
+    const CollectionTotals totals =
+        collect(engine, o, plan, suite, prompts, corpus, outputs ? &*outputs : nullptr, first);
+    if (totals.stopped_by != 0) {
+      if (job.is_root()) {
+        log::info("collect-exit-data: stopped by {} after {} sequences; continue with --resume",
+                  stop_signal_name(totals.stopped_by), outputs->sequences());
+      }
+      return stop_exit_code(totals.stopped_by);
+    }
+    if (!job.is_root()) return 0;
+    outputs->finish();
+    const ExitDataManifest& manifest = outputs->first_manifest();
+    const nlohmann::json summary = summary_json(o, manifest, totals);
+    if (o.json) {
+      print_json_line(summary);
+    } else {
+      fmt::print(
+          "collect-exit-data: {} sequences, {} positions in {} shards ({} new sequences, {} "
+          "positions at {:.1f} positions/s, batch {}; {:.0f}% generated, {:.0f}% open text); "
+          "exit layer {}, top-{}; {}\n",
+          manifest.sequences(), manifest.positions(), manifest.shards.size(), totals.sequences,
+          totals.positions, summary["positions_per_s"].get<double>(), o.batch,
+          100.0 * summary["new_positions_by_source"]["generated_share"].get<double>(),
+          100.0 * summary["new_positions_by_source"]["open_text_share"].get<double>(),
+          fmt::join(o.exit_layers, ","), o.top_k, fmt::join(output_dirs(o), ", "));
+    }
     return 0;
   });
 }
 
 void add_collection_options(CLI::App& command, CollectExitDataOptions& o) {
   command
-      .add_option("--exit-layer", o.exit_layer,
-                  "N: the exit layer reads the residual stream after layers [0, N), 1 <= N < L")
+      .add_option("--exit-layer", o.exit_layers,
+                  "N: the exit layer reads the residual stream after layers [0, N), 1 <= N < L; "
+                  "a comma-separated list records each from the same forwards, into "
+                  "--out/exit-layer-N")
+      ->delimiter(',')
       ->required();
   command
       .add_option("--top-k", o.top_k, "the full model's most likely next tokens kept per position")

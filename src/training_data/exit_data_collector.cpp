@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "verify/sharded_logits.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -11,11 +12,13 @@
 namespace selfspec {
 namespace {
 
-// Rank 0: one sequence's rows as the passes deliver them (positions in order); next_token is
-// filled once the sequence is finished.
+// Rank 0: one sequence's rows as the passes deliver them (positions in order): the columns every
+// exit layer shares, and each layer's hidden rows; next_token is filled once the sequence is
+// finished.
 struct PartialRows {
-  ExitDataRows rows;
-  std::vector<std::int32_t> argmax;  // per position
+  ExitDataRows rows;                                // hidden empty
+  std::vector<std::vector<std::uint16_t>> hiddens;  // per exit layer
+  std::vector<std::int32_t> argmax;                 // per position
 };
 
 class Collection {
@@ -30,11 +33,13 @@ class Collection {
         logits_(make_sharded_logits(LogitsMode::kLocal, comm, model.shard(),
                                     model.reduction_order() == ReductionOrder::kTpInvariant)) {}
 
-  // The exit-layer input of the current pass's rows.
+  // The exit layers' inputs of the current pass's rows.
   ForwardObserver observer() {
+    hiddens_.resize(options_.exit_layers.size());
     return [this](std::string_view name, int layer, std::span<const float> data, std::int64_t) {
-      if (name == "mlp_out" && layer == options_.targets.exit_layer - 1) {
-        hidden_.assign(data.begin(), data.end());
+      if (name != "mlp_out") return;
+      for (std::size_t i = 0; i < options_.exit_layers.size(); ++i) {
+        if (layer == options_.exit_layers[i] - 1) hiddens_[i].assign(data.begin(), data.end());
       }
     };
   }
@@ -43,10 +48,12 @@ class Collection {
   void add_pass(std::span<const BatchRow> rows, const LogitRows& logits) {
     const auto n = static_cast<std::int64_t>(rows.size());
     const std::int64_t hidden_size = model_.config().hidden_size;
-    const std::int32_t k = options_.targets.top_k;
-    SELFSPEC_CHECK(hidden_.size() == static_cast<std::size_t>(n * hidden_size),
-                   "exit-data: the pass did not show layer {}'s output for its {} rows",
-                   options_.targets.exit_layer - 1, n);
+    const std::int32_t k = options_.top_k;
+    for (std::size_t i = 0; i < hiddens_.size(); ++i) {
+      SELFSPEC_CHECK(hiddens_[i].size() == static_cast<std::size_t>(n * hidden_size),
+                     "exit-data: the pass did not show layer {}'s output for its {} rows",
+                     options_.exit_layers[i] - 1, n);
+    }
     logits_->set_rows(logits);
     const TopKTargets targets = top_k_targets(*logits_, comm_, n, k);
     if (!comm_.is_root()) return;
@@ -57,8 +64,12 @@ class Collection {
       out.sequence.push_back(static_cast<float>(first_sequence_ + row.request));
       out.position.push_back(static_cast<float>(row.position));
       out.token.push_back(static_cast<float>(row.token));
-      const float* h = hidden_.data() + r * hidden_size;
-      for (std::int64_t i = 0; i < hidden_size; ++i) out.hidden.push_back(f32_to_bf16(h[i]));
+      for (std::size_t l = 0; l < hiddens_.size(); ++l) {
+        const float* h = hiddens_[l].data() + r * hidden_size;
+        for (std::int64_t i = 0; i < hidden_size; ++i) {
+          partial.hiddens[l].push_back(f32_to_bf16(h[i]));
+        }
+      }
       for (std::int32_t j = 0; j < k; ++j) {
         const auto at = static_cast<std::size_t>(r * k + j);
         out.topk_ids.push_back(static_cast<float>(targets.ids[at]));
@@ -68,9 +79,9 @@ class Collection {
     }
   }
 
-  // A finished sequence's rows (rank 0; empty elsewhere): next_token is the sequence's next
-  // token, at the last position the full model's greedy one.
-  ExitDataRows finish(std::int64_t request, const std::vector<std::int32_t>& tokens) {
+  // A finished sequence's rows per exit layer (rank 0; empty elsewhere): next_token is the
+  // sequence's next token, at the last position the full model's greedy one.
+  std::vector<ExitDataRows> finish(std::int64_t request, const std::vector<std::int32_t>& tokens) {
     if (!comm_.is_root()) return {};
     const auto it = partial_.find(request);
     SELFSPEC_CHECK(it != partial_.end(), "exit-data: request {} finished without rows", request);
@@ -86,7 +97,11 @@ class Collection {
       rows.next_token.push_back(
           static_cast<float>(p + 1 < tokens.size() ? tokens[p + 1] : partial.argmax[p]));
     }
-    return std::move(rows);
+    std::vector<ExitDataRows> per_layer(partial.hiddens.size(), rows);
+    for (std::size_t l = 0; l < per_layer.size(); ++l) {
+      per_layer[l].hidden = std::move(partial.hiddens[l]);
+    }
+    return per_layer;
   }
 
   std::vector<std::int32_t> tokens_of(std::int64_t request, const BatchResult& result) const {
@@ -100,7 +115,8 @@ class Collection {
     auto [it, inserted] = partial_.try_emplace(request);
     if (inserted) {
       it->second.rows.hidden_size = model_.config().hidden_size;
-      it->second.rows.top_k = options_.targets.top_k;
+      it->second.rows.top_k = options_.top_k;
+      it->second.hiddens.resize(options_.exit_layers.size());
     }
     return it->second;
   }
@@ -111,7 +127,7 @@ class Collection {
   std::span<const BatchRequest> requests_;
   std::int64_t first_sequence_;
   std::unique_ptr<ShardedLogits> logits_;
-  std::vector<float> hidden_;
+  std::vector<std::vector<float>> hiddens_;  // per exit layer, the current pass's rows
   std::map<std::int64_t, PartialRows> partial_;
 };
 
@@ -122,10 +138,16 @@ constexpr std::string_view kExitObservation[] = {"mlp_out"};
 ExitDataCollector::ExitDataCollector(LlamaModel& model, Communicator& comm,
                                      ExitDataCollectorOptions options)
     : model_(model), comm_(comm), options_(std::move(options)) {
-  SELFSPEC_CHECK(
-      options_.targets.exit_layer >= 1 && options_.targets.exit_layer < model.config().num_layers,
-      "exit-data: exit layer {} is outside [1, {})", options_.targets.exit_layer,
-      model.config().num_layers);
+  SELFSPEC_CHECK(!options_.exit_layers.empty(), "exit-data: no exit layer to record");
+  for (std::size_t i = 0; i < options_.exit_layers.size(); ++i) {
+    const int n = options_.exit_layers[i];
+    SELFSPEC_CHECK(n >= 1 && n < model.config().num_layers,
+                   "exit-data: exit layer {} is outside [1, {})", n, model.config().num_layers);
+    SELFSPEC_CHECK(
+        std::count(options_.exit_layers.begin(),
+                   options_.exit_layers.begin() + static_cast<std::ptrdiff_t>(i), n) == 0,
+        "exit-data: exit layer {} is listed twice", n);
+  }
 }
 
 bool ExitDataCollector::run(std::span<const BatchRequest> requests, std::int64_t first_sequence,
@@ -134,7 +156,7 @@ bool ExitDataCollector::run(std::span<const BatchRequest> requests, std::int64_t
   const ForwardObserver observer = collection.observer();
   BatchGeneratorOptions generation;
   generation.batch = options_.batch;
-  generation.pass_tokens = std::max(options_.targets.chunk, options_.batch);
+  generation.pass_tokens = std::max(options_.chunk, options_.batch);
   generation.eos_ids = options_.eos_ids;
   generation.feed_last = true;
   generation.all_logit_rows = true;
@@ -148,7 +170,7 @@ bool ExitDataCollector::run(std::span<const BatchRequest> requests, std::int64_t
       },
       [&](std::int64_t request, BatchResult&& result) {
         std::vector<std::int32_t> tokens = collection.tokens_of(request, result);
-        ExitDataRows rows = collection.finish(request, tokens);
+        std::vector<ExitDataRows> rows = collection.finish(request, tokens);
         return on_sequence(request, std::move(tokens), std::move(rows));
       });
   stats_ = generator.stats();

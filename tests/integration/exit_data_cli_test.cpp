@@ -426,6 +426,56 @@ TEST_F(ExitDataCli, ResumeContinuesExactlyAndRefusesOtherSettings) {
   EXPECT_THAT(rank_order.err, HasSubstr("--reduction"));
 }
 
+// --exit-layer 1,2 records both layers from the same forwards: each directory holds what a run
+// of its layer alone writes, byte for byte; a run interrupted between the directories' shards
+// resumes from the shards both hold.
+TEST_F(ExitDataCli, SeveralExitLayersWriteADirectoryEachEqualToTheirOwnRuns) {
+  const std::string extra = "--open-text --shard-positions 1";
+  const std::string both = "--exit-layer 1,2 --top-k 8 --temperature 0.8 --seed 5";
+  const auto out = dir_ / "both";
+  const CommandResult r = run(collect_args(out, extra, both));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["exit_layer"], nlohmann::json::array({1, 2}));
+  EXPECT_FALSE(std::filesystem::exists(out / "manifest.json"));
+  for (const int n : {1, 2}) {
+    SCOPED_TRACE(n);
+    const auto alone = dir_ / fmt::format("alone-{}", n);
+    const CommandResult single = run(collect_args(
+        alone, extra, fmt::format("--exit-layer {} --top-k 8 --temperature 0.8 --seed 5", n)));
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    const auto dir = out / fmt::format("exit-layer-{}", n);
+    EXPECT_EQ(manifest_of(dir)["exit_layer"], n);
+    EXPECT_EQ(manifest_of(dir)["shards"], manifest_of(alone)["shards"]);
+    for (const nlohmann::json& shard : manifest_of(alone)["shards"]) {
+      const std::string file = shard["file"].get<std::string>();
+      EXPECT_EQ(read_file(dir / file), read_file(alone / file)) << file;
+    }
+    for (const char* file : {"init_layer.safetensors", "frozen.safetensors"}) {
+      EXPECT_EQ(read_file(dir / file), read_file(alone / file)) << file;
+    }
+  }
+  // Stopped after layer 1's fourth shard, before layer 2's: both go on from the third.
+  const auto dir2 = out / "exit-layer-2";
+  nlohmann::json m = manifest_of(dir2);
+  const std::string last = read_file(dir2 / m["shards"][3]["file"].get<std::string>());
+  while (m["shards"].size() > 3) m["shards"].erase(m["shards"].size() - 1);
+  m["complete"] = false;
+  std::ofstream(dir2 / "manifest.json") << m.dump(2);
+  nlohmann::json m1 = manifest_of(out / "exit-layer-1");
+  while (m1["shards"].size() > 4) m1["shards"].erase(m1["shards"].size() - 1);
+  m1["complete"] = false;
+  std::ofstream(out / "exit-layer-1" / "manifest.json") << m1.dump(2);
+  const CommandResult resumed = run(collect_args(out, extra + " --resume", both));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(resumed.json()["new_sequences"], 3);
+  EXPECT_EQ(read_file(dir2 / m["shards"][2]["file"].get<std::string>()),
+            read_file(dir_ / "alone-2" / m["shards"][2]["file"].get<std::string>()));
+  EXPECT_EQ(read_file(dir2 / "shard-00003.safetensors"), last);
+  EXPECT_EQ(manifest_of(dir2)["shards"], manifest_of(dir_ / "alone-2")["shards"]);
+  EXPECT_EQ(manifest_of(out / "exit-layer-1")["shards"], manifest_of(dir_ / "alone-1")["shards"]);
+  expect_error(run(collect_args(dir_ / "twice", "", "--exit-layer 1,1")), "listed twice");
+}
+
 TEST_F(ExitDataCli, BadOptionsAreRefusedNamingTheOption) {
   const auto out = dir_ / "bad";
   expect_error(run(collect_args(out, "--split evaluation")), "--split evaluation");

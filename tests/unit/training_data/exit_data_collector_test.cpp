@@ -5,6 +5,7 @@
 // and 2.
 #include "training_data/exit_data_collector.hpp"
 #include "comm/local_comm.hpp"
+#include "core/error.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/thread_comm.hpp"
@@ -52,12 +53,16 @@ void expect_rows_equal(const ExitDataRows& got, const ExitDataRows& want, std::i
       << "topk_logprobs, request " << request;
 }
 
-// Collects with B sequences in flight and compares each sequence with the reference.
+// Collects with B sequences in flight, recording the inputs of `layers`, and compares each
+// sequence's rows of each layer with the reference of that layer.
 void expect_collector_equals_reference(LlamaModel& model, Communicator& comm, std::int64_t batch,
-                                       const std::vector<std::int32_t>& eos) {
+                                       const std::vector<std::int32_t>& eos,
+                                       const std::vector<int>& layers = {2}) {
   const std::vector<BatchRequest> requests = requests_for(model.config().vocab_size);
   ExitDataCollectorOptions options;
-  options.targets = {2, 5, 12};
+  options.exit_layers = layers;
+  options.top_k = 5;
+  options.chunk = 12;
   options.batch = batch;
   options.eos_ids = eos;
   ExitDataCollector collector(model, comm, options);
@@ -65,10 +70,14 @@ void expect_collector_equals_reference(LlamaModel& model, Communicator& comm, st
   int sequences = 0;
   const bool finished = collector.run(
       requests, first,
-      [&](std::int64_t request, std::vector<std::int32_t>&& tokens, ExitDataRows&& rows) {
-        const ExitDataRows want =
-            exit_data_targets(model, comm, tokens, first + request, options.targets);
-        if (comm.is_root()) expect_rows_equal(rows, want, request);
+      [&](std::int64_t request, std::vector<std::int32_t>&& tokens,
+          std::vector<ExitDataRows>&& rows) {
+        EXPECT_EQ(rows.size(), comm.is_root() ? layers.size() : 0U);
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+          const ExitDataRows want =
+              exit_data_targets(model, comm, tokens, first + request, options.targets(i));
+          if (comm.is_root() && i < rows.size()) expect_rows_equal(rows[i], want, request);
+        }
         EXPECT_GE(tokens.size(), requests[static_cast<std::size_t>(request)].prompt.size());
         ++sequences;
         return true;
@@ -84,13 +93,28 @@ TEST(ExitDataCollector, RowsEqualTheTeacherForcedReference) {
       write_and_load_model(speculative_tiny_spec(3), dir.path(), comm);
   for (std::int64_t batch : {1, 3, 8}) expect_collector_equals_reference(*model, comm, batch, {});
   expect_collector_equals_reference(*model, comm, 4, {1, 2, 3, 5, 8, 13});
+  // Several exit layers in one pass: each layer's rows are its own reference's.
+  expect_collector_equals_reference(*model, comm, 3, {}, {2, 1});
+}
+
+TEST(ExitDataCollector, RefusesExitLayersOutOfRangeOrTwice) {
+  TempDir dir;
+  LocalComm comm;
+  const std::unique_ptr<LlamaModel> model =
+      write_and_load_model(speculative_tiny_spec(3), dir.path(), comm);
+  for (const std::vector<int>& layers :
+       {std::vector<int>{}, std::vector<int>{0}, std::vector<int>{3}, std::vector<int>{1, 2, 1}}) {
+    ExitDataCollectorOptions options;
+    options.exit_layers = layers;
+    EXPECT_THROW(ExitDataCollector(*model, comm, options), Error);
+  }
 }
 
 TEST(ExitDataCollector, RowsEqualTheReferenceAtTp2) {
   TempDir dir;
   write_tiny_checkpoint(tensor_parallel_tiny_spec(3), dir.path());
   run_model_ranks_in_both_orders(2, dir.path(), [&](LlamaModel& model, ThreadComm& comm) {
-    expect_collector_equals_reference(model, comm, 3, {});
+    expect_collector_equals_reference(model, comm, 3, {}, {1, 2});
   });
 }
 
