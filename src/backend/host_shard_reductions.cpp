@@ -63,9 +63,9 @@ class HostShardReductions final : public ShardReductions {
   }
 
  protected:
-  void compute_stats(double inv_temperature, ShardStats* out) override {
+  void compute_stats(double inv_temperature, RowNeeds needs, ShardStats* out) override {
     for (std::int64_t r = 0; r < rows(); ++r) {
-      out[r] = shard_stats(row(r), vocab_begin(), inv_temperature);
+      out[r] = shard_stats(row(r), vocab_begin(), inv_temperature, needs);
     }
   }
   ShardStats* record_buffer(int which, std::size_t count) override {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace selfspec {
 
@@ -12,7 +13,7 @@ double RowStats::probability(double scaled_logit) const {
 }
 
 ShardStats shard_stats(std::span<const float> logits, std::int64_t vocab_begin,
-                       double inv_temperature) {
+                       double inv_temperature, RowNeeds needs) {
   ShardStats stats;
   for (std::size_t i = 0; i < logits.size(); ++i) {
     const double scaled = static_cast<double>(logits[i]) * inv_temperature;
@@ -21,8 +22,10 @@ ShardStats shard_stats(std::span<const float> logits, std::int64_t vocab_begin,
       stats.argmax = static_cast<std::int32_t>(vocab_begin + static_cast<std::int64_t>(i));
     }
   }
-  if (stats.argmax < 0) return stats;  // empty shard, or only NaN / -inf logits
+  if (stats.argmax < 0 || needs == RowNeeds::kArgmax) return stats;  // empty: NaN / -inf only
+  constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
   for (float logit : logits) {
+    if (logit == kMinusInfinity) continue;  // exp(-inf) = +0: the sum is unchanged
     const double scaled = static_cast<double>(logit) * inv_temperature;
     if (!std::isnan(scaled)) stats.sum_exp += std::exp(scaled - stats.max);
   }

@@ -35,9 +35,15 @@ struct RowStats {
   double top_probability() const { return 1.0 / sum_exp; }
 };
 
-// Statistics of one shard: logits of ids [vocab_begin, vocab_begin + logits.size()).
+// What a caller needs of a row: the softmax's statistics, or only its max and argmax (greedy
+// decisions; sum_exp and the shard masses are then left 0, and no exponential is computed).
+enum class RowNeeds { kSoftmax, kArgmax };
+
+// Statistics of one shard: logits of ids [vocab_begin, vocab_begin + logits.size()). A logit of
+// -inf adds exactly nothing to sum_exp and is skipped (the -inf columns of a pruned draft
+// vocabulary's rows cost no exponential).
 ShardStats shard_stats(std::span<const float> logits, std::int64_t vocab_begin,
-                       double inv_temperature);
+                       double inv_temperature, RowNeeds needs = RowNeeds::kSoftmax);
 RowStats combine_shards(std::span<const ShardStats> shards);
 
 // The shard holding cumulative mass `target` (in the units of `masses`), and the remaining mass

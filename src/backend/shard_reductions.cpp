@@ -22,11 +22,12 @@ void ShardReductions::set_rows(const LogitRows& rows) {
   rows_changed();
 }
 
-std::vector<ShardStats> ShardReductions::gather_stats(Communicator& comm, double inv_temperature) {
+std::vector<ShardStats> ShardReductions::gather_stats(Communicator& comm, double inv_temperature,
+                                                      RowNeeds needs) {
   const auto n = static_cast<std::size_t>(n_rows_);
   const auto ranks = static_cast<std::size_t>(comm.size());
   ShardStats* mine = record_buffer(0, n);
-  compute_stats(inv_temperature, mine);
+  compute_stats(inv_temperature, needs, mine);
   std::vector<ShardStats> all;
   if (ranks > 1 && exchanges_on_device(comm)) {
     ShardStats* everyone = record_buffer(1, n * ranks);

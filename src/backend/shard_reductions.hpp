@@ -55,8 +55,10 @@ class ShardReductions {
   std::int64_t vocab_begin() const { return shard_.begin; }
 
   // Collective: every rank's shard statistics of every current row at 1/T, on rank 0 in rank-major
-  // order (all[s · rows() + r] = rank s, row r); empty on the other ranks.
-  std::vector<ShardStats> gather_stats(Communicator& comm, double inv_temperature);
+  // order (all[s · rows() + r] = rank s, row r); empty on the other ranks. With RowNeeds::kArgmax
+  // an implementation may leave sum_exp 0 (the host does: no exponentials).
+  std::vector<ShardStats> gather_stats(Communicator& comm, double inv_temperature,
+                                       RowNeeds needs = RowNeeds::kSoftmax);
 
   // Collective: every rank's current rows on rank 0, rank-major ([rank][row][that rank's vocab
   // shard], shard sizes from the plan's vocab_counts); empty on the other ranks. With the exchange
@@ -87,8 +89,8 @@ class ShardReductions {
 
  protected:
   // This rank's statistics of every current row into `out` (rows() records, this
-  // implementation's memory).
-  virtual void compute_stats(double inv_temperature, ShardStats* out) = 0;
+  // implementation's memory); `needs` as in gather_stats.
+  virtual void compute_stats(double inv_temperature, RowNeeds needs, ShardStats* out) = 0;
   // Record storage in this implementation's memory: buffer `which` (0: this rank's, 1: everyone's)
   // of at least `count` records.
   virtual ShardStats* record_buffer(int which, std::size_t count) = 0;

@@ -82,6 +82,21 @@ std::vector<RowStats> LocalReductionLogits::row_stats(double inv_temperature) {
   return stats;
 }
 
+std::vector<std::int32_t> LocalReductionLogits::row_argmax() {
+  const auto ranks = static_cast<std::size_t>(comm_.size());
+  const auto rows = static_cast<std::size_t>(reductions_->rows());
+  std::vector<ShardStats> all;  // rank-major, root
+  timed([&] { all = reductions_->gather_stats(comm_, 1.0, RowNeeds::kArgmax); });
+  std::vector<std::int32_t> ids;
+  if (!comm_.is_root()) return ids;
+  std::vector<ShardStats> shards(ranks);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t s = 0; s < ranks; ++s) shards[s] = all[s * rows + r];
+    ids.push_back(combine_shards(shards).argmax);
+  }
+  return ids;
+}
+
 std::vector<float> LocalReductionLogits::logits_of(std::span<const std::int32_t> ids) {
   const auto ranks = static_cast<std::size_t>(comm_.size());
   const std::vector<float> mine = reductions_->logits_at(ids);

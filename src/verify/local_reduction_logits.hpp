@@ -24,6 +24,7 @@ class LocalReductionLogits final : public ShardedLogits {
   int retain(std::int64_t row) override { return reductions_->retain(row); }
   void clear_retained() override { reductions_->clear_retained(); }
   std::vector<RowStats> row_stats(double inv_temperature) override;
+  std::vector<std::int32_t> row_argmax() override;
   std::vector<float> logits_of(std::span<const std::int32_t> ids) override;
   DrawnToken sample_dense(std::int64_t row, const RowStats& stats, double inv_temperature,
                           double target) override;

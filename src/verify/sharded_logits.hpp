@@ -45,6 +45,9 @@ class ShardedLogits {
 
   // Root: the softmax statistics of every current row at 1/T.
   virtual std::vector<RowStats> row_stats(double inv_temperature) = 0;
+  // Root: every current row's argmax (temperature 1, first maximum: row_stats' argmax), without
+  // the softmax's exponentials — what greedy decisions need.
+  virtual std::vector<std::int32_t> row_argmax() = 0;
   // Root: the logit of ids[r] in current row r, for r < ids.size() (ids known on every rank).
   virtual std::vector<float> logits_of(std::span<const std::int32_t> ids) = 0;
   // A draw from current row `row`'s dense softmax at 1/T: the id whose cumulative probability

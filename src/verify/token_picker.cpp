@@ -58,8 +58,8 @@ std::int32_t TokenPicker::next_token(const LogitRows& rows) {
   set_rows(rows, 1);
   switch (kind_) {
     case Kind::kGreedy: {
-      const std::vector<RowStats> stats = logits_->row_stats(1.0);
-      return comm_.is_root() ? stats[0].argmax : -1;
+      const std::vector<std::int32_t> argmax = logits_->row_argmax();
+      return comm_.is_root() ? argmax[0] : -1;
     }
     case Kind::kSparse: {
       const std::vector<TokenDistribution> dists = logits_->warp(sampling_);
@@ -181,11 +181,11 @@ Verdict TokenPicker::verify(const LogitRows& rows, const Draft& draft) {
 }
 
 void TokenPicker::walk_tree_greedy(const Draft& draft, Verdict& verdict) {
-  const std::vector<RowStats> stats = logits_->row_stats(1.0);
+  const std::vector<std::int32_t> argmax = logits_->row_argmax();
   if (!comm_.is_root()) return;
   int node = Draft::kRoot;
   for (;;) {
-    const std::int32_t target = stats[static_cast<std::size_t>(node + 1)].argmax;
+    const std::int32_t target = argmax[static_cast<std::size_t>(node + 1)];
     const int child = draft.child_with(node, target);
     if (child == Draft::kRoot) {
       verdict.next_token = target;
@@ -280,15 +280,15 @@ void TokenPicker::walk_tree_sampled(const Draft& draft, Verdict& verdict) {
 }
 
 int TokenPicker::accept_greedy(std::span<const std::int32_t> drafted, std::int32_t& next) {
-  const std::vector<RowStats> stats = logits_->row_stats(1.0);
+  const std::vector<std::int32_t> argmax = logits_->row_argmax();
   if (!comm_.is_root()) return 0;
   const auto k = static_cast<int>(drafted.size());
   int accepted = 0;
   while (accepted < k && drafted[static_cast<std::size_t>(accepted)] ==
-                             stats[static_cast<std::size_t>(accepted)].argmax) {
+                             argmax[static_cast<std::size_t>(accepted)]) {
     ++accepted;
   }
-  next = stats[static_cast<std::size_t>(accepted)].argmax;
+  next = argmax[static_cast<std::size_t>(accepted)];
   return accepted;
 }
 

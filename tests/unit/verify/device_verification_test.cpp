@@ -8,10 +8,12 @@
 #include "backend/shard_reductions.hpp"
 #include "core/error.hpp"
 #include "tests/support/thread_comm.hpp"
+#include "verify/sharded_logits.hpp"
 #include "verify/token_picker.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -166,6 +168,42 @@ TEST(DeviceVerification, WithoutDeviceBuffersTheExchangeUsesHostCollectivesAlike
   EXPECT_GT(on_device.device_collectives, 0);
   EXPECT_EQ(on_host.local, on_device.local);
   EXPECT_EQ(on_host.local, on_host.gather);
+}
+
+// row_argmax (greedy decisions, no exponentials) is row_stats' argmax in both modes at every
+// split, ties (first id) and -inf / NaN entries included.
+TEST(DeviceVerification, RowArgmaxIsTheArgmaxOfRowStatsInBothModes) {
+  std::vector<float> rows = round_logits(77).verify;
+  const auto at = [&](std::int64_t row, std::int64_t id) -> float& {
+    return rows[static_cast<std::size_t>(row * kVocab + id)];
+  };
+  at(1, 7) = at(1, 250) = 40.0f;  // a tie across the 2- and 3-way splits
+  for (std::int64_t id = 0; id < 200; ++id) at(2, id) = -INFINITY;  // whole shards of -inf
+  at(3, 5) = NAN;
+  for (const int ranks : {1, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << ranks << " ranks");
+    std::vector<std::int32_t> by_stats, local_ids, gather_ids;
+    run_ranks(ranks, false, [&](ThreadComm& comm) {
+      const ShardPlan shard = vocab_shard(ranks, comm.rank());
+      const std::vector<float> mine = shard_rows(rows, shard);
+      const LogitRows logit_rows{mine.data(), kDraftLength + 1, shard.vocab.size(), false};
+      for (const LogitsMode mode : {LogitsMode::kLocal, LogitsMode::kGather}) {
+        const auto logits = make_sharded_logits(mode, comm, shard, false,
+                                                make_host_shard_reductions(shard.vocab_shard()));
+        logits->set_rows(logit_rows);
+        const std::vector<RowStats> stats = logits->row_stats(1.0);
+        const std::vector<std::int32_t> ids = logits->row_argmax();
+        if (!comm.is_root()) continue;
+        (mode == LogitsMode::kLocal ? local_ids : gather_ids) = ids;
+        by_stats.clear();
+        for (const RowStats& s : stats) by_stats.push_back(s.argmax);
+      }
+    });
+    ASSERT_EQ(by_stats.size(), static_cast<std::size_t>(kDraftLength + 1));
+    EXPECT_EQ(local_ids, by_stats);
+    EXPECT_EQ(gather_ids, by_stats);
+    EXPECT_EQ(by_stats[1], 7);
+  }
 }
 
 TEST(DeviceVerification, RowsInTheWrongMemoryOrOfTheWrongWidthAreRefused) {

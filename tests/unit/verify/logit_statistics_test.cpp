@@ -52,6 +52,21 @@ TEST(LogitStatistics, AnySplitGivesTheSameSoftmax) {
   }
 }
 
+// kArgmax gives kSoftmax's max and argmax and no mass; -inf logits (a pruned draft vocabulary's
+// columns) are skipped without changing a bit of the sum.
+TEST(LogitStatistics, ArgmaxOnlyStatsAndMinusInfinityColumns) {
+  std::vector<float> row = random_row(999, 5);
+  for (std::size_t i = 0; i < row.size(); i += 3) row[i] = -INFINITY;
+  const ShardStats full = shard_stats(row, 10, 0.9);
+  const ShardStats argmax = shard_stats(row, 10, 0.9, RowNeeds::kArgmax);
+  EXPECT_EQ(argmax.argmax, full.argmax);
+  EXPECT_EQ(argmax.max, full.max);
+  EXPECT_EQ(argmax.sum_exp, 0.0);
+  double naive = 0.0;  // every column's exponential, -inf ones (exactly 0) included
+  for (float v : row) naive += std::exp(static_cast<double>(v) * 0.9 - full.max);
+  EXPECT_EQ(full.sum_exp, naive);
+}
+
 TEST(LogitStatistics, TiesResolveToTheFirstIdAcrossShards) {
   const std::vector<float> row = {1.0f, 5.0f, 2.0f, 5.0f, 5.0f, 0.0f};
   EXPECT_EQ(split_stats(row, {6}, 1.0).argmax, 1);
