@@ -4,13 +4,15 @@
 //   selfspec collect-exit-data --model M --prompts-file CALIB.jsonl --exit-layer N[,N2...] --out
 //   DIR
 //       [--top-k 32] [--generate 64] [--sampled-fraction 0.5 --temperature 0.8 --seed S]
-//       [--open-text] [--open-text-files PATH... --open-text-window 512 --open-text-tokens T]
+//       [--open-text] [--open-text-files PATH... --open-text-window 512 --open-text-tokens T
+//        --open-text-continue G]
 //       [--batch 8] [--chat] [--resume] [--json]
 //
 // Steps: read the calibration prompts (the evaluation split is refused: the head is tuning), plan
 // the sequences (each prompt continued by the full model — a --sampled-fraction share sampled,
 // the rest greedy —, with --open-text each prompt's own text as it is, and with
-// --open-text-files windows of existing text: open_text_corpus.hpp), load the model, write
+// --open-text-files windows of existing text: open_text_corpus.hpp, fed as they are or, with
+// --open-text-continue, continued by the full model like the prompts), load the model, write
 // DIR/init_layer.safetensors and DIR/frozen.safetensors (rank 0, whole tensors from the model's
 // tensor source), then run the sequences --batch at a time through the batched collector
 // (training_data/exit_data_collector.hpp: the continuations are generated and every position's
@@ -77,6 +79,7 @@ struct CollectExitDataOptions {
   std::uint64_t seed = 0;
   bool open_text = false;
   OpenTextOptions open_text_files;
+  std::int64_t open_text_continue = 0;
   std::int64_t batch = 8;
   std::int64_t shard_positions = 4096;
   std::int64_t chunk = 256;
@@ -91,7 +94,14 @@ enum class SequenceKind { kGreedy, kSampled, kOpenText, kOpenTextFile };
 struct PlannedSequence {
   std::size_t prompt = 0;  // kOpenTextFile: the window
   SequenceKind kind = SequenceKind::kGreedy;
+  bool sampled_continuation = false;  // kOpenTextFile with --open-text-continue
 };
+
+// Whether item i of a series is sampled: floor((i+1)·f) > floor(i·f), a share f spread evenly.
+bool sampled_at(std::size_t i, double sampled_fraction) {
+  const auto g = static_cast<double>(i);
+  return std::floor((g + 1.0) * sampled_fraction) > std::floor(g * sampled_fraction);
+}
 
 // Per prompt, its continuations, then (--open-text) its own text; then the open-text windows.
 // A prompt's first continuation is sampled when floor((p+1)·f) > floor(p·f): a share f of the
@@ -102,14 +112,14 @@ std::vector<PlannedSequence> plan_sequences(std::size_t prompts, double sampled_
                                             std::size_t windows) {
   std::vector<PlannedSequence> plan;
   for (std::size_t p = 0; p < prompts; ++p) {
-    const auto g = static_cast<double>(p);
-    const bool sampled =
-        std::floor((g + 1.0) * sampled_fraction) > std::floor(g * sampled_fraction);
+    const bool sampled = sampled_at(p, sampled_fraction);
     plan.push_back({p, sampled ? SequenceKind::kSampled : SequenceKind::kGreedy});
     for (std::int64_t c = 1; c < continuations; ++c) plan.push_back({p, SequenceKind::kSampled});
     if (open_text) plan.push_back({p, SequenceKind::kOpenText});
   }
-  for (std::size_t w = 0; w < windows; ++w) plan.push_back({w, SequenceKind::kOpenTextFile});
+  for (std::size_t w = 0; w < windows; ++w) {
+    plan.push_back({w, SequenceKind::kOpenTextFile, sampled_at(w, sampled_fraction)});
+  }
   return plan;
 }
 
@@ -136,6 +146,10 @@ void check_options(const CollectExitDataOptions& o, const ModelConfig& config) {
   SELFSPEC_CHECK(o.top_k <= config.vocab_size,
                  "--top-k {}: larger than the model's vocabulary of {} ids", o.top_k,
                  config.vocab_size);
+  SELFSPEC_CHECK(o.open_text_continue == 0 || !o.open_text_files.paths.empty(),
+                 "--open-text-continue {}: continues the --open-text-files windows, and there "
+                 "are none",
+                 o.open_text_continue);
   if (o.sampled_fraction > 0.0) {
     SELFSPEC_CHECK(o.temperature > 0.0,
                    "--temperature {}: sampled continuations (--sampled-fraction {}) need a "
@@ -167,6 +181,7 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
           {"open_text_sequences", count_kind(plan, SequenceKind::kOpenText)},
           {"open_text_file_sequences", count_kind(plan, SequenceKind::kOpenTextFile)},
           {"open_text_files", open_text_json(o.open_text_files, corpus)},
+          {"open_text_continue", o.open_text_continue},
           {"description",
            fmt::format("per prompt: the prompt and --generate {} tokens of the full model "
                        "(sampled at temperature {} with seed --seed + sequence index for a share "
@@ -179,8 +194,15 @@ nlohmann::ordered_json mix_json(const CollectExitDataOptions& o,
                (corpus.windows.empty()
                     ? std::string()
                     : fmt::format("; then {} windows of at most {} tokens of existing text "
-                                  "(open_text_files), teacher-forced",
-                                  corpus.windows.size(), o.open_text_files.window))}};
+                                  "(open_text_files), teacher-forced{}",
+                                  corpus.windows.size(), o.open_text_files.window,
+                                  o.open_text_continue > 0
+                                      ? fmt::format(", each continued by --open-text-continue {} "
+                                                    "tokens of the full model (sampled for a "
+                                                    "share {} of the windows, greedy for the "
+                                                    "others)",
+                                                    o.open_text_continue, o.sampled_fraction)
+                                      : std::string()))}};
 }
 
 // How the data's forwards add up the ranks' partial sums: the same bits at every TP degree
@@ -224,6 +246,12 @@ BatchRequest make_request(Engine& engine, const CollectExitDataOptions& o,
   BatchRequest request;
   if (planned.kind == SequenceKind::kOpenTextFile) {
     request.prompt = corpus.windows[planned.prompt];
+    request.max_new_tokens = o.open_text_continue;
+    engine.check_context(static_cast<std::int64_t>(request.prompt.size()), o.open_text_continue);
+    if (planned.sampled_continuation) {
+      request.sampling.temperature = o.temperature;
+      request.sampling.seed = o.seed + static_cast<std::uint64_t>(index);
+    }
     return request;
   }
   if (planned.kind == SequenceKind::kOpenText) {
@@ -289,12 +317,13 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
                   const auto length = static_cast<std::int64_t>(tokens.size());
                   ++totals.sequences;
                   totals.positions += length;
-                  if (requests[static_cast<std::size_t>(request)].max_new_tokens == 0) {
-                    totals.open_text_positions += length;
+                  const SequenceKind kind = plan[static_cast<std::size_t>(first + request)].kind;
+                  if (kind == SequenceKind::kOpenText || kind == SequenceKind::kOpenTextFile) {
+                    totals.open_text_positions += prompt;
                   } else {
                     totals.prompt_positions += prompt;
-                    totals.generated_positions += length - prompt;
                   }
+                  totals.generated_positions += length - prompt;
                   progress.update(request + 1);
                   if (comm.is_root()) {
                     outputs->add(std::move(rows));
@@ -493,6 +522,13 @@ void add_collection_options(CLI::App& command, CollectExitDataOptions& o) {
   command
       .add_option("--open-text-tokens", o.open_text_files.max_tokens,
                   "the most open-text tokens to use, windows drawn at random with --seed (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--open-text-continue", o.open_text_continue,
+                  "tokens the full model generates after each --open-text-files window, like "
+                  "after a prompt (sampled for a --sampled-fraction share of the windows; 0: the "
+                  "windows are only fed)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command

@@ -27,6 +27,11 @@ const std::vector<std::pair<std::string, std::string>>& collection_fields() {
       {"/mix/temperature", "--temperature"},
       {"/mix/seed", "--seed"},
       {"/mix/open_text", "--open-text"},
+      {"/mix/continuations", "--continuations"},
+      {"/mix/open_text_files/window", "--open-text-window"},
+      {"/mix/open_text_files/max_tokens", "--open-text-tokens"},
+      {"/mix/open_text_files/tokens", "--open-text-files"},
+      {"/mix/open_text_continue", "--open-text-continue"},
       {"/reduction", "--reduction"},
   };
   return fields;

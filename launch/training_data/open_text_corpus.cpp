@@ -17,6 +17,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What a directory walk leaves out: hidden files and directories (a download's stamp, a VCS
+// directory) and scripts/get-open-text.sh's SOURCES.json, which records where the text came from
+// and is not text itself. A path named directly is always read.
+bool skipped_in_walk(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return name.starts_with('.') || name == "SOURCES.json";
+}
+
 // Root: the regular files under the paths, sorted, each path's own files together.
 std::vector<std::string> list_files(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
@@ -27,8 +35,13 @@ std::vector<std::string> list_files(const std::vector<std::string>& paths) {
       continue;
     }
     std::vector<std::string> found;
-    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(path)) {
-      if (entry.is_regular_file()) found.push_back(entry.path().string());
+    for (auto it = fs::recursive_directory_iterator(path); it != fs::recursive_directory_iterator();
+         ++it) {
+      if (skipped_in_walk(it->path())) {
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file()) found.push_back(it->path().string());
     }
     std::sort(found.begin(), found.end());
     SELFSPEC_CHECK(!found.empty(), "--open-text-files: {} holds no files", path);

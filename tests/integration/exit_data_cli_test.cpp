@@ -539,6 +539,11 @@ TEST_F(ExitDataCli, OpenTextFilesAreFedInWindowsAndRecorded) {
   std::ofstream(corpus / "a.txt") << long_text;
   std::ofstream(corpus / "sub" / "b.txt") << "How are you today? Tell me about the sky.";
   std::ofstream(corpus / "blank.txt") << "  \n";
+  // Left out of the walk: hidden files and directories, get-open-text.sh's SOURCES.json.
+  std::filesystem::create_directories(corpus / ".git");
+  std::ofstream(corpus / ".git" / "HEAD") << "ref: refs/heads/main";
+  std::ofstream(corpus / ".stamp") << "done";
+  std::ofstream(corpus / "SOURCES.json") << R"({"sources": []})";
   const auto out = dir_ / "open";
   const CommandResult r = run(collect_args(
       out, fmt::format("--open-text-files {} --open-text-window 16", corpus.string())));
@@ -577,6 +582,45 @@ TEST_F(ExitDataCli, OpenTextFilesAreFedInWindowsAndRecorded) {
   }
   EXPECT_LE(last_rows, 16);
   EXPECT_GE(last_rows, 4);
+}
+
+// --open-text-continue G: each window is followed by up to G tokens of the full model (the rows
+// count them as generated), recorded in the mix; a resume must ask for the same G.
+TEST_F(ExitDataCli, OpenTextWindowsContinuedByTheModel) {
+  const auto corpus = dir_ / "corpus";
+  std::filesystem::create_directories(corpus);
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += fmt::format("The river ran past the mill on day {}. ", i);
+  std::ofstream(corpus / "a.txt") << text;
+  const std::string files =
+      fmt::format("--open-text-files {} --open-text-window 16", corpus.string());
+  const auto fed = dir_ / "fed";
+  const CommandResult plain = run(collect_args(fed, files));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto continued = dir_ / "continued";
+  const CommandResult r = run(collect_args(continued, files + " --open-text-continue 6"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json m = manifest_of(continued);
+  EXPECT_EQ(m["mix"]["open_text_continue"], 6);
+  const std::int64_t windows = m["mix"]["open_text_file_sequences"].get<std::int64_t>();
+  ASSERT_GE(windows, 4);
+  const nlohmann::json summary = r.json();
+  const nlohmann::json plain_summary = plain.json();
+  const nlohmann::json& by_source = summary["new_positions_by_source"];
+  const nlohmann::json& plain_by_source = plain_summary["new_positions_by_source"];
+  // The prompts' rows are the same; the windows add up to 6 generated tokens each.
+  EXPECT_EQ(by_source["open_text"], plain_by_source["open_text"]);
+  EXPECT_EQ(by_source["prompts"], plain_by_source["prompts"]);
+  const std::int64_t added =
+      by_source["generated"].get<std::int64_t>() - plain_by_source["generated"].get<std::int64_t>();
+  EXPECT_GT(added, 0);
+  EXPECT_LE(added, 6 * windows);
+  EXPECT_EQ(summary["new_positions"].get<std::int64_t>(),
+            plain_summary["new_positions"].get<std::int64_t>() + added);
+  expect_error(run(collect_args(continued, files + " --open-text-continue 3 --resume")),
+               "--open-text-continue");
+  expect_error(run(collect_args(dir_ / "none", "--open-text-continue 3")),
+               "--open-text-continue 3");
 }
 
 }  // namespace
