@@ -29,6 +29,17 @@
 namespace selfspec::testing {
 namespace {
 
+// The tiny model of these tests: 4 query heads over 2 KV heads, 96 intermediate features.
+TinyModelSpec tiny_spec(std::int64_t hidden) {
+  TinyModelSpec spec;
+  spec.hidden = hidden;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.intermediate = 96;
+  spec.vocab = 80;
+  return spec;
+}
+
 // A GGUF of a tiny model with every matrix in Q8_0 (hidden and intermediate multiples of 32).
 struct QuantizedTiny {
   TempDir dir{"weight-formats"};
@@ -36,12 +47,7 @@ struct QuantizedTiny {
   ModelConfig config;
 
   QuantizedTiny() {
-    TinyModelSpec spec;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.intermediate = 96;
-    spec.vocab = 80;
+    const TinyModelSpec spec = tiny_spec(64);
     write_tiny_checkpoint(spec, dir.path());
     const Checkpoint checkpoint = Checkpoint::open(dir.path());
     export_gguf(CheckpointSource(checkpoint), tiny_config(spec), dir / "model.gguf",
@@ -144,12 +150,7 @@ std::vector<float> round_trip(WeightFormat format, const std::vector<float>& val
 
 TEST(WeightFormats, ALayerAskedForInAQuantizedFormatIsQuantizedAtLoad) {
   TempDir dir("weight-formats-requantized");
-  TinyModelSpec spec;
-  spec.hidden = 256;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.intermediate = 96;
-  spec.vocab = 80;
+  const TinyModelSpec spec = tiny_spec(256);
   write_tiny_checkpoint(spec, dir.path());
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   const CheckpointSource source(checkpoint);
