@@ -74,6 +74,13 @@ if [[ $step == bench || $step == all ]]; then
       --out bench-$model-n$n-k1-t1.json > bench-$model-n$n-k1-t1.log 2>&1
   done
 fi
+if [[ $model == smollm2 && ( $step == final || $step == all ) ]]; then
+  # 4. The cheapest head (N = 2) at 2 threads.
+  $S bench --model "$M" "${bench[@]}" --weights-dtype native --spec early-exit \
+    --exit-head head-$model-n2.safetensors --draft-vocab vocab-$model.json --draft-vocab-size 8192 \
+    --controller fixed,thompson --max-draft 1 --threads 2 \
+    --out final-bench-$model-n2-k1-t2.json > final-bench-$model-n2-k1-t2.log 2>&1
+fi
 if [[ $model == qwen && ( $step == final || $step == all ) ]]; then
   # 4. The best head by α (N = 4): Cali-TS's predictor from its drafts on the calibration problems,
   # then fixed K 1, Beta-TS and Cali-TS at 1 and 2 threads.
