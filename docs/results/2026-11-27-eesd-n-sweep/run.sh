@@ -76,7 +76,8 @@ if [[ $step == bench || $step == all ]]; then
 fi
 if [[ $model == smollm2 && ( $step == final || $step == all ) ]]; then
   # 4. The cheapest head (N = 2) at 2 threads.
-  $S bench --model "$M" "${bench[@]}" --weights-dtype native --spec early-exit \
+  $S bench --model "$M" --prompts-file "$suite" --chat --gen 64 --max-prompts-per-task 3 \
+    --exit-head-dtype q4_0 --weights-dtype native --spec early-exit \
     --exit-head head-$model-n2.safetensors --draft-vocab vocab-$model.json --draft-vocab-size 8192 \
     --controller fixed,thompson --max-draft 1 --threads 2 \
     --out final-bench-$model-n2-k1-t2.json > final-bench-$model-n2-k1-t2.log 2>&1
