@@ -1,9 +1,8 @@
 // `selfspec collect-exit-data`: training data for an early-exit draft head (EESD, issue 11),
 // collected under rank-0 control at any tensor-parallel degree.
 //
-//   selfspec collect-exit-data --model M --prompts-file CALIB.jsonl --exit-layer N[,N2...] --out
-//   DIR
-//       [--top-k 32] [--generate 64] [--sampled-fraction 0.5 --temperature 0.8 --seed S]
+//   selfspec collect-exit-data --model M --prompts-file CALIB.jsonl --exit-layer N[,N2...]
+//       --out DIR [--top-k 32] [--generate 64] [--sampled-fraction 0.5 --temperature 0.8 --seed S]
 //       [--open-text] [--open-text-files PATH... --open-text-window 512 --open-text-tokens T
 //        --open-text-continue G]
 //       [--batch 8] [--chat] [--resume] [--json]
@@ -50,6 +49,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 
 namespace selfspec::launch {
 namespace {
@@ -104,9 +104,9 @@ bool sampled_at(std::size_t i, double sampled_fraction) {
 }
 
 // Per prompt, its continuations, then (--open-text) its own text; then the open-text windows.
-// A prompt's first continuation is sampled when floor((p+1)·f) > floor(p·f): a share f of the
-// prompts, spread evenly, the same in every run. Its other continuations (--continuations K > 1)
-// are all sampled, each from its own seed: a greedy one would repeat the first.
+// A prompt's first continuation, and a window's (--open-text-continue), is sampled as sampled_at
+// says: the same share f of them in every run. A prompt's other continuations (--continuations
+// K > 1) are all sampled, each from its own seed: a greedy one would repeat the first.
 std::vector<PlannedSequence> plan_sequences(std::size_t prompts, double sampled_fraction,
                                             std::int64_t continuations, bool open_text,
                                             std::size_t windows) {
@@ -339,43 +339,44 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
   return totals;
 }
 
-// Root: each directory's untrained head (its exit layer's weights) and the frozen tensors, the
-// same for every exit layer: written once, then hard-linked (copied where links fail) into the
-// other directories. A resumed run keeps the files it finds.
+// Root: each directory's untrained head (its exit layer's weights), and the frozen tensors, the
+// same for every exit layer: written into the first directory, then hard-linked (copied where
+// links fail) into the others. A resumed run keeps the files it finds.
 void write_model_files(Engine& engine, const CollectExitDataOptions& o, ExitDataOutputs& outputs,
                        const std::string& identity) {
-  const std::filesystem::path first_frozen = outputs.outputs().front().dir / kFrozenFile;
+  const auto missing = [&](const std::filesystem::path& file) {
+    return !o.resume || !std::filesystem::exists(file);
+  };
+  const std::filesystem::path frozen = outputs.outputs().front().dir / kFrozenFile;
   engine.with_tensor_source([&](const TensorSource& source) {
     for (const ExitDataOutput& out : outputs.outputs()) {
-      if (!o.resume || !std::filesystem::exists(out.dir / kInitLayerFile)) {
+      if (missing(out.dir / kInitLayerFile)) {
         write_init_layer(source, engine.config(), out.exit_layer, identity,
                          out.dir / kInitLayerFile);
       }
-      const std::filesystem::path frozen = out.dir / kFrozenFile;
-      if (o.resume && std::filesystem::exists(frozen)) continue;
-      if (frozen == first_frozen) {
-        write_frozen_tensors(source, engine.config(), frozen);
-        continue;
-      }
-      std::filesystem::remove(frozen);
-      std::error_code error;
-      std::filesystem::create_hard_link(first_frozen, frozen, error);
-      if (error) std::filesystem::copy_file(first_frozen, frozen);
     }
+    if (missing(frozen)) write_frozen_tensors(source, engine.config(), frozen);
   });
+  for (const ExitDataOutput& out : std::span(outputs.outputs()).subspan(1)) {
+    const std::filesystem::path link = out.dir / kFrozenFile;
+    if (!missing(link)) continue;
+    std::filesystem::remove(link);
+    std::error_code error;
+    std::filesystem::create_hard_link(frozen, link, error);
+    if (error) std::filesystem::copy_file(frozen, link);
+  }
 }
 
-// The --out directory of each exit layer.
-std::vector<std::string> output_dirs(const CollectExitDataOptions& o) {
+// Each exit layer's data directory.
+std::vector<std::string> output_dirs(const ExitDataOutputs& outputs) {
   std::vector<std::string> dirs;
-  for (std::size_t i = 0; i < o.exit_layers.size(); ++i) {
-    dirs.push_back(ExitDataOutputs::dir_for(o.out, o.exit_layers, i).string());
-  }
+  for (const ExitDataOutput& out : outputs.outputs()) dirs.push_back(out.dir.string());
   return dirs;
 }
 
-nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataManifest& manifest,
+nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataOutputs& outputs,
                             const CollectionTotals& totals) {
+  const ExitDataManifest& manifest = outputs.first_manifest();
   const nlohmann::json exit_layer = o.exit_layers.size() == 1
                                         ? nlohmann::json(o.exit_layers.front())
                                         : nlohmann::json(o.exit_layers);
@@ -401,7 +402,7 @@ nlohmann::json summary_json(const CollectExitDataOptions& o, const ExitDataManif
           {"seconds", totals.seconds},
           {"positions_per_s", totals.seconds > 0 ? totals.positions / totals.seconds : 0.0},
           {"exit_layer", exit_layer},
-          {"out_dirs", output_dirs(o)},
+          {"out_dirs", output_dirs(outputs)},
           {"top_k", o.top_k},
           {"mix", manifest.settings["mix"]}};
 }
@@ -431,7 +432,7 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
     comm.broadcast_object(first, 0);
     if (first >= static_cast<std::int64_t>(plan.size())) {
       if (job.is_root()) log::info("collect-exit-data: {} is complete, nothing to do", o.out);
-      if (job.is_root() && o.json) print_json_line(summary_json(o, outputs->first_manifest(), {}));
+      if (job.is_root() && o.json) print_json_line(summary_json(o, *outputs, {}));
       return 0;
     }
     engine.load();
@@ -443,7 +444,7 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
       }
       log::info("collect-exit-data: {} sequences ({} done), exit layer {}, top-{}, into {}",
                 plan.size(), first, fmt::join(o.exit_layers, ","), o.top_k,
-                fmt::join(output_dirs(o), ", "));
+                fmt::join(output_dirs(*outputs), ", "));
     }
     const CollectionTotals totals =
         collect(engine, o, plan, suite, prompts, corpus, outputs ? &*outputs : nullptr, first);
@@ -457,7 +458,7 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
     if (!job.is_root()) return 0;
     outputs->finish();
     const ExitDataManifest& manifest = outputs->first_manifest();
-    const nlohmann::json summary = summary_json(o, manifest, totals);
+    const nlohmann::json summary = summary_json(o, *outputs, totals);
     if (o.json) {
       print_json_line(summary);
     } else {
@@ -469,7 +470,7 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
           totals.positions, summary["positions_per_s"].get<double>(), o.batch,
           100.0 * summary["new_positions_by_source"]["generated_share"].get<double>(),
           100.0 * summary["new_positions_by_source"]["open_text_share"].get<double>(),
-          fmt::join(o.exit_layers, ","), o.top_k, fmt::join(output_dirs(o), ", "));
+          fmt::join(o.exit_layers, ","), o.top_k, fmt::join(output_dirs(*outputs), ", "));
     }
     return 0;
   });

@@ -40,6 +40,7 @@ class ExitDataOutputs {
                   const std::function<ExitDataManifest(int)>& fresh, bool resume);
 
   std::vector<ExitDataOutput>& outputs() { return outputs_; }
+  const std::vector<ExitDataOutput>& outputs() const { return outputs_; }
   // Sequences every directory holds, and whether the collection is complete in all of them.
   std::int64_t sequences() const { return outputs_.front().manifest.sequences(); }
   bool complete() const { return outputs_.front().manifest.complete; }

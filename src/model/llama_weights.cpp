@@ -46,28 +46,28 @@ std::optional<std::string> not_native_reason(const Backend& backend, WeightForma
   return std::nullopt;
 }
 
-// One notice per type and reason, naming the first tensor it applies to.
-void notice_dequantized(const std::string& name, std::string_view type, const std::string& reason) {
+// Logs `text` the first time `key` is seen in this process (the loaders' notices: one per kind of
+// fallback, naming the first tensor it applies to).
+void notice_once(const std::string& key, const std::string& text) {
   static std::mutex mutex;
   static std::set<std::string> said;
-  const std::string key = fmt::format("{} {}", type, reason);
   const std::lock_guard lock(mutex);
-  if (!said.insert(key).second) return;
-  log::info("{} tensors are dequantized to bf16 ({}; from {} on)", type, reason, name);
+  if (said.insert(key).second) log::info("{}", text);
 }
 
-// One notice per requested format, fallback and reason, naming the first tensor it applies to.
+void notice_dequantized(const std::string& name, std::string_view type, const std::string& reason) {
+  notice_once(
+      fmt::format("dequantized {} {}", type, reason),
+      fmt::format("{} tensors are dequantized to bf16 ({}; from {} on)", type, reason, name));
+}
+
 void notice_requantized(const std::string& name, WeightFormat requested, WeightFormat made,
                         const std::string& reason) {
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  const std::string key =
-      fmt::format("{} {} {}", weight_format_name(requested), weight_format_name(made), reason);
-  const std::lock_guard lock(mutex);
-  if (!said.insert(key).second) return;
-  log::info("{} was requested; {} tensors are made {} instead ({}; from {} on)",
-            weight_format_name(requested), weight_format_name(requested), weight_format_name(made),
-            reason, name);
+  const std::string_view want = weight_format_name(requested);
+  const std::string_view got = weight_format_name(made);
+  notice_once(fmt::format("requantized {} {} {}", want, got, reason),
+              fmt::format("{} was requested; {} tensors are made {} instead ({}; from {} on)", want,
+                          want, got, reason, name));
 }
 
 // The dtype a tensor is read in when it is not kept quantized: the requested one, else as stored
@@ -127,16 +127,19 @@ DeviceBuffer load_dense(Backend& backend, const TensorSource& source, const std:
 // a slice that is not falls back to q8_0; a backend that runs neither gets bf16 (a notice each).
 WeightFormat requantized_format(const Backend& backend, const std::string& name,
                                 WeightFormat format, std::int64_t cols) {
-  const std::int64_t block = ggml_block_elements(kernels::cpu::ggml_type_of(format));
-  if (cols % block != 0 && cols % kernels::cpu::kGroupCols == 0) {
+  const auto block = [](WeightFormat f) {
+    return ggml_block_elements(kernels::cpu::ggml_type_of(f));
+  };
+  if (cols % block(format) != 0 && cols % block(WeightFormat::kQ8_0) == 0) {
     notice_requantized(
         name, format, WeightFormat::kQ8_0,
-        fmt::format("this rank's {} columns are not whole blocks of {}", cols, block));
+        fmt::format("this rank's {} columns are not whole blocks of {}", cols, block(format)));
     format = WeightFormat::kQ8_0;
   }
-  if (cols % ggml_block_elements(kernels::cpu::ggml_type_of(format)) != 0) {
-    notice_requantized(name, format, WeightFormat::kBF16,
-                       fmt::format("this rank's {} columns are not whole blocks of 32", cols));
+  if (cols % block(format) != 0) {
+    notice_requantized(
+        name, format, WeightFormat::kBF16,
+        fmt::format("this rank's {} columns are not whole blocks of {}", cols, block(format)));
     return WeightFormat::kBF16;
   }
   if (!backend.runs_format(format)) {

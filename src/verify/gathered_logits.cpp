@@ -71,30 +71,17 @@ int GatheredLogits::retain(std::int64_t r) {
   return static_cast<int>(retained_.size()) - 1;
 }
 
-std::vector<RowStats> GatheredLogits::row_stats(double inv_temperature) {
+std::vector<RowStats> GatheredLogits::compute_row_stats(double inv_temperature, RowNeeds needs) {
   std::vector<RowStats> stats;
   if (!comm_.is_root()) return stats;
   std::vector<ShardStats> shards(stat_counts_.size());
   for (std::int64_t r = 0; r < rows_; ++r) {
     for (std::size_t s = 0; s < stat_counts_.size(); ++s) {
-      shards[s] = shard_stats(shard_of(row(r), s), stat_offsets_[s], inv_temperature);
+      shards[s] = shard_stats(shard_of(row(r), s), stat_offsets_[s], inv_temperature, needs);
     }
     stats.push_back(combine_shards(shards));
   }
   return stats;
-}
-
-std::vector<std::int32_t> GatheredLogits::row_argmax() {
-  std::vector<std::int32_t> ids;
-  if (!comm_.is_root()) return ids;
-  std::vector<ShardStats> shards(stat_counts_.size());
-  for (std::int64_t r = 0; r < rows_; ++r) {
-    for (std::size_t s = 0; s < stat_counts_.size(); ++s) {
-      shards[s] = shard_stats(shard_of(row(r), s), stat_offsets_[s], 1.0, RowNeeds::kArgmax);
-    }
-    ids.push_back(combine_shards(shards).argmax);
-  }
-  return ids;
 }
 
 std::vector<float> GatheredLogits::logits_of(std::span<const std::int32_t> ids) {

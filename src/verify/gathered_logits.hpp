@@ -24,8 +24,6 @@ class GatheredLogits final : public ShardedLogits {
   void set_rows(const LogitRows& rows) override;
   int retain(std::int64_t row) override;
   void clear_retained() override { retained_.clear(); }
-  std::vector<RowStats> row_stats(double inv_temperature) override;
-  std::vector<std::int32_t> row_argmax() override;
   std::vector<float> logits_of(std::span<const std::int32_t> ids) override;
   DrawnToken sample_dense(std::int64_t row, const RowStats& stats, double inv_temperature,
                           double target) override;
@@ -35,6 +33,9 @@ class GatheredLogits final : public ShardedLogits {
 
   // Root: the gathered row r ([vocab]).
   std::span<const float> row(std::int64_t r) const;
+
+ protected:
+  std::vector<RowStats> compute_row_stats(double inv_temperature, RowNeeds needs) override;
 
  private:
   std::span<const float> shard_of(std::span<const float> full_row, std::size_t s) const;

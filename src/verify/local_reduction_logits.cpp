@@ -67,11 +67,12 @@ int LocalReductionLogits::owner_of(std::int32_t id) const {
   fail("token id {} is outside the vocabulary", id);
 }
 
-std::vector<RowStats> LocalReductionLogits::row_stats(double inv_temperature) {
+std::vector<RowStats> LocalReductionLogits::compute_row_stats(double inv_temperature,
+                                                              RowNeeds needs) {
   const auto ranks = static_cast<std::size_t>(comm_.size());
   const auto rows = static_cast<std::size_t>(reductions_->rows());
   std::vector<ShardStats> all;  // rank-major, root
-  timed([&] { all = reductions_->gather_stats(comm_, inv_temperature); });
+  timed([&] { all = reductions_->gather_stats(comm_, inv_temperature, needs); });
   std::vector<RowStats> stats;
   if (!comm_.is_root()) return stats;
   std::vector<ShardStats> shards(ranks);
@@ -80,21 +81,6 @@ std::vector<RowStats> LocalReductionLogits::row_stats(double inv_temperature) {
     stats.push_back(combine_shards(shards));
   }
   return stats;
-}
-
-std::vector<std::int32_t> LocalReductionLogits::row_argmax() {
-  const auto ranks = static_cast<std::size_t>(comm_.size());
-  const auto rows = static_cast<std::size_t>(reductions_->rows());
-  std::vector<ShardStats> all;  // rank-major, root
-  timed([&] { all = reductions_->gather_stats(comm_, 1.0, RowNeeds::kArgmax); });
-  std::vector<std::int32_t> ids;
-  if (!comm_.is_root()) return ids;
-  std::vector<ShardStats> shards(ranks);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t s = 0; s < ranks; ++s) shards[s] = all[s * rows + r];
-    ids.push_back(combine_shards(shards).argmax);
-  }
-  return ids;
 }
 
 std::vector<float> LocalReductionLogits::logits_of(std::span<const std::int32_t> ids) {

@@ -23,8 +23,6 @@ class LocalReductionLogits final : public ShardedLogits {
   void set_rows(const LogitRows& rows) override;
   int retain(std::int64_t row) override { return reductions_->retain(row); }
   void clear_retained() override { reductions_->clear_retained(); }
-  std::vector<RowStats> row_stats(double inv_temperature) override;
-  std::vector<std::int32_t> row_argmax() override;
   std::vector<float> logits_of(std::span<const std::int32_t> ids) override;
   DrawnToken sample_dense(std::int64_t row, const RowStats& stats, double inv_temperature,
                           double target) override;
@@ -34,6 +32,9 @@ class LocalReductionLogits final : public ShardedLogits {
 
   // Where the per-shard reductions run ("host", "cuda").
   std::string_view reductions_name() const { return reductions_->name(); }
+
+ protected:
+  std::vector<RowStats> compute_row_stats(double inv_temperature, RowNeeds needs) override;
 
  private:
   int owner_of(std::int32_t id) const;

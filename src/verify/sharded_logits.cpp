@@ -6,6 +6,14 @@
 
 namespace selfspec {
 
+std::vector<std::int32_t> ShardedLogits::row_argmax() {
+  std::vector<std::int32_t> ids;
+  for (const RowStats& stats : compute_row_stats(1.0, RowNeeds::kArgmax)) {
+    ids.push_back(stats.argmax);
+  }
+  return ids;
+}
+
 void ShardedLogits::set_rows(std::span<const float> local_rows, std::int64_t rows) {
   SELFSPEC_CHECK(
       rows >= 0 && (rows == 0 ? local_rows.empty()

@@ -44,10 +44,12 @@ class ShardedLogits {
   virtual void clear_retained() = 0;
 
   // Root: the softmax statistics of every current row at 1/T.
-  virtual std::vector<RowStats> row_stats(double inv_temperature) = 0;
+  std::vector<RowStats> row_stats(double inv_temperature) {
+    return compute_row_stats(inv_temperature, RowNeeds::kSoftmax);
+  }
   // Root: every current row's argmax (temperature 1, first maximum: row_stats' argmax), without
   // the softmax's exponentials — what greedy decisions need.
-  virtual std::vector<std::int32_t> row_argmax() = 0;
+  std::vector<std::int32_t> row_argmax();
   // Root: the logit of ids[r] in current row r, for r < ids.size() (ids known on every rank).
   virtual std::vector<float> logits_of(std::span<const std::int32_t> ids) = 0;
   // A draw from current row `row`'s dense softmax at 1/T: the id whose cumulative probability
@@ -70,6 +72,10 @@ class ShardedLogits {
   double comm_seconds() const { return comm_seconds_; }
 
  protected:
+  // Root: every current row's statistics at 1/T, the softmax's or (RowNeeds::kArgmax) only the
+  // max and argmax.
+  virtual std::vector<RowStats> compute_row_stats(double inv_temperature, RowNeeds needs) = 0;
+
   double comm_seconds_ = 0.0;
 };
 
