@@ -6,20 +6,23 @@
 // chunks of kAttentionChunk = 256 absolute slot positions, so a query's chunks — and everything
 // computed from them — depend only on its visible slots, not on T or on n_past separately.
 //
-// Kernel 1 (chunk partials): one block of 128 threads (4 warps) per (token, head, chunk), grid
+// Kernel 1 (chunk partials): one block of 256 threads (8 warps) per (token, head, chunk), grid
 // flattened into x. Chunks starting after the query's last visible slot exit at once (the grid is
 // sized by the cache capacity, so a captured graph serves any n_past). Inside a chunk, warp w
-// handles the groups of 4 consecutive slots g ≡ w (mod 4), ascending, i.e. slots
-// 16m + 4w + u; the lanes split head_dim (d = lane + 32j):
+// handles the groups of 8 consecutive slots g ≡ w (mod 8), ascending, i.e. slots
+// 64m + 8w + u, up to the chunk's last visible slot (groups wholly past it are skipped: they
+// add nothing); the lanes split head_dim (d = lane + 32j). A warp issues the K (then V) loads of
+// its 8 slots together, so a decode step with few chunks (one block per head at short context)
+// waits on 4 memory round trips per phase, not 16:
 //   1. scores: s = (Σ_d q[d] k[d], per lane an fmaf chain in ascending j, then an xor butterfly)
 //      * scale; invisible slots get -inf (their K rows are not used: the loads read a clamped
 //      valid slot and the result is discarded, so garbage or NaN there cannot leak in);
 //   2. m = the chunk's max score (block max through shared memory, exact);
 //   3. per warp: p = expf(s − m), l_w = Σ p and acc_w[d] = Σ p · v[d] (fmaf), in the warp's slot
-//      order; the 4 warps' (l_w, acc_w) are then added in warp order 0..3.
+//      order; the 8 warps' (l_w, acc_w) are then added in warp order 0..7.
 //   The partial (m, l, acc) of each (token, head, chunk) goes to the workspace; an empty chunk
 //   (tree mask hiding all of its slots) stores l = 0.
-// Kernel 2 (merge): one block of 128 threads per (token, head). Over the chunks 0 .. last/256
+// Kernel 2 (merge): one block of 256 threads per (token, head). Over the chunks 0 .. last/256
 // in ascending order: M = max m_c (chunks with l_c > 0), L = Σ expf(m_c − M) l_c, out[d] =
 // (Σ expf(m_c − M) acc_c[d]) / L. A query with no visible slot gets zeros.
 // Everything is f32 except the flattened indices; the result differs from the CPU's (double
@@ -43,9 +46,9 @@ using detail::require;
 using detail::str;
 
 constexpr int kChunk = static_cast<int>(kAttentionChunk);
-constexpr int kWarps = 4;
+constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kGroup = 4;          // consecutive slots a warp handles together
+constexpr int kGroup = 8;          // consecutive slots a warp handles together
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
 static_assert(kChunk % (kWarps * kGroup) == 0, "the chunk must split evenly over the warps");
 
@@ -171,6 +174,8 @@ __global__ void __launch_bounds__(kThreads)
   const float* k_head = p.k_cache + kv_head * head_stride;
   const float* v_head = p.v_cache + kv_head * head_stride;
   const float* q_vec = p.q + (t * p.n_heads + h) * p.head_dim;
+  // Slots [begin, begin + span) hold every visible slot of the chunk (warp-uniform bound).
+  const int span = last - begin + 1 < kChunk ? static_cast<int>(last - begin + 1) : kChunk;
 
   float q_reg[kDimPerLane];
 #pragma unroll
@@ -181,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // 1. scores
   float warp_max = -INFINITY;
-  for (int g = warp * kGroup; g < kChunk; g += kWarps * kGroup) {
+  for (int g = warp * kGroup; g < span; g += kWarps * kGroup) {
     bool visible[kGroup];
     const float* k_rows[kGroup];
 #pragma unroll
@@ -221,7 +226,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kDimPerLane; ++j) acc[j] = 0.0f;
   float sum = 0.0f;
   if (m != -INFINITY) {  // block-uniform: some slot of the chunk is visible
-    for (int g = warp * kGroup; g < kChunk; g += kWarps * kGroup) {
+    for (int g = warp * kGroup; g < span; g += kWarps * kGroup) {
       float weight[kGroup];
       const float* v_rows[kGroup];
 #pragma unroll

@@ -126,8 +126,9 @@ __device__ __forceinline__ void accumulate_full_chunks(
     std::int64_t cols, std::int64_t n_full, int lane, float (&acc)[kRows][kTokens]) {
   constexpr int kVec = Weights::kVec;
   // Unrolling lets the loads of later chunks issue before this chunk's FMAs (more bytes in
-  // flight); it does not reorder the FMAs into any accumulator.
-  constexpr int kUnroll = kTokens <= 2 ? 4 : (kTokens <= 8 ? 2 : 1);
+  // flight); it does not reorder the FMAs into any accumulator. T <= 2 unrolls 8 (was 4): on an
+  // H200, 11008 x 4096 bf16 at T 1 went from 30.2 to 25.3 us (0.62 -> 0.74 of peak bandwidth).
+  constexpr int kUnroll = kTokens <= 2 ? 8 : (kTokens <= 8 ? 2 : 1);
 #pragma unroll(kUnroll)
   for (std::int64_t c = lane; c < n_full; c += kWarpSize) {
     const std::int64_t k0 = c * kVec;
