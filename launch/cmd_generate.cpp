@@ -212,7 +212,9 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
 
 int run_generate(const GenerateOptions& options, CLI::App& command) {
   return run_job(options.engine.threads, [&](Job& job) {
-    Engine engine(options.engine.engine_options(), job.comm());
+    EngineOptions engine_options = options.engine.engine_options();
+    engine_options.quantized_draft_weights = options.spec.quantized_draft_weights();
+    Engine engine(engine_options, job.comm());
     const std::vector<std::int32_t> prompt = prepare_prompt(engine, options, command);
     engine.check_context(static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
     SpeculativeSetup setup(options.spec, command, engine);

@@ -39,20 +39,24 @@ struct RankPlan {
   ShardPlan shard;
   RankMemory memory;
   std::optional<std::uint64_t> workspace_bytes;  // set when planned with a ForwardShape
+  std::uint64_t draft_weight_bytes = 0;          // a --draft-weights copy (0: none)
 
   int rank() const { return shard.rank; }
-  // Weights + KV cache + workspace.
+  // Weights (and a draft copy of them) + KV cache + workspace.
   std::uint64_t total_bytes() const {
-    return memory.weight_bytes + memory.kv_cache_bytes + workspace_bytes.value_or(0);
+    return memory.weight_bytes + draft_weight_bytes + memory.kv_cache_bytes +
+           workspace_bytes.value_or(0);
   }
 };
 
 // Every rank of a tp-way split (which must be valid: ShardPlan::check) with its weights in
 // `weights` at `context` tokens of KV cache; with `forward`, also each rank's workspace for such
 // forwards. `intermediate_unit`: ShardPlan::make's (32 for quantized weights run as stored).
+// `draft_weights`: the format of a --draft-weights copy each rank also holds.
 std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, const WeightFormatOf& weights,
                                  std::int64_t context,
                                  std::optional<ForwardShape> forward = std::nullopt,
-                                 std::int64_t intermediate_unit = 1);
+                                 std::int64_t intermediate_unit = 1,
+                                 std::optional<WeightFormat> draft_weights = std::nullopt);
 
 }  // namespace selfspec::launch

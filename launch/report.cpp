@@ -105,6 +105,7 @@ nlohmann::json to_json(const RankPlan& rank) {
                         {"weight_bytes", rank.memory.weight_bytes},
                         {"weight_bytes_by_format", rank.memory.weight_bytes_by_format},
                         {"kv_cache_bytes", rank.memory.kv_cache_bytes}};
+  if (rank.draft_weight_bytes > 0) row["draft_weight_bytes"] = rank.draft_weight_bytes;
   if (rank.workspace_bytes) {
     row["workspace_bytes"] = *rank.workspace_bytes;
     row["total_bytes"] = rank.total_bytes();

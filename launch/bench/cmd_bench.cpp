@@ -709,7 +709,9 @@ GenerationOptions generation_options(const Bench& bench) {
 
 int run_bench(const BenchOptions& options, const CLI::App& command) {
   return run_job(options.engine.threads, [&](Job& job) {
-    Engine engine(options.engine.engine_options(), job.comm());
+    EngineOptions engine_options = options.engine.engine_options();
+    engine_options.quantized_draft_weights = options.spec.quantized_draft_weights();
+    Engine engine(engine_options, job.comm());
     Bench bench{options, job, engine, std::nullopt, {}, {}, {}};
     prepare(bench, command);
     bench.generation = generation_options(bench);

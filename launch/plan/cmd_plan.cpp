@@ -41,6 +41,7 @@ struct PlanOptions {
   std::int64_t ctx_size = 0;
   std::int64_t prefill_chunk = 512;
   int max_draft = 12;
+  std::string draft_weights = "none";
   double gpu_memory_gb = 0.0;
   double overhead_gb = 2.0;
   int gpus_per_node = 8;
@@ -86,11 +87,15 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   // the verified rows (prefill keeps only the last position's).
   const ForwardShape forward{std::max<std::int64_t>(options.prefill_chunk, options.max_draft + 1),
                              options.max_draft + 1};
+  // A quantized draft copy cuts the intermediate dimension at 32-feature groups, as the engine
+  // does (EngineOptions::quantized_draft_weights).
+  const std::optional<WeightFormat> draft = parse_weight_format(options.draft_weights);
+  const std::int64_t unit =
+      draft && is_quantized(*draft) ? std::int64_t{32} : weights.intermediate_unit;
   Plan plan;
-  plan.problem = ShardPlan::check(config, options.tp, weights.intermediate_unit);
+  plan.problem = ShardPlan::check(config, options.tp, unit);
   if (!plan.problem) {
-    plan.ranks = plan_ranks(config, options.tp, weights.format_of, context, forward,
-                            weights.intermediate_unit);
+    plan.ranks = plan_ranks(config, options.tp, weights.format_of, context, forward, unit, draft);
   }
   const std::uint64_t largest_bytes =
       plan.ranks.empty() ? 0 : largest_rank(plan.ranks).total_bytes();
@@ -112,6 +117,7 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   out["weight_bytes_by_format"] = whole.weight_bytes_by_format;
   out["context"] = context;
   out["forward_tokens"] = forward.tokens;
+  out["draft_weights"] = options.draft_weights;
   out["tp"] = options.tp;
   out["nodes"] = (options.tp + options.gpus_per_node - 1) / options.gpus_per_node;
   out["tp_valid"] = !plan.problem.has_value();
@@ -128,7 +134,10 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
                             static_cast<std::int64_t>(largest_bytes + overhead_bytes);
   }
   if (!options.cost.comm_table.empty()) {
-    if (!plan.problem) plan.cost = plan_cost(options.cost, config, plan.ranks, weights.format_of);
+    if (!plan.problem) {
+      plan.cost = plan_cost(options.cost, config, plan.ranks, weights.format_of,
+                            parse_weight_format(options.draft_weights));
+    }
     out["cost_model"] = plan.cost ? plan_cost_json(*plan.cost) : nlohmann::json(nullptr);
   }
   return plan;
@@ -159,11 +168,15 @@ void print_plan(const PlanOptions& options, const ModelSource& source, const Pla
              out["nodes"].get<int>(), options.gpus_per_node);
   const RankPlan& largest = largest_rank(plan.ranks);  // a valid split has ranks
   fmt::print(
-      "per rank    weights {} + KV cache {} ({} tokens, f32) + workspace {} ({}-token "
+      "per rank    weights {}{} + KV cache {} ({} tokens, f32) + workspace {} ({}-token "
       "forwards) = {}\n",
-      human_bytes(largest.memory.weight_bytes), human_bytes(largest.memory.kv_cache_bytes),
-      out["context"].get<std::int64_t>(), human_bytes(largest.workspace_bytes.value_or(0)),
-      out["forward_tokens"].get<std::int64_t>(), human_bytes(largest.total_bytes()));
+      human_bytes(largest.memory.weight_bytes),
+      largest.draft_weight_bytes > 0 ? fmt::format(" + {} draft copy {}", options.draft_weights,
+                                                   human_bytes(largest.draft_weight_bytes))
+                                     : std::string(),
+      human_bytes(largest.memory.kv_cache_bytes), out["context"].get<std::int64_t>(),
+      human_bytes(largest.workspace_bytes.value_or(0)), out["forward_tokens"].get<std::int64_t>(),
+      human_bytes(largest.total_bytes()));
   if (plan.budget) {
     const double headroom = static_cast<double>(out["headroom_bytes"].get<std::int64_t>()) / 1e9;
     fmt::print("budget      {:.2f} GB per GPU, {:.2f} GB runtime overhead: {} ({:+.2f} GB)\n",
@@ -207,6 +220,7 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
   add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
   add_prefill_chunk_option(*command, options->prefill_chunk);
   add_max_draft_option(*command, options->max_draft);
+  add_draft_weights_option(*command, options->draft_weights);
   command
       ->add_option("--gpu-memory", options->gpu_memory_gb,
                    "memory per GPU in GB (10^9 bytes); exit 3 when a rank would not fit")

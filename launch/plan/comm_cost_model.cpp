@@ -80,7 +80,8 @@ std::vector<CollectiveCalls> step_collectives(const ModelConfig& config, int tp,
 }
 
 DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<RankPlan>& ranks,
-                               const WeightFormatOf& weights) {
+                               const WeightFormatOf& weights,
+                               std::optional<WeightFormat> draft_weights) {
   SELFSPEC_CHECK(!ranks.empty(), "cost model: no ranks");
   const RankPlan& slowest =
       *std::max_element(ranks.begin(), ranks.end(), [](const RankPlan& a, const RankPlan& b) {
@@ -91,22 +92,31 @@ DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<Rank
   geometry.tp = static_cast<int>(ranks.size());
   geometry.forward_weight_bytes = slowest.memory.decode_weight_bytes;
   geometry.layers = plan_layer_weight_bytes(config, slowest.shard, weights);
+  if (draft_weights) {
+    geometry.draft_layers = plan_draft_layer_weight_bytes(config, slowest.shard, *draft_weights);
+    geometry.draft_forward_weight_bytes =
+        plan_draft_weight_bytes(config, slowest.shard, *draft_weights);
+  }
   for (const RankPlan& rank : ranks)
     geometry.vocab_shard = std::max(geometry.vocab_shard, rank.shard.vocab.size());
   return geometry;
 }
 
-std::uint64_t forward_weight_bytes(const DecodeGeometry& geometry, const LayerPlan& plan) {
+std::uint64_t forward_weight_bytes(const DecodeGeometry& geometry, const LayerPlan& plan,
+                                   bool draft) {
+  const bool copy = draft && !geometry.draft_layers.empty();
+  const std::vector<LayerWeightBytes>& layers = copy ? geometry.draft_layers : geometry.layers;
+  const std::uint64_t full =
+      copy ? geometry.draft_forward_weight_bytes : geometry.forward_weight_bytes;
   std::uint64_t skipped = 0;
   for (int l = 0; l < plan.num_layers(); ++l) {
-    const LayerWeightBytes& layer = geometry.layers.at(static_cast<std::size_t>(l));
+    const LayerWeightBytes& layer = layers.at(static_cast<std::size_t>(l));
     if (!plan.runs_attention(l)) skipped += layer.attention;
     if (!plan.runs_mlp(l)) skipped += layer.mlp;
   }
-  SELFSPEC_CHECK(skipped <= geometry.forward_weight_bytes,
-                 "cost model: the plan skips {} bytes of a forward's {}", skipped,
-                 geometry.forward_weight_bytes);
-  return geometry.forward_weight_bytes - skipped;
+  SELFSPEC_CHECK(skipped <= full, "cost model: the plan skips {} bytes of a forward's {}", skipped,
+                 full);
+  return full - skipped;
 }
 
 double expected_tokens_per_round(double alpha, int draft_len) {
@@ -119,13 +129,13 @@ double expected_tokens_per_round(double alpha, int draft_len) {
 
 StepCost price_step(std::string kind, const DecodeGeometry& geometry, const LayerPlan& plan,
                     std::int64_t tokens, LogitsMode mode, const CommTable& table,
-                    double memory_bytes_per_s) {
+                    double memory_bytes_per_s, bool draft) {
   SELFSPEC_CHECK(memory_bytes_per_s > 0.0, "cost model: memory bandwidth {} B/s is not positive",
                  memory_bytes_per_s);
   StepCost step;
   step.kind = std::move(kind);
   step.tokens = tokens;
-  step.weight_bytes = forward_weight_bytes(geometry, plan);
+  step.weight_bytes = forward_weight_bytes(geometry, plan, draft);
   step.weight_s = static_cast<double>(step.weight_bytes) / memory_bytes_per_s;
   for (const CollectiveCalls& calls :
        step_collectives(geometry.config, geometry.tp, plan, tokens, mode, geometry.vocab_shard)) {
@@ -146,7 +156,8 @@ CostPrediction predict_decode_cost(const DecodeGeometry& geometry, const CommTab
   const double bandwidth = options.memory_bytes_per_s;
   CostPrediction p;
   p.plain = price_step("plain", geometry, full, 1, options.logits, table, bandwidth);
-  p.draft = price_step("draft", geometry, options.draft_plan, 1, options.logits, table, bandwidth);
+  p.draft = price_step("draft", geometry, options.draft_plan, 1, options.logits, table, bandwidth,
+                       /*draft=*/true);
   p.verify =
       price_step("verify", geometry, full, options.draft_len + 1, options.logits, table, bandwidth);
   p.expected_tokens = expected_tokens_per_round(options.alpha, options.draft_len);

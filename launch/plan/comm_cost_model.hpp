@@ -85,15 +85,23 @@ struct DecodeGeometry {
   // A full forward's weight reads (RankMemory::decode_weight_bytes).
   std::uint64_t forward_weight_bytes = 0;
   std::vector<LayerWeightBytes> layers;  // each layer's sublayers, on that rank
-  std::int64_t vocab_shard = 0;          // the largest vocabulary shard
+  // A --draft-weights copy on that rank, which draft forwards read instead (empty: none): its
+  // layers' sublayers and everything a full draft forward reads (layers and output projection).
+  std::vector<LayerWeightBytes> draft_layers;
+  std::uint64_t draft_forward_weight_bytes = 0;
+  std::int64_t vocab_shard = 0;  // the largest vocabulary shard
 };
 
 // From `ranks` (plan_ranks: must not be empty), taking the rank that reads the most.
+// `draft_weights`: the format of a --draft-weights copy.
 DecodeGeometry decode_geometry(const ModelConfig& config, const std::vector<RankPlan>& ranks,
-                               const WeightFormatOf& weights);
+                               const WeightFormatOf& weights,
+                               std::optional<WeightFormat> draft_weights = std::nullopt);
 
-// Weight bytes a forward under `plan` reads on the slowest rank.
-std::uint64_t forward_weight_bytes(const DecodeGeometry& geometry, const LayerPlan& plan);
+// Weight bytes a forward under `plan` reads on the slowest rank (a draft forward: from the draft
+// copy when the geometry has one).
+std::uint64_t forward_weight_bytes(const DecodeGeometry& geometry, const LayerPlan& plan,
+                                   bool draft = false);
 
 struct PricedCollectives {
   CollectiveCalls calls;
@@ -138,7 +146,7 @@ double expected_tokens_per_round(double alpha, int draft_len);
 // bytes (a hand-written table may list only all_reduce).
 StepCost price_step(std::string kind, const DecodeGeometry& geometry, const LayerPlan& plan,
                     std::int64_t tokens, LogitsMode mode, const CommTable& table,
-                    double memory_bytes_per_s);
+                    double memory_bytes_per_s, bool draft = false);
 
 // Plain and self-speculative per-token latency. Throws selfspec::Error on invalid options.
 CostPrediction predict_decode_cost(const DecodeGeometry& geometry, const CommTable& table,

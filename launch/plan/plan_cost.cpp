@@ -104,7 +104,8 @@ void add_plan_cost_options(CLI::App& command, PlanCostOptions& options) {
 }
 
 PlanCost plan_cost(const PlanCostOptions& options, const ModelConfig& config,
-                   const std::vector<RankPlan>& ranks, const WeightFormatOf& weights) {
+                   const std::vector<RankPlan>& ranks, const WeightFormatOf& weights,
+                   std::optional<WeightFormat> draft_weights) {
   PlanCost cost;
   cost.table = load_comm_table(options.comm_table);
   if (options.memory_bandwidth_gbps > 0.0) {
@@ -126,8 +127,8 @@ PlanCost plan_cost(const PlanCostOptions& options, const ModelConfig& config,
   auto [plan, from] = draft_plan(options, static_cast<int>(config.num_layers));
   cost.model.draft_plan = plan;
   cost.draft_from = std::move(from);
-  cost.prediction =
-      predict_decode_cost(decode_geometry(config, ranks, weights), cost.table, cost.model);
+  cost.prediction = predict_decode_cost(decode_geometry(config, ranks, weights, draft_weights),
+                                        cost.table, cost.model);
   return cost;
 }
 

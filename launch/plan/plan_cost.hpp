@@ -39,8 +39,10 @@ struct PlanCost {
 };
 
 // The prediction for `ranks` (a valid split). Throws selfspec::Error (table, options, skip set).
+// `draft_weights`: the format of a --draft-weights copy the drafts read.
 PlanCost plan_cost(const PlanCostOptions& options, const ModelConfig& config,
-                   const std::vector<RankPlan>& ranks, const WeightFormatOf& weights);
+                   const std::vector<RankPlan>& ranks, const WeightFormatOf& weights,
+                   std::optional<WeightFormat> draft_weights = std::nullopt);
 
 nlohmann::json plan_cost_json(const PlanCost& cost);
 void print_plan_cost(const PlanCost& cost, int tp);

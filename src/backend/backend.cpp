@@ -59,6 +59,7 @@ std::uint64_t launch_key(const LaunchShape& shape) {
   mix(static_cast<std::uint64_t>(shape.kv_capacity));
   mix(reinterpret_cast<std::uintptr_t>(shape.draft_vocabulary));
   mix(shape.early_exit ? 1 : 0);
+  mix(shape.draft_weights ? 1 : 0);
   mix(shape.segmented ? 1 : 0);
   return hash;
 }

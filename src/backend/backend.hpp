@@ -138,6 +138,8 @@ struct LaunchShape {
   const void* draft_vocabulary = nullptr;
   // An early-exit draft forward (the model's first layers, then its exit head).
   bool early_exit = false;
+  // A draft forward on the model's quantized draft copy of its weights.
+  bool draft_weights = false;
   // Several independent sequences (= !inputs.segments.empty()).
   bool segmented = false;
   // False when the launches cannot be recorded: they call back into the host (observers) or run

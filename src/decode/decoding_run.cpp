@@ -177,6 +177,15 @@ void DecodingRun::share(std::span<std::byte> data) {
   comm_.broadcast(data, 0);
 }
 
+void DecodingRun::history(std::vector<std::int32_t>& out) const {
+  out.assign(prompt_.begin(), prompt_.end());
+  out.insert(out.end(), channel_.tokens().begin(), channel_.tokens().end());
+}
+
+int DecodingRun::draft_room() const {
+  return comm_.is_root() ? std::min(round_.cap, node_budget()) : 0;
+}
+
 DraftMatch DecodingRun::score_plan(const LayerPlan& candidate, int window) {
   // The committed sequence is prompt + emitted tokens; all but the last (the root) are in the KV.
   const std::vector<std::int32_t>& output = channel_.tokens();
@@ -219,6 +228,7 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.plan = &round_.plan.layers;
   args.draft_vocabulary = options_.draft_vocabulary;
   args.early_exit = round_.plan.exits_early();
+  args.draft_weights = options_.draft_weights;
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { run_forward(args); });
   ++result_.stats.draft_forwards;
 
@@ -313,7 +323,7 @@ void DecodingRun::decide_round(const Draft& draft, const Verdict& verdict) {
   const bool ended = channel_.emit(tokens);
   channel_.message().accepted = static_cast<std::uint32_t>(verdict.accepted_count());
   if (!draft.empty()) {
-    controller_->update(draft.drawn(), verdict.accepted_count());
+    if (!draft.from_lookup()) controller_->update(draft.drawn(), verdict.accepted_count());
     drafter_->observe(draft, verdict);
   }
   report_round(draft, verdict);

@@ -77,6 +77,8 @@ class DecodingRun final : public DraftContext {
   }
   void share(std::span<std::byte> data) override;
   DraftMatch score_plan(const LayerPlan& candidate, int window) override;
+  void history(std::vector<std::int32_t>& out) const override;
+  int draft_room() const override;
 
  private:
   // The state of the current round, known on every rank unless noted.

@@ -32,6 +32,9 @@ struct GenerationOptions {
   // Draft forwards compute the LM head over these kept ids only (model/draft_vocabulary.hpp);
   // nullptr: the full head. Verification always uses the full head. Must outlive the run.
   const DraftVocabulary* draft_vocabulary = nullptr;
+  // Draft forwards read the model's attached quantized copy of its weights
+  // (LlamaModel::attach_draft_weights; --draft-weights).
+  bool draft_weights = false;
   // Tree drafting (SWIFT §4.2's dynamic verification): how many alternatives each draft step
   // adds beside its drawn token, by confidence; the chain by default. A round's tree holds at
   // most tree_max_nodes draft nodes (the verification forward's rows, the root apart).

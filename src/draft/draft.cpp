@@ -10,6 +10,7 @@ void Draft::clear() {
   confidences_.clear();
   alternative_.clear();
   drawn_ = 0;
+  lookup_ = false;
 }
 
 int Draft::add(std::int32_t token, int parent, double confidence) {

@@ -48,6 +48,10 @@ class Draft {
   int last() const { return size() - 1; }
   // Drawn nodes: the draft steps the round ran (the longest path's length).
   int drawn() const { return drawn_; }
+  // A lookup draft (draft/ngram_lookup.hpp): its nodes were copied from the sequence, not drawn
+  // by draft forwards, so draft-length controllers do not learn from its verdict.
+  void mark_lookup() { lookup_ = true; }
+  bool from_lookup() const { return lookup_; }
 
   // True when every node continues the one before it (a chain; also true when empty).
   bool is_chain() const;
@@ -73,6 +77,7 @@ class Draft {
   std::vector<double> confidences_;
   std::vector<std::uint8_t> alternative_;
   int drawn_ = 0;
+  bool lookup_ = false;
 
   int append(std::int32_t token, int parent, double confidence, bool alternative);
 };

@@ -24,7 +24,8 @@
 // One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1),
 // EarlyExitDrafter (the first N layers and a trained exit head: EESD §3.1),
 // SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1), CosineSkipDrafter (a skip set per
-// request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1).
+// request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1), LookupDrafter
+// (copied text from an n-gram match, else another drafter: LLMA / prompt lookup decoding).
 #pragma once
 
 #include "draft/draft.hpp"
@@ -91,6 +92,12 @@ class DraftContext {
   // compared with the target's token. The KV cache is restored afterwards. Counts on rank 0;
   // nothing runs (and no collective) when w < 1.
   virtual DraftMatch score_plan(const LayerPlan& candidate, int window) = 0;
+  // Every rank: the sequence so far, the prompt and then every committed token (the round's root
+  // last), into `out`.
+  virtual void history(std::vector<std::int32_t>& out) const = 0;
+  // Rank 0: the most nodes this round's draft may hold without draft steps (the round's cap and,
+  // for trees, the node budget); 0 elsewhere.
+  virtual int draft_room() const = 0;
 };
 
 class Drafter {

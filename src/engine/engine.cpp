@@ -78,9 +78,10 @@ Engine::Engine(EngineOptions options, Communicator& comm)
         "--weights-dtype bf16 (or auto, which picks bf16 there)",
         device_kind_name(backend_->kind()));
   }
-  // Quantized weights run as stored cut the intermediate dimension at 32-feature groups.
+  // Quantized weights run as stored, or a quantized draft copy of them, cut the intermediate
+  // dimension at 32-feature groups.
   shard_ = ShardPlan::make(source_.config, comm_.size(), comm_.rank(),
-                           native_quantized_weights() ? 32 : 1);
+                           native_quantized_weights() || options_.quantized_draft_weights ? 32 : 1);
   log::info("model: {}", source_.description);
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);

@@ -33,9 +33,13 @@ struct EngineOptions {
   // are dequantized to bf16 for the CUDA backend.
   std::optional<DType> weights_dtype;
   bool native_weights_required = false;  // --weights-dtype native: no bf16 fallback for a GPU
-  std::int64_t ctx_size = 0;             // 0: max_position_embeddings
-  std::string device = "auto";           // cpu | cuda | auto (cuda when a GPU is usable)
-  bool cuda_graphs = true;               // record and replay decode/verification forwards
+  // A quantized draft copy of the weights will be made (--draft-weights): the intermediate
+  // dimension is cut at 32-feature groups, as for native quantized weights, so that the copy's
+  // slices (and the tp-invariant reduction's chunks of them) are whole blocks.
+  bool quantized_draft_weights = false;
+  std::int64_t ctx_size = 0;    // 0: max_position_embeddings
+  std::string device = "auto";  // cpu | cuda | auto (cuda when a GPU is usable)
+  bool cuda_graphs = true;      // record and replay decode/verification forwards
   // Row-parallel sums (--reduction); nullopt: tp-invariant where the backend supports it (host
   // memory), rank-order elsewhere.
   std::optional<ReductionOrder> reduction = ReductionOrder::kRankOrder;

@@ -46,9 +46,29 @@ void LlamaModel::attach_exit_head(ExitHead head) {
                  "exit head {}: exit layer {} is outside [1, {}]", head.path.string(),
                  head.exit_layer, config_.num_layers - 1);
   exit_head_ = std::move(head);
-  if (fixed_partition_) {
-    layer_chunks_.resize(static_cast<std::size_t>(config_.num_layers));  // drops a replaced head
-    layer_chunks_.push_back(cut_layer(exit_head_->weights));
+  if (fixed_partition_) cut_all_layers();
+}
+
+void LlamaModel::attach_draft_weights(DraftWeights draft) {
+  SELFSPEC_CHECK(draft.layers.size() == static_cast<std::size_t>(config_.num_layers),
+                 "draft weights hold {} layers but the model has {}", draft.layers.size(),
+                 config_.num_layers);
+  SELFSPEC_CHECK(draft.output.rows == weights_.output_matrix().rows &&
+                     draft.output.cols == weights_.output_matrix().cols,
+                 "draft weights: the output projection is {} x {}, the model's {} x {}",
+                 draft.output.rows, draft.output.cols, weights_.output_matrix().rows,
+                 weights_.output_matrix().cols);
+  draft_ = std::move(draft);
+  if (fixed_partition_) cut_all_layers();
+}
+
+void LlamaModel::cut_all_layers() {
+  layer_chunks_.clear();
+  draft_chunks_.clear();
+  for (const LayerWeights& w : weights_.layers) layer_chunks_.push_back(cut_layer(w));
+  if (exit_head_) layer_chunks_.push_back(cut_layer(exit_head_->weights));
+  if (draft_) {
+    for (const LayerWeights& w : draft_->layers) draft_chunks_.push_back(cut_layer(w));
   }
 }
 
@@ -60,22 +80,23 @@ LlamaModel::LayerChunks LlamaModel::cut_layer(const LayerWeights& w) const {
                                 unit)};
 }
 
-const LlamaModel::LayerChunks* LlamaModel::layer_chunks(int layer) const {
+const LlamaModel::LayerChunks* LlamaModel::layer_chunks(int layer, bool draft) const {
   if (!fixed_partition_) return nullptr;
   const auto index = static_cast<std::size_t>(layer);
-  SELFSPEC_CHECK(index < layer_chunks_.size(), "fixed-partition reduction: layer {} has no chunks",
-                 layer);
-  return &layer_chunks_[index];
+  const std::vector<LayerChunks>& chunks = draft ? draft_chunks_ : layer_chunks_;
+  SELFSPEC_CHECK(index < chunks.size(), "fixed-partition reduction: {}layer {} has no chunks",
+                 draft ? "draft " : "", layer);
+  return &chunks[index];
 }
 
 void LlamaModel::set_reduction_order(ReductionOrder order) {
   layer_chunks_.clear();
+  draft_chunks_.clear();
   fixed_partition_.reset();
   if (order == ReductionOrder::kRankOrder) return;
   fixed_partition_ = std::make_unique<FixedPartitionProjection>(
       backend_, comm_, static_cast<int>(tp_invariant_chunks(config_)));
-  for (const LayerWeights& w : weights_.layers) layer_chunks_.push_back(cut_layer(w));
-  if (exit_head_) layer_chunks_.push_back(cut_layer(exit_head_->weights));
+  cut_all_layers();
 }
 
 bool LlamaModel::observes(const Observe& observe, std::string_view name) const {
@@ -150,6 +171,8 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
                  config_.num_layers, exit_head_ ? " (+ 1 for its exit head)" : "");
   SELFSPEC_CHECK(!args.early_exit || kv.num_layers() == config_.num_layers + 1,
                  "an early-exit forward needs an exit head and a KV cache made with its layer");
+  SELFSPEC_CHECK(!args.draft_weights || draft_,
+                 "a forward on the draft weights needs them attached (--draft-weights)");
   const bool segmented = !args.segments.empty();
   SELFSPEC_CHECK(segmented || kv.length() + n_tokens <= kv.capacity(),
                  "KV cache full: {} cached + {} new tokens exceed its capacity of {}", kv.length(),
@@ -236,10 +259,12 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   shape.kv_capacity = kv.capacity();
   shape.draft_vocabulary = vocabulary;
   shape.early_exit = args.early_exit;
+  shape.draft_weights = args.draft_weights;
   shape.segmented = segmented;
   shape.recordable = !observing && (comm_.size() == 1 || comm_.supports_device_buffers());
   backend_.run_forward(inputs, shape, [&] {
-    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit, observe);
+    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit,
+               args.draft_weights, observe);
   });
   if (!keep_on_device && n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
@@ -254,7 +279,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
 
 void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
                             std::int64_t n_tokens, float* logits_out,
-                            const DraftVocabulary* vocabulary, bool early_exit,
+                            const DraftVocabulary* vocabulary, bool early_exit, bool draft_weights,
                             const Observe& observe) {
   const std::int64_t hidden = config_.hidden_size;
   float* x = x_.as<float>();
@@ -268,15 +293,16 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
   const bool head_in_cache = kv.num_layers() == config_.num_layers + 1;
   const int n_exit = head_in_cache ? exit_head_->exit_layer : -1;
   const int last = early_exit ? n_exit : static_cast<int>(config_.num_layers);
+  const std::vector<LayerWeights>& layers = draft_weights ? draft_->layers : weights_.layers;
   for (int l = 0; l < last; ++l) {
-    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(l)];
+    const LayerWeights& w = layers[static_cast<std::size_t>(l)];
     if (l == n_exit && !early_exit) exit_kv_branch(kv, n_tokens);
-    if (plan.runs_attention(l)) attention_block(w, l, kv, n_tokens);
+    if (plan.runs_attention(l)) attention_block(w, l, kv, n_tokens, draft_weights);
     if (observes(observe, "attn_out")) {
       flush_residual(n_tokens);
       observe("attn_out", l, x, n_tokens);
     }
-    if (plan.runs_mlp(l)) mlp_block(w, l, n_tokens);
+    if (plan.runs_mlp(l)) mlp_block(w, l, n_tokens, draft_weights);
     if (observes(observe, "mlp_out")) {
       flush_residual(n_tokens);
       observe("mlp_out", l, x, n_tokens);
@@ -294,11 +320,13 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
   }
   flush_residual(n_tokens);
 
-  lm_head(static_cast<std::int64_t>(inputs.logit_rows.size()), logits_out, vocabulary, observe);
+  lm_head(static_cast<std::int64_t>(inputs.logit_rows.size()),
+          draft_weights ? draft_->output : weights_.output_matrix(), logits_out, vocabulary,
+          observe);
 }
 
-void LlamaModel::lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
-                         const Observe& observe) {
+void LlamaModel::lm_head(std::int64_t n_rows, const Matrix& output, float* logits_out,
+                         const DraftVocabulary* vocabulary, const Observe& observe) {
   if (n_rows == 0) return;
   const std::int64_t hidden = config_.hidden_size;
   float* h = h_.as<float>();
@@ -309,7 +337,7 @@ void LlamaModel::lm_head(std::int64_t n_rows, float* logits_out, const DraftVoca
     observe("final_norm", static_cast<int>(config_.num_layers), h, n_rows);
   }
   if (vocabulary == nullptr) {
-    backend_.matmul(h, n_rows, weights_.output_matrix().view(), logits_out);
+    backend_.matmul(h, n_rows, output.view(), logits_out);
     return;
   }
   const std::int64_t kept = vocabulary->local_size();
@@ -347,7 +375,7 @@ void LlamaModel::write_layer_kv(const LayerWeights& w, int layer, KvCache& kv,
 }
 
 void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
-                                 std::int64_t n_tokens) {
+                                 std::int64_t n_tokens, bool draft) {
   const std::int64_t hidden = config_.hidden_size;
   const std::int64_t hd = config_.head_dim;
   const std::int64_t q_width = q_local_ * hd;
@@ -362,13 +390,13 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
-  const LayerChunks* chunks = layer_chunks(layer);
+  const LayerChunks* chunks = layer_chunks(layer, draft);
   row_parallel(attn_.as<float>(), n_tokens, w.wo, chunks != nullptr ? &chunks->wo : nullptr, o);
   if (!w.bo.empty()) backend_.add_bias(o, w.bo.ptr(), n_tokens, hidden);
   pending_ = o;
 }
 
-void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens) {
+void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens, bool draft) {
   float* h = h_.as<float>();
   float* gate = gate_.as<float>();
   float* o = o_.as<float>();
@@ -376,7 +404,7 @@ void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_toke
   backend_.matmul(h, n_tokens, w.w_gate.view(), gate);
   backend_.matmul(h, n_tokens, w.w_up.view(), up_.as<float>());
   backend_.swiglu(gate, up_.as<float>(), gate, n_tokens * inter_local_);
-  const LayerChunks* chunks = layer_chunks(layer);
+  const LayerChunks* chunks = layer_chunks(layer, draft);
   row_parallel(gate, n_tokens, w.w_down, chunks != nullptr ? &chunks->down : nullptr, o);
   pending_ = o;
 }

@@ -77,6 +77,11 @@ struct ForwardArgs {
   // head's layer, then the final norm and LM head. Needs an attached head and a KV cache made
   // with its layer.
   bool early_exit = false;
+  // A draft forward that reads the attached quantized copy (attach_draft_weights) in place of the
+  // model's layer matrices and output projection: the model drafting as itself in fewer bits.
+  // Combines with `plan`, `early_exit` (the layers before the head; the head keeps its own
+  // weights) and `draft_vocabulary` (which keeps its own pruned rows).
+  bool draft_weights = false;
   // On a device-memory backend: leave the logits where the LM head wrote them (device-side
   // verification reads them there, through the backend's shard reductions); forward's host
   // vector is then left empty. Ignored on host-memory backends.
@@ -123,6 +128,11 @@ class LlamaModel {
   void attach_exit_head(ExitHead head);
   const ExitHead* exit_head() const { return exit_head_ ? &*exit_head_ : nullptr; }
 
+  // Attaches the draft's quantized copy of the weights (model/llama_weights.hpp's DraftWeights),
+  // which forwards with ForwardArgs::draft_weights read. Every rank attaches its own slices.
+  void attach_draft_weights(DraftWeights draft);
+  const DraftWeights* draft_weights() const { return draft_ ? &*draft_ : nullptr; }
+
   // How the row-parallel projections add up the ranks' partial products (model/
   // reduction_order.hpp). kTpInvariant cuts o_proj and down_proj (and an attached exit head's)
   // into the fixed partition of num_attention_heads chunks, so that every forward is
@@ -150,18 +160,21 @@ class LlamaModel {
   // Backend::run_forward (a recording backend may replay them instead of calling this).
   void run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
                   std::int64_t n_tokens, float* logits_out, const DraftVocabulary* vocabulary,
-                  bool early_exit, const Observe& observe);
-  // The final norm and the LM head (full, or the draft vocabulary's) for the logit rows.
-  void lm_head(std::int64_t n_rows, float* logits_out, const DraftVocabulary* vocabulary,
-               const Observe& observe);
+                  bool early_exit, bool draft_weights, const Observe& observe);
+  // The final norm and the LM head (`output`, or the draft vocabulary's) for the logit rows.
+  void lm_head(std::int64_t n_rows, const Matrix& output, float* logits_out,
+               const DraftVocabulary* vocabulary, const Observe& observe);
   void all_reduce(float* data, std::int64_t count);
   // A layer's o_proj and down_proj cut into the fixed partition's chunks (kTpInvariant).
   struct LayerChunks {
     FixedPartitionProjection::Weight wo, down;
   };
   LayerChunks cut_layer(const LayerWeights& w) const;
-  // Layer `layer`'s chunks (num_layers: the exit head's); nullptr under kRankOrder.
-  const LayerChunks* layer_chunks(int layer) const;
+  // Layer `layer`'s chunks (num_layers: the exit head's; draft: the draft copy's layer);
+  // nullptr under kRankOrder.
+  const LayerChunks* layer_chunks(int layer, bool draft = false) const;
+  // The fixed partition's chunks of every layer, the exit head's and the draft copy's.
+  void cut_all_layers();
   // out = x · Wᵀ summed over the ranks: the matmul and the all-reduce, or, given W's chunks, the
   // fixed-partition projection.
   void row_parallel(const float* x, std::int64_t n_tokens, const Matrix& w,
@@ -171,8 +184,9 @@ class LlamaModel {
   // Adds a pending residual delta to x (before observers, the final norm, skipped blocks).
   void flush_residual(std::int64_t n_tokens);
   // A layer's sublayers; kv_layer: the KV cache layer its attention reads and writes.
-  void attention_block(const LayerWeights& w, int kv_layer, KvCache& kv, std::int64_t n_tokens);
-  void mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens);
+  void attention_block(const LayerWeights& w, int kv_layer, KvCache& kv, std::int64_t n_tokens,
+                       bool draft = false);
+  void mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens, bool draft = false);
   // The exit head's K/V for the current tokens, from the residual stream (side branch).
   void exit_kv_branch(KvCache& kv, std::int64_t n_tokens);
   // K and V of the normed rows in h_ (w's projections, biases, RoPE) into KV-cache layer `layer`.
@@ -199,9 +213,12 @@ class LlamaModel {
   std::span<const std::string_view> observe_only_;  // the current forward's filter
   ForwardCounters counters_;
   std::optional<ExitHead> exit_head_;
-  // kTpInvariant: the projection and every layer's chunks (the exit head's at index num_layers).
+  std::optional<DraftWeights> draft_;
+  // kTpInvariant: the projection and every layer's chunks (the exit head's at index num_layers),
+  // and the draft copy's layers' chunks.
   std::unique_ptr<FixedPartitionProjection> fixed_partition_;
   std::vector<LayerChunks> layer_chunks_;
+  std::vector<LayerChunks> draft_chunks_;
 };
 
 }  // namespace selfspec

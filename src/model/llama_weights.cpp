@@ -5,6 +5,7 @@
 #include "core/logging.hpp"
 #include "kernels/cpu/ggml_quantize.hpp"
 #include "kernels/cpu/packed_weights.hpp"
+#include "model/memory_plan.hpp"
 #include "model_io/checkpoint_layout.hpp"
 
 #include <fmt/format.h>
@@ -127,28 +128,20 @@ DeviceBuffer load_dense(Backend& backend, const TensorSource& source, const std:
 // a slice that is not falls back to q8_0; a backend that runs neither gets bf16 (a notice each).
 WeightFormat requantized_format(const Backend& backend, const std::string& name,
                                 WeightFormat format, std::int64_t cols) {
-  const auto block = [](WeightFormat f) {
-    return ggml_block_elements(kernels::cpu::ggml_type_of(f));
-  };
-  if (cols % block(format) != 0 && cols % block(WeightFormat::kQ8_0) == 0) {
-    notice_requantized(
-        name, format, WeightFormat::kQ8_0,
-        fmt::format("this rank's {} columns are not whole blocks of {}", cols, block(format)));
-    format = WeightFormat::kQ8_0;
+  const WeightFormat made = requantized_slice_format(format, cols);
+  if (made != format) {
+    const GgmlType type = kernels::cpu::ggml_type_of(format);
+    notice_requantized(name, format, made,
+                       fmt::format("this rank's {} columns are not whole blocks of {}", cols,
+                                   ggml_block_elements(type)));
   }
-  if (cols % block(format) != 0) {
+  if (is_quantized(made) && !backend.runs_format(made)) {
     notice_requantized(
-        name, format, WeightFormat::kBF16,
-        fmt::format("this rank's {} columns are not whole blocks of {}", cols, block(format)));
-    return WeightFormat::kBF16;
-  }
-  if (!backend.runs_format(format)) {
-    notice_requantized(
-        name, format, WeightFormat::kBF16,
+        name, made, WeightFormat::kBF16,
         fmt::format("the {} backend does not run it", device_kind_name(backend.kind())));
     return WeightFormat::kBF16;
   }
-  return format;
+  return made;
 }
 
 // The slice read as f32 and quantized row by row into `format`'s blocks (ggml_quantize.hpp), then
@@ -321,12 +314,54 @@ LlamaWeights LlamaWeights::load(const TensorSource& source, const ModelConfig& c
     progress.update(l + 1);
   }
   weights.final_norm = load_vector(backend, source, "model.norm.weight", all_hidden);
-  if (!weights.tied) {
-    weights.lm_head =
-        load_matrix(backend, source, "lm_head.weight", plan.vocab, all_hidden, format);
-  }
+  if (!weights.tied) weights.lm_head = load_output_matrix(source, config, plan, format, backend);
   progress.finish();
   return weights;
+}
+
+Matrix load_output_matrix(const TensorSource& source, const ModelConfig& config,
+                          const ShardPlan& plan, std::optional<WeightFormat> convert_to,
+                          Backend& backend) {
+  return load_matrix(backend, source,
+                     config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                     plan.vocab, {0, config.hidden_size}, convert_to);
+}
+
+std::uint64_t DraftWeights::bytes() const {
+  std::uint64_t total = output.bytes();
+  for (const LayerWeights& layer : layers) total += layer_weight_bytes(layer);
+  return total;
+}
+
+std::uint64_t DraftWeights::matrix_bytes() const {
+  std::uint64_t total = output.bytes();
+  for (const LayerWeights& layer : layers) {
+    for (const Matrix* m :
+         {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
+      total += m->bytes();
+    }
+  }
+  return total;
+}
+
+DraftWeights load_draft_weights(const TensorSource& source, const ModelConfig& config,
+                                const ShardPlan& plan, WeightFormat format, Backend& backend) {
+  source.validate(config);
+  DraftWeights draft;
+  draft.format = format;
+  log::Progress progress(
+      fmt::format("making the {} draft copy (layers)", weight_format_name(format)),
+      config.num_layers);
+  draft.layers.resize(static_cast<std::size_t>(config.num_layers));
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    draft.layers[static_cast<std::size_t>(l)] = load_layer_weights(
+        source, [l](std::string_view suffix) { return layer_tensor_name(l, suffix); }, config, plan,
+        format, backend);
+    progress.update(l + 1);
+  }
+  draft.output = load_output_matrix(source, config, plan, format, backend);
+  progress.finish();
+  return draft;
 }
 
 }  // namespace selfspec

@@ -67,6 +67,32 @@ LayerWeights load_layer_weights(const TensorSource& source,
 // Bytes of one layer's weights in memory.
 std::uint64_t layer_weight_bytes(const LayerWeights& layer);
 
+// This rank's vocabulary rows of the output projection: lm_head.weight, or the embedding when the
+// config ties them, in `convert_to` as load_layer_weights takes it.
+Matrix load_output_matrix(const TensorSource& source, const ModelConfig& config,
+                          const ShardPlan& plan, std::optional<WeightFormat> convert_to,
+                          Backend& backend);
+
+// The model drafting as itself in fewer bits (beyond the seeds; cf. QSpec, QuantSpec): a second
+// copy of this rank's layer matrices and output projection, quantized (or converted) to `format`
+// at load, which draft forwards read in place of the target's (ForwardArgs::draft_weights).
+// Verification keeps the target's weights, so the output is unchanged. The embedding lookup, the
+// norms and the biases stay the target's (a copy of the norms and biases rides along in `layers`;
+// they are a few KB).
+struct DraftWeights {
+  WeightFormat format = WeightFormat::kQ8_0;  // as requested (a slice may fall back: notices)
+  std::vector<LayerWeights> layers;
+  Matrix output;
+
+  // Bytes of the copy in memory (what plan/info add for it).
+  std::uint64_t bytes() const;
+  // Bytes a draft forward streams that a target forward would not: every layer and the output.
+  std::uint64_t matrix_bytes() const;
+};
+
+DraftWeights load_draft_weights(const TensorSource& source, const ModelConfig& config,
+                                const ShardPlan& plan, WeightFormat format, Backend& backend);
+
 struct LlamaWeights {
   Matrix embedding;  // vocab rows of this rank
   Matrix lm_head;    // vocab rows of this rank; empty when tied (use embedding)

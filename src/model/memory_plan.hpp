@@ -29,6 +29,12 @@ WeightFormatOf uniform_format(DType dtype);
 std::uint64_t matrix_slice_bytes(WeightFormat format, std::int64_t rows, std::int64_t cols,
                                  std::int64_t col_begin);
 
+// The format a matrix slice of `cols` columns asked for in quantized `format` is made in at load
+// (llama_weights.hpp's load_layer_weights, before it asks whether the backend runs it): the
+// request where the columns are whole blocks of it, else q8_0 where they are whole blocks of 32,
+// else bf16.
+WeightFormat requantized_slice_format(WeightFormat format, std::int64_t cols);
+
 struct RankMemory {
   std::uint64_t weight_bytes = 0;    // every slice this rank holds
   std::uint64_t kv_cache_bytes = 0;  // KV cache (f32) at the given context length
@@ -43,6 +49,12 @@ struct RankMemory {
 RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard,
                             const WeightFormatOf& format_of, std::int64_t context);
 
+// Bytes of one rank's draft copy of the weights in `format` (llama_weights.hpp's DraftWeights:
+// every layer's matrices, each slice in requantized_slice_format, its norms and biases, and the
+// output projection), which --draft-weights adds to the rank's memory.
+std::uint64_t plan_draft_weight_bytes(const ModelConfig& config, const ShardPlan& shard,
+                                      WeightFormat format);
+
 // Weight bytes of one layer's sublayers on one rank: what a forward that runs the sublayer reads
 // and a draft that skips it does not (each with its RMSNorm weight, f32, and its biases).
 struct LayerWeightBytes {
@@ -56,6 +68,10 @@ struct LayerWeightBytes {
 std::vector<LayerWeightBytes> plan_layer_weight_bytes(const ModelConfig& config,
                                                       const ShardPlan& shard,
                                                       const WeightFormatOf& format_of);
+// The same for the layers of a draft copy in `format` (plan_draft_weight_bytes).
+std::vector<LayerWeightBytes> plan_draft_layer_weight_bytes(const ModelConfig& config,
+                                                            const ShardPlan& shard,
+                                                            WeightFormat format);
 
 // Bytes of the forward's activation buffers on one rank (LlamaModel's workspace, f32) for
 // forwards of up to `tokens` tokens (the prefill chunk, or K + 1 for verification) that produce

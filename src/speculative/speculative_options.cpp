@@ -1,6 +1,7 @@
 #include "speculative/speculative_options.hpp"
 
 #include "core/error.hpp"
+#include "core/weight_format.hpp"
 #include "decode/control_message.hpp"
 #include "draft/tree_widths.hpp"
 #include "speculative/list_options.hpp"
@@ -13,6 +14,18 @@ namespace selfspec {
 CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft) {
   return command.add_option("--max-draft", max_draft, "most tokens drafted per round (K)")
       ->check(CLI::Range(1, 63))
+      ->capture_default_str();
+}
+
+CLI::Option* add_draft_weights_option(CLI::App& command, std::string& draft_weights) {
+  return command
+      .add_option("--draft-weights", draft_weights,
+                  "draft forwards read a copy of the weights made in this format at load (the "
+                  "model drafting as itself in fewer bits; combines with skip sets and early "
+                  "exit; verification keeps the full weights). none, a quantized format or a "
+                  "dense dtype")
+      ->check(CLI::IsMember({"none", "f32", "bf16", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                             "q4_k", "q5_k", "q6_k"}))
       ->capture_default_str();
 }
 
@@ -126,6 +139,23 @@ void SpeculativeOptions::add_to(CLI::App& command, bool lists, bool with_trace) 
                             "kept; 0: the full head); a comma-separated list compares them"
                           : "keep the N most frequent ids of the draft vocabulary (EOS always "
                             "kept; 0: the full head)");
+  add_draft_weights_option(*group, draft_weights);
+  group
+      ->add_option("--lookup", lookup,
+                   "lookup drafts: where the last N tokens (N from this down to "
+                   "--lookup-min-ngram) occurred before in the prompt or output, the tokens that "
+                   "followed are the round's draft, with no draft forward; other rounds draft "
+                   "with --spec's drafter. 0: off (greedy decoding only)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  group->add_option("--lookup-min-ngram", lookup_min_ngram, "lookup: the shortest suffix matched")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  group
+      ->add_option("--lookup-max-draft", lookup_max_draft,
+                   "lookup: most tokens one lookup drafts (within --max-draft's round cap)")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
   group
       ->add_option("--tree", tree,
                    "draft token trees: each draft step is verified with its next most likely "
@@ -145,6 +175,11 @@ void SpeculativeOptions::add_to(CLI::App& command, bool lists, bool with_trace) 
   }
 }
 
+bool SpeculativeOptions::quantized_draft_weights() const {
+  const std::optional<WeightFormat> format = parse_weight_format(draft_weights);
+  return format.has_value() && is_quantized(*format);
+}
+
 void SpeculativeOptions::validate(const CLI::App& command) const {
   const DrafterKind* kind = chosen();
   kinds.refuse_foreign_options(kind);
@@ -153,9 +188,17 @@ void SpeculativeOptions::validate(const CLI::App& command) const {
                    "--draft-vocab/--draft-vocab-size need self-speculative decoding (--spec)");
     SELFSPEC_CHECK(command.count("--tree") == 0 && command.count("--tree-max-nodes") == 0,
                    "--tree/--tree-max-nodes need self-speculative decoding (--spec)");
+    SELFSPEC_CHECK(command.count("--draft-weights") == 0 || draft_weights == "none",
+                   "--draft-weights needs self-speculative decoding (--spec)");
+    SELFSPEC_CHECK(command.count("--lookup") == 0 && command.count("--lookup-min-ngram") == 0 &&
+                       command.count("--lookup-max-draft") == 0,
+                   "--lookup/--lookup-min-ngram/--lookup-max-draft need self-speculative decoding "
+                   "(--spec: its drafter drafts the rounds without a match)");
     return;
   }
   kind->validate(command);
+  SELFSPEC_CHECK(lookup == 0 || lookup >= lookup_min_ngram,
+                 "--lookup {} is shorter than --lookup-min-ngram {}", lookup, lookup_min_ngram);
   TreeWidths::parse(tree, "--tree");
   if (command.count("--draft-vocab-size") > 0) parse_draft_vocab_sizes(draft_vocab_size);
   const std::vector<std::string> kinds_asked = controller_kinds();
@@ -180,6 +223,11 @@ nlohmann::json SpeculativeOptions::describe(int num_layers) const {
                         {"logits", logits},
                         {"tree", TreeWidths::parse(tree, "--tree").describe()}};
   if (tree != "none") out["tree_max_nodes"] = tree_max_nodes;
+  if (draft_weights != "none") out["draft_weights"] = draft_weights;
+  if (lookup > 0) {
+    out["lookup"] = {
+        {"max_ngram", lookup}, {"min_ngram", lookup_min_ngram}, {"max_draft", lookup_max_draft}};
+  }
   if (const DrafterKind* kind = chosen()) kind->describe(out, num_layers);
   return out;
 }

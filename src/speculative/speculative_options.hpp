@@ -6,8 +6,8 @@
 #pragma once
 
 #include "control/draft_length_controller.hpp"
-#include "verify/sharded_logits.hpp"
 #include "speculative/drafter_kinds.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +21,10 @@ namespace selfspec {
 // carries at most 64 tokens, the K drafts and the target's own token. Shared with the commands
 // that draft without --spec (plan, collect-cali-data).
 CLI::Option* add_max_draft_option(CLI::App& command, int& max_draft);
+
+// --draft-weights FORMAT: none, or the format of the quantized (or converted) copy of the weights
+// that draft forwards read. Shared with plan, which adds the copy's memory.
+CLI::Option* add_draft_weights_option(CLI::App& command, std::string& draft_weights);
 
 // --draft-vocab-size: one count (or, with lists, comma-separated counts), each an integer >= 0.
 // Throws selfspec::Error naming the option and the item otherwise.
@@ -41,11 +45,21 @@ struct SpeculativeOptions {
   std::string draft_vocab_size;  // --draft-vocab-size: V' (bench: a list); 0: the full head
   std::string tree = "none";     // --tree: none, swift, or bins P:K,... (draft/tree_widths.hpp)
   int tree_max_nodes = 32;       // --tree-max-nodes: draft nodes per round's tree
+  // --draft-weights: none, or the format of the quantized copy of the weights draft forwards
+  // read (LlamaModel::attach_draft_weights), e.g. q4_0.
+  std::string draft_weights = "none";
+  // --lookup N: lookup drafts (draft/lookup_drafter.hpp) from the longest recurring suffix of up
+  // to N tokens, down to --lookup-min-ngram; at most --lookup-max-draft tokens. 0: off.
+  int lookup = 0;
+  int lookup_min_ngram = 2;
+  int lookup_max_draft = 4;
 
   // lists: --controller, --logits and --draft-vocab-size accept comma-separated lists (bench
   // compares them); trace: the command offers --trace.
   void add_to(CLI::App& command, bool lists = false, bool trace = true);
   bool enabled() const { return spec != "none"; }
+  // --draft-weights names a quantized format (EngineOptions::quantized_draft_weights).
+  bool quantized_draft_weights() const;
   std::vector<std::string> controller_kinds() const;
   std::vector<LogitsMode> logits_modes() const;
   // The kind --spec names (nullptr: none).

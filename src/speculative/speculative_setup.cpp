@@ -2,6 +2,10 @@
 
 #include "control/acceptance_predictor_file.hpp"
 #include "core/error.hpp"
+#include "core/human_units.hpp"
+#include "core/logging.hpp"
+#include "core/weight_format.hpp"
+#include "draft/lookup_drafter.hpp"
 #include "engine/engine.hpp"
 #include "model_io/draft_vocab_file.hpp"
 
@@ -82,6 +86,7 @@ void SpeculativeSetup::choose_draft_vocabularies(const CLI::App& command, const 
 void SpeculativeSetup::attach(Engine& engine) {
   if (kind_ == nullptr) return;
   kind_->attach(engine);
+  if (options_.draft_weights != "none") attach_draft_weights(engine);
   if (!options_.cali_predictor.empty()) {
     predictor_ = load_acceptance_predictor(
         options_.cali_predictor,
@@ -93,13 +98,38 @@ void SpeculativeSetup::attach(Engine& engine) {
   }
 }
 
+void SpeculativeSetup::attach_draft_weights(Engine& engine) const {
+  const std::optional<WeightFormat> format = parse_weight_format(options_.draft_weights);
+  SELFSPEC_CHECK(format.has_value(), "--draft-weights: unknown format '{}'",
+                 options_.draft_weights);
+  std::optional<DraftWeights> draft;
+  engine.with_tensor_source([&](const TensorSource& source) {
+    draft = load_draft_weights(source, engine.config(), engine.shard(), *format, engine.backend());
+  });
+  const Matrix& target = engine.model().weights().layers.front().w_gate;
+  if (draft->layers.front().w_gate.format == target.format) {
+    log::warn(
+        "--draft-weights {}: the model's weights are held in {} already, so the draft reads the "
+        "same values as the target (it only costs memory); choose a smaller format",
+        options_.draft_weights, weight_format_name(target.format));
+  }
+  log::info("draft weights: {} in {} (target {} in {})", human_bytes(draft->bytes()),
+            options_.draft_weights, human_bytes(engine.model().weights().bytes()),
+            weight_format_name(target.format));
+  engine.model().attach_draft_weights(std::move(*draft));
+}
+
 const DrafterKind& SpeculativeSetup::kind() const {
   SELFSPEC_CHECK(kind_ != nullptr, "self-speculative decoding is off (--spec none)");
   return *kind_;
 }
 
 std::unique_ptr<Drafter> SpeculativeSetup::make_drafter(std::uint64_t sampling_seed) const {
-  return kind().make_drafter(num_layers_, sampling_seed);
+  std::unique_ptr<Drafter> drafter = kind().make_drafter(num_layers_, sampling_seed);
+  if (options_.lookup == 0) return drafter;
+  return std::make_unique<LookupDrafter>(
+      std::move(drafter),
+      NgramLookupOptions{options_.lookup, options_.lookup_min_ngram, options_.lookup_max_draft});
 }
 
 ControllerOptions SpeculativeSetup::controller_options(const std::string& kind,
@@ -122,6 +152,10 @@ GenerationOptions SpeculativeSetup::generation(GenerationOptions generation,
   generation.tree_max_nodes = options_.tree_max_nodes;
   generation.debug_sync = options_.debug_sync;
   generation.draft_vocabulary = vocabulary;
+  generation.draft_weights = options_.draft_weights != "none";
+  SELFSPEC_CHECK(options_.lookup == 0 || generation.sampling.greedy(),
+                 "--lookup drafts for greedy decoding only (temperature 0): the sampling verifier "
+                 "does not take its point-mass drafts yet");
   return generation;
 }
 

@@ -92,6 +92,8 @@ class SpeculativeSetup {
 
  private:
   void choose_draft_vocabularies(const CLI::App& command, const Engine& engine);
+  // --draft-weights: the quantized copy, made from the model's tensors and attached to it.
+  void attach_draft_weights(Engine& engine) const;
 
   std::unique_ptr<SpeculativeOptions> owned_;  // from_arguments' options
   const SpeculativeOptions& options_;

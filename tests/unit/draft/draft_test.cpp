@@ -158,7 +158,11 @@ class ScriptedContext final : public DraftContext {
     ADD_FAILURE() << "a chain drafter scores no plan";
     return {};
   }
+  void history(std::vector<std::int32_t>& out) const override { out = sequence; }
+  int draft_room() const override { return room; }
   std::vector<int> parents;
+  std::vector<std::int32_t> sequence;  // history(): the prompt and output so far
+  int room = 8;
 
  private:
   std::vector<std::int32_t> tokens_;

@@ -157,6 +157,36 @@ TEST(CostModel, SublayerBytesAddUpToAFullForward) {
             g.forward_weight_bytes - 2 * g.layers[0].attention - g.layers[0].mlp);
 }
 
+// A --draft-weights copy: each rank holds it beside the weights (plan_ranks), and draft forwards
+// read it instead (decode_geometry), skip plans included; the copy's q4_0 blocks of 32 take
+// 18 bytes (4.5 bits a weight) in the CPU backend's panels, against bf16's 16 bits.
+TEST(CostModel, ADraftCopyIsHeldAndReadByDrafts) {
+  const ModelConfig config = load_architecture_file(std::filesystem::path(SELFSPEC_SOURCE_DIR) /
+                                                    "configs/models/llama-2-70b.yaml")
+                                 .config;
+  const WeightFormatOf bf16 = uniform_format(DType::kBF16);
+  const std::vector<RankPlan> ranks =
+      plan_ranks(config, 8, bf16, 4096, std::nullopt, 32, WeightFormat::kQ4_0);
+  const std::uint64_t copy = ranks[0].draft_weight_bytes;
+  EXPECT_EQ(copy, plan_draft_weight_bytes(config, ranks[0].shard, WeightFormat::kQ4_0));
+  EXPECT_EQ(ranks[0].total_bytes(),
+            ranks[0].memory.weight_bytes + copy + ranks[0].memory.kv_cache_bytes);
+  const double ratio =
+      static_cast<double>(copy) / static_cast<double>(ranks[0].memory.decode_weight_bytes);
+  EXPECT_GT(ratio, 4.5 / 16 - 0.01);
+  EXPECT_LT(ratio, 4.5 / 16 + 0.02);  // panel headers and padding
+  const DecodeGeometry g = decode_geometry(config, ranks, bf16, WeightFormat::kQ4_0);
+  const LayerPlan full = LayerPlan::full(80);
+  EXPECT_EQ(forward_weight_bytes(g, full), g.forward_weight_bytes);
+  EXPECT_EQ(forward_weight_bytes(g, full, /*draft=*/true), copy);
+  const LayerPlan skip = LayerPlan::skipping(80, std::vector<int>{1}, std::vector<int>{2});
+  EXPECT_EQ(forward_weight_bytes(g, skip, true),
+            copy - g.draft_layers[1].attention - g.draft_layers[2].mlp);
+  // Without a copy, drafts read the weights.
+  const DecodeGeometry plain = decode_geometry(config, ranks, bf16);
+  EXPECT_EQ(forward_weight_bytes(plain, skip, true), forward_weight_bytes(plain, skip));
+}
+
 // --- the counts against the code -------------------------------------------------------------
 
 using CallCounts = std::map<std::pair<std::string, std::uint64_t>, std::int64_t>;
