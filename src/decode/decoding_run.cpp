@@ -183,7 +183,11 @@ void DecodingRun::history(std::vector<std::int32_t>& out) const {
 }
 
 int DecodingRun::draft_room() const {
-  return comm_.is_root() ? std::min(round_.cap, node_budget()) : 0;
+  // The tokens still to generate and the KV cache bound it, not the draft-length controller's
+  // K (which prices draft forwards; a lookup costs none).
+  if (!comm_.is_root()) return 0;
+  return static_cast<int>(std::min<std::int64_t>(
+      {channel_.remaining() - 1, kMaxDraftPerRound, node_budget()}));
 }
 
 DraftMatch DecodingRun::score_plan(const LayerPlan& candidate, int window) {

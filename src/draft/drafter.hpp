@@ -95,8 +95,8 @@ class DraftContext {
   // Every rank: the sequence so far, the prompt and then every committed token (the round's root
   // last), into `out`.
   virtual void history(std::vector<std::int32_t>& out) const = 0;
-  // Rank 0: the most nodes this round's draft may hold without draft steps (the round's cap and,
-  // for trees, the node budget); 0 elsewhere.
+  // Rank 0: the most nodes this round's draft may hold without draft steps (the tokens left to
+  // generate and, for trees, the node budget; not the controller's K); 0 elsewhere.
   virtual int draft_room() const = 0;
 };
 

@@ -153,7 +153,8 @@ void SpeculativeOptions::add_to(CLI::App& command, bool lists, bool with_trace) 
       ->capture_default_str();
   group
       ->add_option("--lookup-max-draft", lookup_max_draft,
-                   "lookup: most tokens one lookup drafts (within --max-draft's round cap)")
+                   "lookup: most tokens one lookup drafts (--max-draft bounds the drafter's "
+                   "steps, not lookups)")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
   group
