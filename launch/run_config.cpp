@@ -80,7 +80,8 @@ std::string scalar_text(const YAML::Node& node) {
 // Options naming input files: a relative path in a run config is relative to the config file, so
 // a config works from any directory (outputs — --out, --trace — stay relative to the caller's).
 bool is_input_path(const std::string& key) {
-  return key == "model" || key == "architecture" || key == "tokenizer" || key == "skip-config";
+  return key == "model" || key == "architecture" || key == "tokenizer" || key == "skip-config" ||
+         key == "exit-head" || key == "draft-vocab" || key == "cali-predictor";
 }
 
 std::string resolve_input_path(const std::string& value, const std::filesystem::path& file) {

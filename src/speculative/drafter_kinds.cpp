@@ -14,7 +14,8 @@ namespace selfspec {
   X(layer_skip)                   \
   X(swift)                        \
   X(asd)                          \
-  X(early_exit)
+  X(early_exit)                   \
+  X(lookup)
 
 #define SELFSPEC_DECLARE_KIND(name) std::unique_ptr<DrafterKind> make_##name##_kind();
 SELFSPEC_DRAFTER_KINDS(SELFSPEC_DECLARE_KIND)

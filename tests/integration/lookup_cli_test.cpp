@@ -1,7 +1,8 @@
 // --lookup N through the binary (lookup drafts: copied text, no draft forward), on a bf16 model
-// make-model writes: greedy output equals plain decoding at TP 1 and TP 2, over a skip set and
-// over a --draft-weights copy, and the JSON reports the lookup rounds; sampling, a lookup shorter
-// than its minimum and --lookup without --spec are refused by name.
+// make-model writes: greedy output equals plain decoding at TP 1 and TP 2, alone (--spec lookup:
+// plain steps where nothing matches), over a skip set and over a --draft-weights copy, and the
+// JSON reports the lookup rounds; sampling, a lookup shorter than its minimum, --lookup without
+// --spec and --spec lookup without --lookup are refused by name.
 #include "tests/integration/cli_fixture.hpp"
 
 #include <gmock/gmock.h>
@@ -41,6 +42,7 @@ class LookupCli : public Cli {
 TEST_F(LookupCli, GreedyOutputEqualsPlainAtTp1AndTp2) {
   const auto model = make_model();
   const std::vector<std::string> specs = {
+      "--spec lookup --lookup 3",
       "--spec layer-skip --skip-attn 1 --skip-mlp 2 --lookup 3 --max-draft 4",
       "--spec layer-skip --skip-uniform 0 --draft-weights q4_0 --lookup 4 --lookup-min-ngram 1 "
       "--lookup-max-draft 6 --max-draft 6 --tree 1:2"};
@@ -73,6 +75,9 @@ TEST_F(LookupCli, BadCombinationsAreRefusedByName) {
   const CommandResult no_spec = run(base + "--lookup 3");
   EXPECT_NE(no_spec.exit_code, 0);
   EXPECT_THAT(no_spec.err, HasSubstr("--lookup"));
+  const CommandResult no_n = run(base + "--spec lookup");
+  EXPECT_NE(no_n.exit_code, 0);
+  EXPECT_THAT(no_n.err, HasSubstr("--lookup N"));
 }
 
 }  // namespace

@@ -83,6 +83,22 @@ TEST_F(RunConfigTest, WithoutAConfigTheArgumentsAreUnchanged) {
               ElementsAre("selfspec", "generate", "--tp", "2"));
 }
 
+TEST_F(RunConfigTest, TrainedDraftFilesAreInputPathsToo) {
+  generate_->add_option("--exit-head");
+  generate_->add_option("--draft-vocab");
+  generate_->add_option("--cali-predictor");
+  const std::string file = write(
+      "decoding:\n  exit-head: ../out/h.safetensors\n  draft-vocab: v.json\n"
+      "  cali-predictor: /abs/p.safetensors\n");
+  const auto in_dir = [&](const std::string& p) {
+    return (dir_.path() / p).lexically_normal().string();
+  };
+  EXPECT_THAT(expand({"selfspec", "generate", "--config", file}),
+              ElementsAre("selfspec", "generate", "--exit-head=" + in_dir("../out/h.safetensors"),
+                          "--draft-vocab=" + in_dir("v.json"),
+                          "--cali-predictor=/abs/p.safetensors", "--config", file));
+}
+
 TEST_F(RunConfigTest, AbsolutePathsStayAsWritten) {
   const std::string file = write("model: /data/llama\n");
   EXPECT_THAT(expand({"selfspec", "generate", "--config=" + file}),

@@ -1,0 +1,38 @@
+// --spec lookup: lookup drafts alone (draft/lookup_drafter.hpp over PlainStepDrafter): where the
+// last N tokens (--lookup N) occurred before in the prompt or output, the tokens that followed them
+// are the round's draft; elsewhere a round is a plain decode step, with no draft forward at all.
+// For models whose self-drafts cost more than they bring (SmolLM2-135M: α 0.14 at c 0.12), and
+// text that repeats (summaries, code).
+#include "draft/plain_step_drafter.hpp"
+#include "speculative/drafter_kind.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace selfspec {
+namespace {
+
+class LookupKind final : public DrafterKind {
+ public:
+  std::string_view name() const override { return "lookup"; }
+  std::string_view help() const override {
+    return "lookup drafts alone (--lookup N): copied text, plain steps elsewhere";
+  }
+  void add_options(CLI::App& /*group*/, bool /*lists*/) override {}  // --lookup is shared
+  std::string foreign_options_message() const override { return ""; }
+  void validate(const CLI::App& command) const override {
+    SELFSPEC_CHECK(command.count("--lookup") > 0,
+                   "--spec lookup drafts with --lookup N (the longest n-gram matched, e.g. 3)");
+  }
+  std::unique_ptr<Drafter> make_drafter(int num_layers, std::uint64_t /*seed*/) const override {
+    return std::make_unique<PlainStepDrafter>(num_layers);
+  }
+  std::string label() const override { return "lookup only"; }
+};
+
+}  // namespace
+
+std::unique_ptr<DrafterKind> make_lookup_kind() {
+  return std::make_unique<LookupKind>();
+}
+
+}  // namespace selfspec
