@@ -458,7 +458,7 @@ def run_training(model, head, data, train_windows, curve, summary, args):
             f"{args.min_delta} in held-out agreement")
     summary.update(agreement_before=before, agreement_after=curve.points[-1]["heldout_agreement"],
                    train_loss=losses, epochs_run=epochs_run, positions_trained=curve.positions,
-                   train_seconds=round(curve.train_seconds, 3),
+                   train_seconds=round(curve.train_seconds, 6),
                    positions_per_s=curve.positions_per_s, curve=curve.points, best=curve.best,
                    settings=curve.settings, status=status)
 

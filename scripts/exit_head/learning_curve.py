@@ -84,7 +84,7 @@ class LearningCurve:
         point = {"evaluation": len(self.points), "positions_trained": self.positions,
                  "epoch": epoch, "end_of_epoch": end_of_epoch,
                  "seconds": round(now - self._start, 3),
-                 "train_seconds": round(self.train_seconds, 3),
+                 "train_seconds": round(self.train_seconds, 6),
                  "eval_seconds": round(now - began, 3),
                  "train_loss_recent": (self._recent_loss / self._recent_count
                                        if self._recent_count else None),

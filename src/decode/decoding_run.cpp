@@ -44,7 +44,8 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
               model.reduction_order() == ReductionOrder::kTpInvariant,
               logits_stay_on_device(model)
                   ? model.backend().make_shard_reductions(model.shard().vocab_shard())
-                  : nullptr),
+                  : nullptr,
+              drafter != nullptr && options.lookup_drafts),
       channel_(comm, options, on_token),
       timer_(model, picker_, channel_) {
   SELFSPEC_CHECK((drafter_ == nullptr) == (controller_ == nullptr),
@@ -186,8 +187,8 @@ int DecodingRun::draft_room() const {
   // The tokens still to generate and the KV cache bound it, not the draft-length controller's
   // K (which prices draft forwards; a lookup costs none).
   if (!comm_.is_root()) return 0;
-  return static_cast<int>(std::min<std::int64_t>(
-      {channel_.remaining() - 1, kMaxDraftPerRound, node_budget()}));
+  return static_cast<int>(
+      std::min<std::int64_t>({channel_.remaining() - 1, kMaxDraftPerRound, node_budget()}));
 }
 
 DraftMatch DecodingRun::score_plan(const LayerPlan& candidate, int window) {

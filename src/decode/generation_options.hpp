@@ -35,6 +35,9 @@ struct GenerationOptions {
   // Draft forwards read the model's attached quantized copy of its weights
   // (LlamaModel::attach_draft_weights; --draft-weights).
   bool draft_weights = false;
+  // Drafts may be lookup chains (--lookup; draft/lookup_drafter.hpp): under sampling the verifier
+  // takes their point-mass proposals.
+  bool lookup_drafts = false;
   // Tree drafting (SWIFT §4.2's dynamic verification): how many alternatives each draft step
   // adds beside its drawn token, by confidence; the chain by default. A round's tree holds at
   // most tree_max_nodes draft nodes (the verification forward's rows, the root apart).

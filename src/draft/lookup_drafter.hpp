@@ -7,9 +7,9 @@
 // the same draft. Lookup rounds are marked on the draft (Draft::mark_lookup): the draft-length
 // controller and the wrapped drafter learn only from their own rounds.
 //
-// Greedy decoding only: a lookup token is a deterministic proposal (a point mass), which the
-// sampling verifier (verify/token_picker.hpp) takes for tree alternatives but not yet for drawn
-// chain nodes; SpeculativeSetup refuses --lookup with sampling.
+// A lookup token is a deterministic proposal (a point mass): greedy verification treats the chain
+// like any other, and speculative sampling accepts each token with the target's probability of it
+// (verify/token_picker.hpp, walk_lookup_sampled), so the output still follows the target.
 #pragma once
 
 #include "draft/drafter.hpp"

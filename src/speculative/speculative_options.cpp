@@ -145,7 +145,7 @@ void SpeculativeOptions::add_to(CLI::App& command, bool lists, bool with_trace) 
                    "lookup drafts: where the last N tokens (N from this down to "
                    "--lookup-min-ngram) occurred before in the prompt or output, the tokens that "
                    "followed are the round's draft, with no draft forward; other rounds draft "
-                   "with --spec's drafter. 0: off (greedy decoding only)")
+                   "with --spec's drafter. 0: off")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   group->add_option("--lookup-min-ngram", lookup_min_ngram, "lookup: the shortest suffix matched")

@@ -153,9 +153,7 @@ GenerationOptions SpeculativeSetup::generation(GenerationOptions generation,
   generation.debug_sync = options_.debug_sync;
   generation.draft_vocabulary = vocabulary;
   generation.draft_weights = options_.draft_weights != "none";
-  SELFSPEC_CHECK(options_.lookup == 0 || generation.sampling.greedy(),
-                 "--lookup drafts for greedy decoding only (temperature 0): the sampling verifier "
-                 "does not take its point-mass drafts yet");
+  generation.lookup_drafts = options_.lookup > 0;
   return generation;
 }
 

@@ -12,7 +12,7 @@ namespace selfspec {
 
 TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
                          const SamplingParams& sampling, int max_alternatives, bool tp_invariant,
-                         std::unique_ptr<ShardReductions> reductions)
+                         std::unique_ptr<ShardReductions> reductions, bool point_mass_drafts)
     : comm_(comm),
       logits_(make_sharded_logits(mode, comm, shard, tp_invariant, std::move(reductions))),
       sampling_(sampling),
@@ -24,8 +24,9 @@ TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& s
                  max_alternatives);
   if (sampling_.greedy()) {
     kind_ = Kind::kGreedy;
-  } else if (sampling_.top_k > 0 || sampling_.top_p < 1.0 || max_alternatives_ > 0) {
-    // Trees walk warped distributions on rank 0 (their residuals nest: see the header).
+  } else if (sampling_.top_k > 0 || sampling_.top_p < 1.0 || max_alternatives_ > 0 ||
+             point_mass_drafts) {
+    // Trees and lookup chains walk warped distributions on rank 0 (see the header).
     kind_ = Kind::kSparse;
     inv_temperature_ = 1.0 / sampling_.temperature;
   } else {
@@ -154,6 +155,13 @@ Verdict TokenPicker::verify(const LogitRows& rows, const Draft& draft) {
   const std::span<const std::int32_t> drafted = draft.tokens();
   const auto k = static_cast<std::int64_t>(drafted.size());
   set_rows(rows, k + 1);
+  if (draft.from_lookup() && kind_ != Kind::kGreedy) {
+    SELFSPEC_CHECK(kind_ == Kind::kSparse,
+                   "verify: a lookup draft under sampling needs a picker made for point-mass "
+                   "drafts");
+    walk_lookup_sampled(draft, verdict);
+    return verdict;
+  }
   if (!draft.is_chain()) {
     SELFSPEC_CHECK(kind_ != Kind::kDense,
                    "verify: a token tree needs a picker made for trees (max_alternatives > 0)");
@@ -277,6 +285,24 @@ void TokenPicker::walk_tree_sampled(const Draft& draft, Verdict& verdict) {
     verdict.accepted.push_back(next);
     node = next;
   }
+}
+
+void TokenPicker::walk_lookup_sampled(const Draft& draft, Verdict& verdict) {
+  const std::vector<TokenDistribution> p = logits_->warp(sampling_);
+  if (!comm_.is_root()) return;
+  SELFSPEC_CHECK(draft.is_chain(), "verify: a lookup draft is a chain");
+  for (int node = 0; node < draft.size(); ++node) {
+    TokenDistribution r = p[static_cast<std::size_t>(node)];
+    const std::int32_t x = draft.token(node);
+    if (uniform() < r.prob_of(x)) {  // a point-mass proposal: accept with probability r(x)
+      verdict.accepted.push_back(node);
+      continue;
+    }
+    remove(r, x);
+    verdict.next_token = draw_from(r, uniform());
+    return;
+  }
+  verdict.next_token = draw_from(p[static_cast<std::size_t>(draft.size())], uniform());
 }
 
 int TokenPicker::accept_greedy(std::span<const std::int32_t> drafted, std::int32_t& next) {

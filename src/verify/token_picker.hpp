@@ -27,6 +27,14 @@
 //     do), so the emitted token follows p at every node. Trees with sampling use the warped
 //     (rank 0) distributions, whatever top-k / top-p say.
 //
+//   lookup drafts (draft/lookup_drafter.hpp; Draft::from_lookup): a chain copied from the
+//     sequence, each token a deterministic proposal. Greedy: as any chain. Sampling: at each node
+//     the copied token x is accepted with probability r(x) (r = p, the warped target there), else
+//     the token is drawn from r without x, renormalised; when every token is accepted the bonus
+//     comes from p after the last one. These are exact speculative sampling steps for a point-mass
+//     q, so the output follows p; they need the warped distributions, as trees do (a picker made
+//     with point_mass_drafts).
+//
 // Random draws come from one seeded stream on rank 0, consumed in a fixed order: one draw per
 // sampled token, one per acceptance test, one for the residual (plus one more when the residual
 // has no mass and p itself is sampled).
@@ -36,11 +44,11 @@
 #pragma once
 
 #include "comm/communicator.hpp"
-#include "verify/sampler.hpp"
-#include "verify/sharded_logits.hpp"
 #include "draft/draft.hpp"
 #include "draft/verdict.hpp"
 #include "model/shard_plan.hpp"
+#include "verify/sampler.hpp"
+#include "verify/sharded_logits.hpp"
 
 #include <boost/random/mersenne_twister.hpp>
 
@@ -65,9 +73,11 @@ class TokenPicker {
   // tp_invariant: decide from whole rows, the same at every TP degree (make_sharded_logits).
   // reductions: where the local mode's per-shard reductions run (make_sharded_logits; nullptr:
   // host rows). Device-resident reductions take the rows in device memory (LogitRows::device).
+  // point_mass_drafts: drafts may be lookup chains (sampling then walks warped distributions).
   TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
               const SamplingParams& sampling, int max_alternatives = 0, bool tp_invariant = false,
-              std::unique_ptr<ShardReductions> reductions = nullptr);
+              std::unique_ptr<ShardReductions> reductions = nullptr,
+              bool point_mass_drafts = false);
 
   std::string_view mode_name() const { return logits_->name(); }
   const SamplingParams& sampling() const { return sampling_; }
@@ -108,6 +118,8 @@ class TokenPicker {
   int accept_sparse(std::span<const std::int32_t> drafted, std::int32_t& next);
   void walk_tree_greedy(const Draft& draft, Verdict& verdict);
   void walk_tree_sampled(const Draft& draft, Verdict& verdict);
+  // Sampling over a lookup chain (point-mass proposals).
+  void walk_lookup_sampled(const Draft& draft, Verdict& verdict);
   // The alternatives of a draft step: `ranked` (most likely first) without `drawn`.
   std::vector<std::int32_t> alternatives_from(std::span<const std::int32_t> ranked,
                                               std::int32_t drawn) const;

@@ -97,8 +97,10 @@ TEST_F(NativeWeightsCli, BenchAndInfoReportFormatsIsaAndVerificationCost) {
                 .exit_code,
             0);
   const auto model = path / "model.gguf";
+  // Three rounds: v(γ) takes the median over rounds, so one preempted forward (under a loaded
+  // ctest -j2) cannot make a v absurd, as it once did with one round (v(3) 0.0013).
   const CommandResult bench =
-      run(fmt::format("bench --model {} --prompt-len 16 --gen 8 --reps 1 --verify-cost-rounds 1 "
+      run(fmt::format("bench --model {} --prompt-len 16 --gen 8 --reps 1 --verify-cost-rounds 3 "
                       "--verify-cost-max 3 --bandwidth-mb 16 --json",
                       model.string()));
   ASSERT_EQ(bench.exit_code, 0) << bench.err;

@@ -632,6 +632,7 @@ struct SamplingCase {
   std::string tree = "none";   // --tree widths
   bool early_exit = false;     // draft with an early-exit head after layer 1 (its layer's copy)
   bool draft_weights = false;  // the draft forwards read a q4_0 copy of the weights
+  bool lookup = false;         // lookup drafts (2-gram down to 1, up to 2 tokens) over the drafter
 };
 void PrintTo(const SamplingCase& c, std::ostream* os) {
   *os << c.name;
@@ -716,6 +717,18 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     early_exit.emplace(3, 1, "layer 1's copy");
   }
   if (c.draft_weights) attach_q4_0_draft_weights(*model_, dir_.path());
+  std::optional<LookupDrafter> lookup;
+  if (c.lookup) {
+    std::unique_ptr<Drafter> inner;
+    if (c.early_exit) {
+      inner = std::make_unique<EarlyExitDrafter>(3, 1, "layer 1's copy");
+    } else {
+      inner = std::make_unique<LayerSkipDrafter>(draft, "skips");
+    }
+    lookup.emplace(std::move(inner), NgramLookupOptions{2, 1, 2});
+  }
+  Drafter* other = lookup ? static_cast<Drafter*>(&*lookup)
+                          : (early_exit ? static_cast<Drafter*>(&*early_exit) : nullptr);
   const std::vector<double> target = exact_distribution(c.params, full, kDepth);
   const std::vector<double> draft_only = exact_distribution(c.params, draft, kDepth);
 
@@ -742,9 +755,10 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.logits = c.logits;
     if (c.pruned) g.draft_vocabulary = &vocabulary;
     g.draft_weights = c.draft_weights;
+    g.lookup_drafts = c.lookup;
     g.tree = TreeWidths::parse(c.tree);
-    const GenerationResult r = speculative(*model_, comm_, prompt_, g, draft, controller, nullptr,
-                                           early_exit ? &*early_exit : nullptr);
+    const GenerationResult r =
+        speculative(*model_, comm_, prompt_, g, draft, controller, nullptr, other);
     alternatives_accepted += r.stats.alternatives_accepted;
     ASSERT_EQ(r.tokens.size(), static_cast<std::size_t>(kDepth + 1));
     outside += std::count_if(r.tokens.begin(), r.tokens.end(), [&](std::int32_t t) {
@@ -764,6 +778,13 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
   // Trees: alternatives must be accepted sometimes, or the sibling tests would go untested.
   if (c.tree != "none") {
     EXPECT_GT(alternatives_accepted, 0);
+  }
+  // Lookups must fire, and be accepted and rejected, or the point-mass walk would go untested.
+  if (c.lookup) {
+    const nlohmann::json state = lookup->state()["lookup"];
+    EXPECT_GT(state["rounds"].get<int>(), 0);
+    EXPECT_GT(state["accepted"].get<int>(), 0);
+    EXPECT_LT(state["accepted"].get<int>(), state["drafted"].get<int>());
   }
 
   // H0: the speculative samples follow the target. Critical value at a false-alarm rate of 1e-6
@@ -831,6 +852,30 @@ INSTANTIATE_TEST_SUITE_P(
                      LogitsMode::kLocal,
                      false,
                      "none",
+                     true,
+                     true},
+        SamplingCase{"lookup_temperature_local",
+                     {1.0, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     false,
+                     false,
+                     true},
+        SamplingCase{"lookup_topk_topp_tree_gather",
+                     {1.5, 6, 0.95, 0},
+                     LogitsMode::kGather,
+                     false,
+                     "1:3",
+                     false,
+                     false,
+                     true},
+        SamplingCase{"lookup_draft_weights_early_exit_local",
+                     {1.2, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     true,
                      true,
                      true}),
     [](const auto& test_info) { return test_info.param.name; });

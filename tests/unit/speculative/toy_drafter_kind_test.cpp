@@ -137,7 +137,7 @@ TEST_F(ToyDrafterKind, OptionsAreCheckedAsTheBuiltInKindsAre) {
 TEST(DrafterKinds, ANameIsRegisteredOnce) {
   DrafterKinds kinds = builtin_drafter_kinds();
   EXPECT_THAT(kinds.choices(),
-              ::testing::ElementsAre("none", "layer-skip", "swift", "asd", "early-exit"));
+              ::testing::ElementsAre("none", "layer-skip", "swift", "asd", "early-exit", "lookup"));
   kinds.add(std::make_unique<EveryOtherKind>());
   EXPECT_THROW(kinds.add(std::make_unique<EveryOtherKind>()), Error);
   EXPECT_THROW(kinds.find("every-others"), Error);
