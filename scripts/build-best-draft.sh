@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Makes every file a best-draft run config names (configs/runs/best-*.yaml), from calibration
+# prompts only, into out/best/NAME/ (git-ignored), where the config looks for them:
+#   model.gguf          a link to the GGUF of scripts/get-model.sh
+#   head-nN.safetensors the early-exit head after layer N (EESD §3.1; scripts/train_exit_head.py)
+#   vocab.json          the draft vocabulary ranking (selfspec count-vocab)
+#
+#   scripts/build-best-draft.sh qwen2.5-coder-1.5b|smollm2-135m [--quick | --model-only]
+#
+# The recipe is the one docs/results/2026-11-27-eesd-n-sweep.md measured: collect-exit-data on the
+# calibration prompts (each continued by the model) and open text, then a head trained with
+# windows of 256, lr 3e-4 decayed by a cosine, until held-out agreement stops rising. Qwen: 41
+# HumanEval calibration problems × 8 continuations of 128 tokens + 150k tokens of the Python
+# standard library, N = 4 (about 25 min of collection and 20 of training on 2 cores). SmolLM2:
+# the 16 calibration prompts of bench/prompts × 32 continuations of 256 tokens + 420k tokens of
+# Debian documentation, N = 2 (about 12 + 3 min). --quick shrinks every budget (a smoke test of the
+# pipeline in a few minutes, into out/best/NAME-quick/; its head is not the measured one). --model-only links the model and
+# stops (configs/runs/best-smollm2-135m.yaml names no trained file).
+# Uses the build in SELFSPEC_BUILD_DIR (default build) and /usr/bin/python3 with PyTorch (PYTHON).
+# Exit status: 0 done, 1 a step failed (its log is named), 2 bad arguments.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+name=${1:-}
+quick=0
+model_only=0
+case "${2:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  --model-only) model_only=1 ;;
+  *) name="" ;;
+esac
+if [ $# -gt 2 ] || [ -z "$name" ]; then
+  echo "usage: scripts/build-best-draft.sh qwen2.5-coder-1.5b|smollm2-135m [--quick | --model-only]" >&2
+  exit 2
+fi
+S=$(cd "${SELFSPEC_BUILD_DIR:-build}" && pwd)/bin/selfspec
+PY=${PYTHON:-/usr/bin/python3}
+[ -x "$S" ] || { echo "build-best-draft.sh: no $S (run scripts/build.sh first)" >&2; exit 1; }
+P=$repo/bench/prompts
+case $name in
+  qwen2.5-coder-1.5b) model=qwen2.5-coder-1.5b-instruct ;;
+  smollm2-135m) model=smollm2-135m-instruct ;;
+  *)
+    echo "build-best-draft.sh: qwen2.5-coder-1.5b or smollm2-135m, not '$name'" >&2
+    exit 2 ;;
+esac
+out=$repo/out/best/$name
+[ $quick -eq 1 ] && out=$out-quick  # a smoke test never replaces the real files
+mkdir -p "$out"
+gguf=$(scripts/get-model.sh "$model" | tail -n 1)
+ln -sfn "$gguf" "$out/model.gguf"
+if [ $model_only -eq 1 ]; then
+  echo "build-best-draft.sh: done: $out/model.gguf" >&2
+  exit 0
+fi
+case $name in
+  qwen2.5-coder-1.5b)
+    n=4
+    prompts=$(scripts/get-prompts.sh humaneval | tail -n 1)
+    scripts/get-open-text.sh code "$out/open-text" >&2
+    text=$out/open-text/python-stdlib
+    gen=128 continuations=8 tokens=150000 batch=16 epochs=2 chat=() ;;
+  smollm2-135m)
+    n=2
+    prompts=$P/chat.jsonl,$P/qa.jsonl,$P/summarisation.jsonl,$P/maths.jsonl
+    scripts/get-open-text.sh prose "$out/open-text" >&2
+    text=$out/open-text
+    gen=256 continuations=32 tokens=420000 batch=32 epochs=1 chat=(--chat) ;;
+esac
+if [ $quick -eq 1 ]; then gen=32 continuations=1 tokens=4000 epochs=1; fi
+
+step() {  # step NAME COMMAND...: runs it with its output in NAME.log, naming the log on failure
+  local log=$out/$1.log
+  shift
+  echo "build-best-draft.sh: $(date +%T) ${log##*/}" >&2
+  if ! "$@" > "$log" 2>&1; then
+    echo "build-best-draft.sh: failed; see $log" >&2
+    exit 1
+  fi
+}
+step collect "$S" collect-exit-data --model "$gguf" --prompts-file "$prompts" "${chat[@]}" \
+  --generate "$gen" --continuations "$continuations" --batch "$batch" \
+  --open-text-files "$text" --open-text-tokens "$tokens" --open-text-window 512 \
+  --exit-layer "$n" --threads 2 --seed 24 --out "$out/data" --json
+step vocab "$S" count-vocab --model "$gguf" --prompts-file "$prompts" "${chat[@]}" \
+  --generate "$gen" --batch "$batch" --open-text-files "$text" --threads 2 \
+  --out "$out/vocab.json" --json
+step train "$PY" scripts/train_exit_head.py "$out/data" --out "$out/head-n$n.safetensors" \
+  --epochs "$epochs" --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512 \
+  --eval-every 20000 --eval-positions 3000 --patience 4 --threads 2 --json
+echo "build-best-draft.sh: done: $out (model.gguf, head-n$n.safetensors, vocab.json)" >&2
