@@ -3,7 +3,11 @@
 #  * the model drafting as itself in fewer bits: Qwen2.5-Coder-1.5B loaded as bf16, drafting with
 #    a q4_0 or q8_0 copy of its weights (--draft-weights), nothing skipped, fixed K 5;
 #  * lookup drafts (--lookup) on top of the best earlier drafts: the EESD heads of
-#    docs/results/2026-11-27-eesd-n-sweep.md (Qwen N 4, SmolLM2 N 2) and the q4_0 copy.
+#    docs/results/2026-11-27-eesd-n-sweep.md (Qwen N 4, SmolLM2 N 2) and the q4_0 copy, and alone;
+#  * the earlier skip-set drafters (D&V's BO sets, SWIFT, ASD) on the native kernels.
+# The lookup settings come from the calibration runs (cal-*: the same commands with
+# --split calibration); the best configurations and their 2-thread runs are
+# configs/runs/best-*.yaml (headline.sh runs Qwen's).
 #   docs/results/2026-11-27-quantized-and-lookup-drafts/run.sh [NAME ...]   (default: all)
 # The heads and vocabularies are scripts/build-best-draft.sh's (out/best/MODEL/). From the
 # repository root's build (SELFSPEC_BUILD_DIR, default build); everything written to STUDY_OUT
@@ -39,6 +43,14 @@ declare -A runs=(
   [q-ee-k1-lk3x4]="${QB[*]} ${QEE[*]} --controller fixed --max-draft 1 --lookup 3 --lookup-max-draft 4 --threads 1"
   [q-ee-k1-lk4x6m1]="${QB[*]} ${QEE[*]} --controller fixed --max-draft 1 --lookup 4 --lookup-min-ngram 1 --lookup-max-draft 6 --threads 1"
   [s-ee-k1]="${SB[*]} ${SEE[*]} --controller fixed --max-draft 1 --threads 1"
+  [q-bo]="${QB[*]} --weights-dtype native --spec layer-skip --skip-config $repo/configs/skips/qwen2.5-coder-1.5b-bo.json --controller fixed,thompson,adaptive --max-draft 3 --threads 1"
+  [q-bo-lk]="${QB[*]} --weights-dtype native --spec layer-skip --skip-config $repo/configs/skips/qwen2.5-coder-1.5b-bo.json --controller fixed --max-draft 1 --lookup 3 --lookup-max-draft 2 --threads 1"
+  [q-swift]="${QB[*]} --weights-dtype native --spec swift --controller fixed,thompson,adaptive --max-draft 3 --threads 1"
+  [q-asd]="${QB[*]} --weights-dtype native --spec asd --controller fixed,thompson,adaptive --max-draft 3 --threads 1"
+  [s-bo]="${SB[*]} --weights-dtype native --spec layer-skip --skip-config $repo/configs/skips/smollm2-135m-bo.json --controller fixed,thompson,adaptive --max-draft 3 --threads 1"
+  [s-swift]="${SB[*]} --weights-dtype native --spec swift --controller fixed,thompson,adaptive --max-draft 3 --threads 1"
+  [s-asd]="${SB[*]} --weights-dtype native --spec asd --controller fixed,thompson,adaptive --max-draft 3 --threads 1"
+  [s-lk3m2x2]="${SB[*]} --weights-dtype native --spec lookup --lookup 3 --lookup-min-ngram 2 --lookup-max-draft 2 --threads 1"
   [s-ee-k1-lk3x4]="${SB[*]} ${SEE[*]} --controller fixed --max-draft 1 --lookup 3 --lookup-max-draft 4 --threads 1"
 )
 names=("$@")

@@ -55,7 +55,7 @@ def plot(points):
     import matplotlib.pyplot as plt
     import numpy as np
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    c = np.linspace(0.0, 0.6, 200)
+    c = np.linspace(0.0, 1.0, 200)
     for s in (1.0, 1.3, 1.5):
         alpha = s * (c + 1.05) - 1.0  # K = 1: speedup = (1 + α) / (c + v)
         ax.plot(c, alpha, "--", color="grey", lw=0.8)
@@ -67,7 +67,7 @@ def plot(points):
         ax.scatter(r["c"], r["alpha"], marker=marker, s=30)
         ax.annotate(f"{r['name']} {r['controller']}: {r['speedup']:.2f}x", (r["c"], r["alpha"]),
                     fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlim(-0.02, 0.65)
+    ax.set_xlim(-0.02, 1.0)
     ax.set_ylim(0.0, 1.05)
     ax.set_xlabel("c: draft forward cost / target forward cost (0: lookups, no draft forward)")
     ax.set_ylabel("α: accepted / drafted")
