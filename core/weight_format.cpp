@@ -30,14 +30,30 @@ std::string_view weight_format_name(WeightFormat format) {
   return "?";
 }
 
+namespace {
+
+constexpr WeightFormat kDenseFormats[] = {WeightFormat::kF32, WeightFormat::kBF16,
+                                          WeightFormat::kF16};
+
+}  // namespace
+
 std::optional<WeightFormat> parse_weight_format(std::string_view name) {
-  for (const WeightFormat format : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16}) {
+  for (const WeightFormat format : kDenseFormats) {
     if (weight_format_name(format) == name) return format;
   }
   for (const WeightFormat format : kQuantizedFormats) {
     if (weight_format_name(format) == name) return format;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> weight_format_choices(std::string_view first) {
+  std::vector<std::string> names{std::string(first)};
+  for (const WeightFormat format : kDenseFormats) names.emplace_back(weight_format_name(format));
+  for (const WeightFormat format : kQuantizedFormats) {
+    names.emplace_back(weight_format_name(format));
+  }
+  return names;
 }
 
 }  // namespace selfspec

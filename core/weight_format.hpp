@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace selfspec {
 
@@ -68,5 +70,8 @@ constexpr std::optional<DType> dense_dtype(WeightFormat format) {
 std::string_view weight_format_name(WeightFormat format);
 // The format of such a name; nullopt for any other text.
 std::optional<WeightFormat> parse_weight_format(std::string_view name);
+// `first` (an option's own word, e.g. "auto" or "none"), then every format's name: the dense
+// ones, then the quantized ones (the choices of options that take a format).
+std::vector<std::string> weight_format_choices(std::string_view first);
 
 }  // namespace selfspec

@@ -22,7 +22,7 @@ LookupDrafter::LookupDrafter(std::unique_ptr<Drafter> fallback, NgramLookupOptio
   SELFSPEC_CHECK(fallback_ != nullptr, "a lookup drafter needs a drafter for rounds without match");
   SELFSPEC_CHECK(options_.max_tokens >= 1 && options_.max_tokens <= kMaxTokens,
                  "--lookup-max-draft {} is outside [1, {}]", options_.max_tokens, kMaxTokens);
-  ngram_lookup({}, options_);  // validates the n-gram range, naming it
+  options_.validate();
   name_ = "lookup+" + std::string(fallback_->name());
 }
 

@@ -6,13 +6,16 @@
 
 namespace selfspec {
 
+void NgramLookupOptions::validate() const {
+  SELFSPEC_CHECK(min_ngram >= 1 && max_ngram >= min_ngram,
+                 "n-gram lookup: n-gram sizes [{}, {}] are not a range of sizes >= 1", min_ngram,
+                 max_ngram);
+  SELFSPEC_CHECK(max_tokens >= 0, "n-gram lookup: max_tokens {} is negative", max_tokens);
+}
+
 std::vector<std::int32_t> ngram_lookup(std::span<const std::int32_t> history,
                                        const NgramLookupOptions& options) {
-  SELFSPEC_CHECK(options.min_ngram >= 1 && options.max_ngram >= options.min_ngram,
-                 "n-gram lookup: n-gram sizes [{}, {}] are not a range of sizes >= 1",
-                 options.min_ngram, options.max_ngram);
-  SELFSPEC_CHECK(options.max_tokens >= 0, "n-gram lookup: max_tokens {} is negative",
-                 options.max_tokens);
+  options.validate();
   const auto size = static_cast<std::ptrdiff_t>(history.size());
   if (options.max_tokens == 0) return {};
   for (int n = std::min<std::ptrdiff_t>(options.max_ngram, size - 1); n >= options.min_ngram; --n) {

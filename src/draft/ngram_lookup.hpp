@@ -17,13 +17,16 @@ struct NgramLookupOptions {
   int max_ngram = 3;   // the longest suffix tried first
   int min_ngram = 2;   // the shortest suffix that may match (1 matches too readily)
   int max_tokens = 4;  // most tokens proposed
+
+  // Throws selfspec::Error for options out of range (min_ngram < 1, max_ngram < min_ngram,
+  // max_tokens < 0).
+  void validate() const;
 };
 
 // The continuation of the longest (n from max_ngram down to min_ngram) suffix of `history` that
 // also occurs earlier in it (the latest such occurrence), at most max_tokens tokens and never past
-// the end of `history`; empty when no suffix of min_ngram tokens or more recurs. Throws
-// selfspec::Error for options out of range (min_ngram < 1, max_ngram < min_ngram,
-// max_tokens < 0).
+// the end of `history`; empty when no suffix of min_ngram tokens or more recurs. Validates the
+// options.
 std::vector<std::int32_t> ngram_lookup(std::span<const std::int32_t> history,
                                        const NgramLookupOptions& options);
 

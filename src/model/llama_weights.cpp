@@ -333,17 +333,6 @@ std::uint64_t DraftWeights::bytes() const {
   return total;
 }
 
-std::uint64_t DraftWeights::matrix_bytes() const {
-  std::uint64_t total = output.bytes();
-  for (const LayerWeights& layer : layers) {
-    for (const Matrix* m :
-         {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down}) {
-      total += m->bytes();
-    }
-  }
-  return total;
-}
-
 DraftWeights load_draft_weights(const TensorSource& source, const ModelConfig& config,
                                 const ShardPlan& plan, WeightFormat format, Backend& backend) {
   source.validate(config);

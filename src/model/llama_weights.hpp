@@ -84,10 +84,8 @@ struct DraftWeights {
   std::vector<LayerWeights> layers;
   Matrix output;
 
-  // Bytes of the copy in memory (what plan/info add for it).
+  // Bytes of the copy in memory (what plan adds for it).
   std::uint64_t bytes() const;
-  // Bytes a draft forward streams that a target forward would not: every layer and the output.
-  std::uint64_t matrix_bytes() const;
 };
 
 DraftWeights load_draft_weights(const TensorSource& source, const ModelConfig& config,

@@ -37,8 +37,7 @@ class EarlyExitKind final : public DrafterKind {
                     "early-exit: the exit head's weights in memory, a dtype or a format it is "
                     "quantized to at load (auto: the model's load dtype; q8_0 under native "
                     "quantized weights)")
-        ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-                               "q4_k", "q5_k", "q6_k"}))
+        ->check(CLI::IsMember(weight_format_choices("auto")))
         ->capture_default_str();
   }
 

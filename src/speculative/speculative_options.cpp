@@ -24,8 +24,7 @@ CLI::Option* add_draft_weights_option(CLI::App& command, std::string& draft_weig
                   "model drafting as itself in fewer bits; combines with skip sets and early "
                   "exit; verification keeps the full weights). none, a quantized format or a "
                   "dense dtype")
-      ->check(CLI::IsMember({"none", "f32", "bf16", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-                             "q4_k", "q5_k", "q6_k"}))
+      ->check(CLI::IsMember(weight_format_choices("none")))
       ->capture_default_str();
 }
 

@@ -117,7 +117,7 @@ TEST_P(DraftWeightsTest, TheCopyIsRealCloseAndLeavesTheTargetAlone) {
   EXPECT_LT(relative_max_error(draft, reference), GetParam() == WeightFormat::kQ4_0 ? 0.5 : 0.05);
   ASSERT_NE(model->draft_weights(), nullptr);
   EXPECT_EQ(model->draft_weights()->format, GetParam());
-  EXPECT_LT(model->draft_weights()->matrix_bytes(), model->weights().bytes());
+  EXPECT_LT(model->draft_weights()->bytes(), model->weights().bytes());
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, DraftWeightsTest,
