@@ -1,18 +1,20 @@
 // Microbenchmarks of the CUDA kernels (Google Benchmark, manual time from CUDA events).
 //
-// Decode and verification matmuls (matmul_small_batch, T = 1 / 4 / 8, bf16 4096 x 4096 and
-// 11008 x 4096) are memory bound: each call uses the next of several copies of the weight matrix,
-// the copies together much larger than the L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so
-// GB/s is HBM bandwidth (weights + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512)
-// reports TFLOP/s. Decode attention (T = 1 over 1k / 4k / 16k cached slots, 32 query heads, 8 KV
-// heads, head_dim 128) rotates over KV-cache copies the same way and reports GB/s of K and V
-// read. RMSNorm and add + RMSNorm report GB/s of data read and written; so do scatter_columns and
-// compact_rows (a whole-model KV cache keeping a verified tree's 8-node accepted path: LLaMA-70B
-// TP-8 and SmolLM2-135M shapes).
-// Each benchmark iteration times kInner back-to-back launches between two CUDA events on one
-// stream and reports their mean as the iteration time. The theoretical peak bandwidth of the
-// device (2 x memory clock x bus width, from the device attributes) is printed and attached to
-// every result as peak_GB/s. Without a usable device the program says so and exits 0.
+// Decode and verification matmuls (matmul_small_batch, bf16 4096 x 4096 at T = 1 .. 64, the
+// verification cost curve; 11008 x 4096 at T = 1 / 4 / 8; and the fused launches of a LLaMA-7B
+// layer, Wq|Wk|Wv = 3 x 4096 rows and gate|up = 2 x 11008 rows, at T = 1) are memory bound: each
+// call uses the next of several copies of the weight matrices, the copies together much larger
+// than the L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so GB/s is HBM bandwidth (weights
+// + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512) reports TFLOP/s. Decode
+// attention (T = 1 over 160 / 1k / 4k / 16k cached slots, 32 query heads, 8 KV heads, head_dim
+// 128) rotates over KV-cache copies the same way and reports GB/s of K and V read. RoPE fused with
+// the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written. RMSNorm
+// and add + RMSNorm report GB/s of data read and written; so do scatter_columns and compact_rows (a
+// whole-model KV cache keeping a verified tree's 8-node accepted path: LLaMA-70B TP-8 and
+// SmolLM2-135M shapes). Each benchmark iteration times kInner back-to-back launches between two
+// CUDA events on one stream and reports their mean as the iteration time. The theoretical peak
+// bandwidth of the device (2 x memory clock x bus width, from the device attributes) is printed and
+// attached to every result as peak_GB/s. Without a usable device the program says so and exits 0.
 #include "core/cuda_check.hpp"
 #include "core/dtype.hpp"
 #include "kernels/cuda/cublaslt_gemm.hpp"
@@ -200,6 +202,73 @@ void bm_matmul_small_batch(benchmark::State& state, std::int64_t rows, std::int6
   });
 }
 
+// One launch over `parts` matrices of rows x cols each (a fused Wq|Wk|Wv or gate|up), T = 1.
+void bm_matmul_fused(benchmark::State& state, std::int64_t parts, std::int64_t rows,
+                     std::int64_t cols) {
+  guarded(state, [&] {
+    const Stream stream;
+    const std::size_t matrix = static_cast<std::size_t>(rows * cols);
+    const Pool weights = make_pool(DType::kBF16, matrix * static_cast<std::size_t>(parts), 13);
+    const DeviceMemory x = random_device(DType::kF32, static_cast<std::size_t>(cols), 14);
+    const DeviceMemory y(static_cast<std::size_t>(parts * rows) * sizeof(float));
+    const double bytes = static_cast<double>(parts * rows * cols) * 2.0 +
+                         static_cast<double>(cols + parts * rows) * 4.0;
+    run_timed(state, stream, bytes, 2.0 * static_cast<double>(parts * rows * cols),
+              [&](std::int64_t call) {
+                std::vector<MatmulOutput> outputs;
+                for (std::int64_t i = 0; i < parts; ++i) {
+                  const DeviceWeight w{
+                      DType::kBF16, weights.copy(call) + static_cast<std::size_t>(i) * matrix * 2,
+                      rows, cols};
+                  outputs.push_back({w, y.get<float>() + i * rows});
+                }
+                matmul_small_batch(x.get<float>(), 1, outputs, stream.get());
+              });
+  });
+}
+
+// RoPE on 32 q and 32 k heads of 128 and the K/V write into a 4096-slot cache, T = 1.
+void bm_rope_write_kv(benchmark::State& state) {
+  guarded(state, [&] {
+    const Stream stream;
+    constexpr std::int64_t kHeads = 32;
+    constexpr std::int64_t kHeadDim = 128;
+    constexpr std::int64_t kCapacity = 4096;
+    const std::size_t row = static_cast<std::size_t>(kHeads * kHeadDim);
+    const DeviceMemory q = random_device(DType::kF32, row, 15);
+    const DeviceMemory k = random_device(DType::kF32, row, 16);
+    const DeviceMemory v = random_device(DType::kF32, row, 17);
+    const DeviceMemory inv_freq = random_device(DType::kF32, kHeadDim / 2, 18);
+    const DeviceMemory k_cache(row * kCapacity * sizeof(float));
+    const DeviceMemory v_cache(row * kCapacity * sizeof(float));
+    const std::int32_t position = 1000;
+    const DeviceMemory positions(sizeof(std::int32_t));
+    SELFSPEC_CUDA_CHECK(
+        cudaMemcpy(positions.get(), &position, sizeof position, cudaMemcpyHostToDevice));
+    const StepParams step_host{1000, 0};
+    const DeviceMemory step(sizeof(StepParams));
+    SELFSPEC_CUDA_CHECK(
+        cudaMemcpy(step.get(), &step_host, sizeof step_host, cudaMemcpyHostToDevice));
+    RopeKvArgs args;
+    args.q = q.get<float>();
+    args.q_stride = static_cast<std::int64_t>(row);
+    args.n_q_heads = kHeads;
+    args.k = k.get<float>();
+    args.k_stride = static_cast<std::int64_t>(row);
+    args.v = v.get<float>();
+    args.kv_heads = kHeads;
+    args.head_dim = kHeadDim;
+    args.capacity = kCapacity;
+    // q and k read and written, v read, K and V rows written.
+    const double bytes = 7.0 * static_cast<double>(row) * sizeof(float);
+    run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
+      rope_write_kv(args, 1, positions.get<std::int32_t>(), inv_freq.get<float>(),
+                    step.get<StepParams>(), k_cache.get<float>(), v_cache.get<float>(),
+                    stream.get());
+    });
+  });
+}
+
 void bm_cublaslt(benchmark::State& state, std::int64_t rows, std::int64_t cols,
                  std::int64_t n_tokens) {
   guarded(state, [&] {
@@ -238,6 +307,7 @@ void bm_attention(benchmark::State& state, std::int64_t n_past) {
     const DeviceMemory out(static_cast<std::size_t>(dims.n_q_heads * dims.head_dim) *
                            sizeof(float));
     const DeviceMemory workspace(attention_workspace_bytes(dims));
+    SELFSPEC_CUDA_CHECK(cudaMemset(workspace.get(), 0, attention_workspace_bytes(dims)));
     const StepParams step_host{static_cast<std::int32_t>(n_past), 0};
     const DeviceMemory step(sizeof(StepParams));
     SELFSPEC_CUDA_CHECK(
@@ -355,7 +425,10 @@ void register_benchmarks() {
   };
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{4096, 4096},
                                    std::pair<std::int64_t, std::int64_t>{11008, 4096}}) {
-    for (const std::int64_t t : {1, 4, 8}) {
+    const std::vector<std::int64_t> sweep =
+        rows == 4096 ? std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}
+                     : std::vector<std::int64_t>{1, 4, 8};
+    for (const std::int64_t t : sweep) {
       const std::string name = "matmul_small_batch/bf16/" + std::to_string(rows) + "x" +
                                std::to_string(cols) + "/T:" + std::to_string(t);
       configure(benchmark::RegisterBenchmark(name.c_str(), [rows, cols, t](benchmark::State& s) {
@@ -369,7 +442,17 @@ void register_benchmarks() {
           name.c_str(), [rows, cols, t](benchmark::State& s) { bm_cublaslt(s, rows, cols, t); }));
     }
   }
-  for (const std::int64_t slots : {1024, 4096, 16384}) {
+  for (const auto& [parts, rows] : {std::pair<std::int64_t, std::int64_t>{3, 4096},
+                                    std::pair<std::int64_t, std::int64_t>{2, 11008}}) {
+    const std::string name =
+        "matmul_fused/bf16/" + std::to_string(parts) + "x" + std::to_string(rows) + "x4096/T:1";
+    configure(benchmark::RegisterBenchmark(name.c_str(), [parts, rows](benchmark::State& s) {
+      bm_matmul_fused(s, parts, rows, 4096);
+    }));
+  }
+  configure(benchmark::RegisterBenchmark("rope_write_kv/32x128/T:1",
+                                         [](benchmark::State& s) { bm_rope_write_kv(s); }));
+  for (const std::int64_t slots : {160, 1024, 4096, 16384}) {
     const std::string name = "attention/T:1/slots:" + std::to_string(slots);
     configure(benchmark::RegisterBenchmark(
         name.c_str(), [slots](benchmark::State& s) { bm_attention(s, slots); }));

@@ -1,36 +1,40 @@
-// Scaled dot-product attention over the KV cache, flash-decoding style (semantics of
+// Scaled dot-product attention over the KV cache, split-KV (flash-decoding) style (semantics of
 // kernels/cpu/attention.hpp; n_past read from StepParams in device memory).
 //
 // Query t of head h (KV head h / group) sees the slots [0, n_past) and the new slots n_past + j
-// the mask allows (causal: j <= t; tree: mask[t][j] != 0). The cache slots are cut into fixed
-// chunks of kAttentionChunk = 256 absolute slot positions, so a query's chunks — and everything
-// computed from them — depend only on its visible slots, not on T or on n_past separately.
+// the mask allows (causal: j <= t; tree: mask[t][j] != 0). Those visible slots, in ascending slot
+// order, are ranks 0 .. n_visible - 1, cut into splits of attention_split_slots(n_visible) ranks
+// (attention_split.hpp). Everything below is a function of the ranks' keys and values, so a query
+// gives the same bits alone, in a batch of any size, over any cache capacity, and as a tree node
+// (its ancestors at scattered slots) as when the same token is decoded after the path was kept
+// (its ancestors at consecutive slots): the CPU attention's ascending-slot contract, kept on the
+// GPU. (The previous kernel cut chunks by absolute slot, so a tree node's sums were grouped
+// differently from the same token decoded alone.)
 //
-// Kernel 1 (chunk partials): one block of 256 threads (8 warps) per (token, head, chunk), grid
-// flattened into x. Chunks starting after the query's last visible slot exit at once (the grid is
-// sized by the cache capacity, so a captured graph serves any n_past). Inside a chunk, warp w
-// handles the groups of 8 consecutive slots g ≡ w (mod 8), ascending, i.e. slots
-// 64m + 8w + u, up to the chunk's last visible slot (groups wholly past it are skipped: they
-// add nothing); the lanes split head_dim (d = lane + 32j). A warp issues the K (then V) loads of
-// its 8 slots together, so a decode step with few chunks (one block per head at short context)
-// waits on 4 memory round trips per phase, not 16:
-//   1. scores: s = (Σ_d q[d] k[d], per lane an fmaf chain in ascending j, then an xor butterfly)
-//      * scale; invisible slots get -inf (their K rows are not used: the loads read a clamped
-//      valid slot and the result is discarded, so garbage or NaN there cannot leak in);
-//   2. m = the chunk's max score (block max through shared memory, exact);
-//   3. per warp: p = expf(s − m), l_w = Σ p and acc_w[d] = Σ p · v[d] (fmaf), in the warp's slot
-//      order; the 8 warps' (l_w, acc_w) are then added in warp order 0..7.
-//   The partial (m, l, acc) of each (token, head, chunk) goes to the workspace; an empty chunk
-//   (tree mask hiding all of its slots) stores l = 0.
-// Kernel 2 (merge): one block of 256 threads per (token, head). Over the chunks 0 .. last/256
-// in ascending order: M = max m_c (chunks with l_c > 0), L = Σ expf(m_c − M) l_c, out[d] =
-// (Σ expf(m_c − M) acc_c[d]) / L. A query with no visible slot gets zeros.
-// Everything is f32 except the flattened indices; the result differs from the CPU's (double
-// denominator, normalise-then-sum) by rounding only.
+// One kernel, one block of 128 threads (4 warps) per (token, head, split); the grid is sized by
+// the cache capacity (attention_grid_splits) and blocks past the query's splits exit at once, so a
+// captured graph serves any n_past. Inside a split, warp w takes the groups of 8 consecutive ranks
+// starting at 8w, 8w + 32, ... and keeps an online softmax over them, in that order:
+//   1. scores: s_u = (Σ_d q[d] k_u[d]: per lane an fmaf chain over the lane's dims in ascending
+//      order, then an xor butterfly) · scale, for the group's 8 keys, whose loads issue together
+//      (ranks past the split read a valid key and are dropped);
+//   2. m' = max(m, max_u s_u); l and acc[d] are scaled by expf(m − m'); then for u ascending:
+//      p = expf(s_u − m'), l += p, acc[d] = fmaf(p, v_u[d], acc[d]).
+// The 4 warps' (m_w, l_w, acc_w) are combined in warp order: M = max m_w, L = Σ expf(m_w − M) l_w,
+// A[d] = Σ expf(m_w − M) acc_w[d]. A query with one split writes out[d] = A[d] / L; otherwise every
+// split writes its (M, L, A) to the workspace, and the last of the query's blocks to finish (an
+// atomic counter per query, reset by that block) merges the splits in ascending order the same
+// way and writes out[d] = Σ_s expf(M_s − M*) A_s[d] / Σ_s expf(M_s − M*) L_s. A query with no
+// visible slot gets zeros. Head dims of 64, 128 and 256 give each lane contiguous dims (8- or
+// 16-byte loads; q, the cache and out must then be 16-byte aligned); other head dims give lane l
+// the dims l, l + 32, ... (scalar loads). Everything is f32; the result differs from the CPU's
+// (double denominator, normalise-then-sum) by rounding only.
 //
-// Workspace: partials for `tokens_per_pass` tokens; longer inputs (prefill) are processed in
-// passes of that many tokens (launch pairs on the same stream). tokens_per_pass is a function of
-// the dims alone, so attention_workspace_bytes() and attention() agree.
+// Workspace: partials and counters for `tokens_per_pass` tokens; longer inputs (prefill) run in
+// passes of that many tokens. tokens_per_pass is a function of the dims alone, so
+// attention_workspace_bytes() and attention() agree. Programmatic dependent launch: the kernel
+// waits for the previous kernel before its first read (cuda_common.cuh).
+#include "kernels/cuda/attention_split.hpp"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
 
@@ -41,43 +45,53 @@
 namespace selfspec::kernels::cuda {
 namespace {
 
+using detail::kFullMask;
 using detail::kWarpSize;
 using detail::require;
 using detail::str;
 
-constexpr int kChunk = static_cast<int>(kAttentionChunk);
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kGroup = 8;          // consecutive slots a warp handles together
+constexpr int kGroup = 8;          // consecutive ranks a warp handles together
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
-static_assert(kChunk % (kWarps * kGroup) == 0, "the chunk must split evenly over the warps");
+constexpr int kMaxTreeTokens = static_cast<int>(kSmallBatch);
+static_assert(kAttentionMinSplit % (kWarps * kGroup) == 0,
+              "a split size must be whole rounds of the block's warps");
 
 // The workspace budget that limits the tokens per pass (verification batches always fit).
 constexpr std::size_t kWorkspaceBudget = std::size_t{64} << 20;
 
 struct Geometry {
-  std::int64_t max_chunks = 0;       // ceil(capacity / chunk)
+  std::int64_t grid_splits = 0;      // splits per query in the grid
   std::int64_t tokens_per_pass = 0;  // tokens whose partials fit the workspace at once
-  std::size_t o_floats = 0;          // partial outputs, [pass tokens][heads][chunks][head_dim]
-  std::size_t ml_floats = 0;         // partial m and l, [pass tokens][heads][chunks] each
+  std::size_t o_floats = 0;          // partial outputs, [pass tokens][heads][splits][head_dim]
+  std::size_t ml_floats = 0;         // partial M and L, [pass tokens][heads][splits] each
+  std::size_t counters = 0;          // [pass tokens][heads]
 };
 
 Geometry geometry(const AttentionDims& dims) {
   Geometry g;
-  g.max_chunks = (dims.capacity + kChunk - 1) / kChunk;
-  const std::size_t per_token = static_cast<std::size_t>(dims.n_q_heads) *
-                                static_cast<std::size_t>(g.max_chunks) *
-                                static_cast<std::size_t>(dims.head_dim + 2) * sizeof(float);
-  std::int64_t fit =
-      per_token == 0 ? dims.n_tokens : static_cast<std::int64_t>(kWorkspaceBudget / per_token);
+  g.grid_splits = attention_grid_splits(dims.capacity);
+  const auto heads = static_cast<std::size_t>(dims.n_q_heads);
+  const std::size_t per_token =
+      heads * (static_cast<std::size_t>(g.grid_splits) *
+                   (static_cast<std::size_t>(dims.head_dim) + 2) * sizeof(float) +
+               sizeof(unsigned));
+  std::int64_t fit = static_cast<std::int64_t>(kWorkspaceBudget / per_token);
   if (fit < kSmallBatch) fit = kSmallBatch;
   g.tokens_per_pass = dims.n_tokens < fit ? dims.n_tokens : fit;
-  const std::size_t units = static_cast<std::size_t>(g.tokens_per_pass) *
-                            static_cast<std::size_t>(dims.n_q_heads) *
-                            static_cast<std::size_t>(g.max_chunks);
+  if (g.tokens_per_pass < 1) g.tokens_per_pass = 1;
+  const std::size_t units =
+      static_cast<std::size_t>(g.tokens_per_pass) * heads * static_cast<std::size_t>(g.grid_splits);
   g.o_floats = units * static_cast<std::size_t>(dims.head_dim);
   g.ml_floats = units;
+  g.counters = static_cast<std::size_t>(g.tokens_per_pass) * heads;
   return g;
+}
+
+// Contiguous dims per lane (vector loads) for head dims 64, 128 and 256.
+bool contiguous_head_dim(std::int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 void check_dims(const AttentionDims& dims) {
@@ -98,38 +112,11 @@ void check_dims(const AttentionDims& dims) {
   require(dims.capacity <= 0x7fffffff, "attention: capacity " + str(dims.capacity) + " too large");
 }
 
-// The query's last visible slot (n_past - 1 when it sees no new slot; -1 when nothing at all),
-// clamped below the capacity. Identical code in both kernels.
-__device__ __forceinline__ std::int64_t last_visible_slot(std::int64_t t, std::int64_t n_past,
-                                                          std::int64_t n_tokens,
-                                                          std::int64_t capacity,
-                                                          const std::uint8_t* tree_mask) {
-  std::int64_t last = n_past - 1;
-  if (tree_mask == nullptr) {
-    last = n_past + t;
-  } else {
-    for (std::int64_t j = n_tokens - 1; j >= 0; --j) {
-      if (tree_mask[t * n_tokens + j] != 0) {
-        last = n_past + j;
-        break;
-      }
-    }
-  }
-  return last < capacity - 1 ? last : capacity - 1;
-}
-
-__device__ __forceinline__ bool slot_visible(std::int64_t slot, std::int64_t t, std::int64_t n_past,
-                                             std::int64_t n_tokens, const std::uint8_t* tree_mask) {
-  if (slot < n_past) return true;
-  const std::int64_t j = slot - n_past;
-  if (j >= n_tokens) return false;
-  return tree_mask == nullptr ? j <= t : tree_mask[t * n_tokens + j] != 0;
-}
-
-struct Partials {
-  float* o = nullptr;  // [pass tokens][heads][max_chunks][head_dim]
-  float* m = nullptr;  // [pass tokens][heads][max_chunks]
+struct Workspace {
+  float* o = nullptr;  // [pass tokens][heads][grid_splits][head_dim]
+  float* m = nullptr;  // [pass tokens][heads][grid_splits]
   float* l = nullptr;
+  unsigned* counters = nullptr;  // [pass tokens][heads]
 };
 
 struct Params {
@@ -145,27 +132,106 @@ struct Params {
   std::int64_t group = 0;
   std::int64_t head_dim = 0;
   std::int64_t capacity = 0;
-  std::int64_t max_chunks = 0;
+  std::int64_t grid_splits = 0;
   float scale = 1.0f;
 };
 
-template <int kDimPerLane>
-__global__ void __launch_bounds__(kThreads)
-    attention_chunk_kernel(const Params p, const Partials partials) {
-  __shared__ float s_score[kChunk];
-  __shared__ float s_max[kWarps];
-  __shared__ float s_sum[kWarps];
-  __shared__ float s_acc[kWarps][kDimPerLane * kWarpSize];
+// Lane `lane`'s dims of a head vector: d_j = lane * kDims + j (contiguous) or lane + 32 j.
+template <int kDims, bool kContiguous>
+__device__ __forceinline__ int lane_dim(int lane, int j) {
+  return kContiguous ? lane * kDims + j : lane + j * kWarpSize;
+}
 
-  const std::int64_t block = blockIdx.x;
-  const std::int64_t chunk = block % p.max_chunks;
-  const std::int64_t pair = block / p.max_chunks;  // local token * heads + head
+template <int kDims, bool kContiguous>
+__device__ __forceinline__ void load_head_vector(const float* row, int lane, std::int64_t head_dim,
+                                                 float (&out)[kDims]) {
+  if constexpr (kContiguous && kDims % 4 == 0) {
+    const float4* p = reinterpret_cast<const float4*>(row + lane * kDims);
+#pragma unroll
+    for (int i = 0; i < kDims / 4; ++i) {
+      const float4 v = __ldg(p + i);
+      out[4 * i] = v.x;
+      out[4 * i + 1] = v.y;
+      out[4 * i + 2] = v.z;
+      out[4 * i + 3] = v.w;
+    }
+  } else if constexpr (kContiguous && kDims == 2) {
+    const float2 v = __ldg(reinterpret_cast<const float2*>(row + lane * kDims));
+    out[0] = v.x;
+    out[1] = v.y;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kDims; ++j) {
+      const int d = lane_dim<kDims, kContiguous>(lane, j);
+      out[j] = d < head_dim ? __ldg(row + d) : 0.0f;
+    }
+  }
+}
+
+// The visible new slots of query t, as a list of new-token indices j (ascending), in shared
+// memory, and their count. Causal: j = 0 .. t (no list). Tree: the set mask entries, found by warp
+// 0 with ballots. Slots past the cache are never visible.
+__device__ __forceinline__ int visible_new_slots(const Params& p, std::int64_t t,
+                                                 std::int64_t n_past, int* s_new, int* s_count) {
+  const std::int64_t room = p.capacity - n_past;  // new slots that fit the cache
+  if (p.tree_mask == nullptr) {
+    const std::int64_t n = t + 1 < room ? t + 1 : room;
+    return n < 0 ? 0 : static_cast<int>(n);
+  }
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  if (threadIdx.x < kWarpSize) {
+    int count = 0;
+    for (std::int64_t j0 = 0; j0 < p.n_tokens; j0 += kWarpSize) {
+      const std::int64_t j = j0 + lane;
+      const bool set = j < p.n_tokens && j < room && p.tree_mask[t * p.n_tokens + j] != 0;
+      const unsigned ballot = __ballot_sync(kFullMask, set);
+      if (set) s_new[count + __popc(ballot & ((1u << lane) - 1u))] = static_cast<int>(j);
+      count += __popc(ballot);
+    }
+    if (lane == 0) *s_count = count;
+  }
+  __syncthreads();
+  return *s_count;
+}
+
+template <int kDims, bool kContiguous>
+__global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, const Workspace ws) {
+  __shared__ int s_new[kMaxTreeTokens];
+  __shared__ int s_count;
+  __shared__ float s_m[kWarps];
+  __shared__ float s_l[kWarps];
+  __shared__ float s_acc[kWarps][kDims * kWarpSize];
+  __shared__ bool s_last;
+
+  detail::allow_dependents();
+  detail::wait_for_prerequisites();
+  const auto block = static_cast<std::int64_t>(blockIdx.x);
+  const std::int64_t split = block % p.grid_splits;
+  const std::int64_t pair = block / p.grid_splits;  // local token * heads + head
   const std::int64_t h = pair % p.n_heads;
   const std::int64_t t = p.token_begin + pair / p.n_heads;
-  const std::int64_t n_past = p.step->n_past;
-  const std::int64_t last = last_visible_slot(t, n_past, p.n_tokens, p.capacity, p.tree_mask);
-  const std::int64_t begin = chunk * kChunk;
-  if (begin > last) return;  // block-uniform, before any barrier
+  const std::int64_t stored_past = p.step->n_past;
+  const std::int64_t n_past = stored_past < p.capacity ? stored_past : p.capacity;
+  const int n_new = visible_new_slots(p, t, n_past, s_new, &s_count);  // block-uniform
+  const std::int64_t n_visible = n_past + n_new;
+  float* out = p.out + (t * p.n_heads + h) * p.head_dim;
+  if (n_visible == 0) {
+    if (split == 0) {
+      for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) out[d] = 0.0f;
+    }
+    return;
+  }
+  const std::int64_t size = attention_split_slots(n_visible);
+  const std::int64_t n_splits = (n_visible + size - 1) / size;
+  if (split >= n_splits) return;  // block-uniform, after the only barrier so far
+  const std::int64_t r_begin = split * size;
+  const std::int64_t r_end = r_begin + size < n_visible ? r_begin + size : n_visible;
+  const bool tree = p.tree_mask != nullptr;
+  const auto slot_of = [&](std::int64_t rank) -> std::int64_t {
+    if (rank < n_past) return rank;
+    const std::int64_t j = rank - n_past;
+    return n_past + (tree ? s_new[j] : j);
+  };
 
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -173,152 +239,156 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t head_stride = p.capacity * p.head_dim;
   const float* k_head = p.k_cache + kv_head * head_stride;
   const float* v_head = p.v_cache + kv_head * head_stride;
-  const float* q_vec = p.q + (t * p.n_heads + h) * p.head_dim;
-  // Slots [begin, begin + span) hold every visible slot of the chunk (warp-uniform bound).
-  const int span = last - begin + 1 < kChunk ? static_cast<int>(last - begin + 1) : kChunk;
+  float q_reg[kDims];
+  load_head_vector<kDims, kContiguous>(p.q + (t * p.n_heads + h) * p.head_dim, lane, p.head_dim,
+                                       q_reg);
 
-  float q_reg[kDimPerLane];
+  float m = -INFINITY;
+  float l = 0.0f;
+  float acc[kDims];
 #pragma unroll
-  for (int j = 0; j < kDimPerLane; ++j) {
-    const std::int64_t d = lane + j * kWarpSize;
-    q_reg[j] = d < p.head_dim ? q_vec[d] : 0.0f;
-  }
-
-  // 1. scores
-  float warp_max = -INFINITY;
-  for (int g = warp * kGroup; g < span; g += kWarps * kGroup) {
-    bool visible[kGroup];
-    const float* k_rows[kGroup];
+  for (int j = 0; j < kDims; ++j) acc[j] = 0.0f;
+  for (std::int64_t g = r_begin + warp * kGroup; g < r_end; g += kWarps * kGroup) {
+    std::int64_t slots[kGroup];
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) slots[u] = slot_of(g + u < r_end ? g + u : r_end - 1);
+    float keys[kGroup][kDims];
 #pragma unroll
     for (int u = 0; u < kGroup; ++u) {
-      const std::int64_t slot = begin + g + u;
-      visible[u] = slot <= last && slot_visible(slot, t, n_past, p.n_tokens, p.tree_mask);
-      k_rows[u] = k_head + (slot <= last ? slot : last) * p.head_dim;  // always a valid slot
+      load_head_vector<kDims, kContiguous>(k_head + slots[u] * p.head_dim, lane, p.head_dim,
+                                           keys[u]);
     }
-    float dot[kGroup];
+    float score[kGroup];
+    float group_max = -INFINITY;
 #pragma unroll
     for (int u = 0; u < kGroup; ++u) {
       float partial = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kDimPerLane; ++j) {
-        const std::int64_t d = lane + j * kWarpSize;
-        if (d < p.head_dim) partial = fmaf(q_reg[j], k_rows[u][d], partial);
-      }
-      dot[u] = partial;
+      for (int j = 0; j < kDims; ++j) partial = fmaf(q_reg[j], keys[u][j], partial);
+      score[u] = detail::warp_sum(partial) * p.scale;  // every lane, used or not
+      if (g + u < r_end) group_max = fmaxf(group_max, score[u]);
     }
+    float values[kGroup][kDims];
 #pragma unroll
     for (int u = 0; u < kGroup; ++u) {
-      const float total = detail::warp_sum(dot[u]);  // every lane, visible or not
-      const float score = visible[u] ? total * p.scale : -INFINITY;
-      if (lane == 0) s_score[g + u] = score;
-      warp_max = fmaxf(warp_max, score);
+      load_head_vector<kDims, kContiguous>(v_head + slots[u] * p.head_dim, lane, p.head_dim,
+                                           values[u]);
     }
-  }
-  if (lane == 0) s_max[warp] = warp_max;
-  __syncthreads();  // s_score and s_max complete
-  float m = s_max[0];
+    const float m_new = fmaxf(m, group_max);
+    const float correction = expf(m - m_new);  // 0 for the first group (m = -inf)
+    l *= correction;
 #pragma unroll
-  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, s_max[w]);
-
-  // 3. exp, sum and weighted values over the warp's own slots
-  float acc[kDimPerLane];
+    for (int j = 0; j < kDims; ++j) acc[j] *= correction;
 #pragma unroll
-  for (int j = 0; j < kDimPerLane; ++j) acc[j] = 0.0f;
-  float sum = 0.0f;
-  if (m != -INFINITY) {  // block-uniform: some slot of the chunk is visible
-    for (int g = warp * kGroup; g < span; g += kWarps * kGroup) {
-      float weight[kGroup];
-      const float* v_rows[kGroup];
+    for (int u = 0; u < kGroup; ++u) {
+      if (g + u < r_end) {
+        const float weight = expf(score[u] - m_new);
+        l += weight;
 #pragma unroll
-      for (int u = 0; u < kGroup; ++u) {
-        const std::int64_t slot = begin + g + u;
-        const float score = s_score[g + u];
-        weight[u] = score == -INFINITY ? 0.0f : expf(score - m);
-        v_rows[u] = v_head + (slot <= last ? slot : last) * p.head_dim;
-      }
-#pragma unroll
-      for (int u = 0; u < kGroup; ++u) {
-        const bool used = s_score[g + u] != -INFINITY;
-        if (used) sum += weight[u];
-#pragma unroll
-        for (int j = 0; j < kDimPerLane; ++j) {
-          const std::int64_t d = lane + j * kWarpSize;
-          if (d < p.head_dim) {
-            const float v = v_rows[u][d];
-            acc[j] = used ? fmaf(weight[u], v, acc[j]) : acc[j];
-          }
-        }
+        for (int j = 0; j < kDims; ++j) acc[j] = fmaf(weight, values[u][j], acc[j]);
       }
     }
+    m = m_new;
+  }
+
+  // Combine the warps in warp order (a warp with no rank has l = 0 and is left out).
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_l[warp] = l;
   }
 #pragma unroll
-  for (int j = 0; j < kDimPerLane; ++j) s_acc[warp][lane + j * kWarpSize] = acc[j];
-  if (lane == 0) s_sum[warp] = sum;
-  __syncthreads();  // s_acc and s_sum complete
+  for (int j = 0; j < kDims; ++j) s_acc[warp][lane_dim<kDims, kContiguous>(lane, j)] = acc[j];
+  __syncthreads();
+  float big_m = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    if (s_l[w] > 0.0f) big_m = fmaxf(big_m, s_m[w]);
+  }
+  float factor[kWarps];
+  float big_l = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    factor[w] = s_l[w] > 0.0f ? expf(s_m[w] - big_m) : 0.0f;
+    big_l = fmaf(factor[w], s_l[w], big_l);
+  }
+  if (n_splits == 1) {
+    for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) {
+      float total = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) total = fmaf(factor[w], s_acc[w][d], total);
+      out[d] = total / big_l;
+    }
+    return;
+  }
 
-  const std::int64_t unit = pair * p.max_chunks + chunk;
-  float* o = partials.o + unit * p.head_dim;
+  // Several splits: this split's partial to the workspace; the last block merges.
+  const std::int64_t first_unit = pair * p.grid_splits;
+  const std::int64_t unit = first_unit + split;
   for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) {
-    float total = s_acc[0][d];
+    float total = 0.0f;
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) total += s_acc[w][d];
-    o[d] = total;
+    for (int w = 0; w < kWarps; ++w) total = fmaf(factor[w], s_acc[w][d], total);
+    ws.o[unit * p.head_dim + d] = total;
   }
   if (threadIdx.x == 0) {
-    float total = s_sum[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) total += s_sum[w];
-    partials.m[unit] = m;
-    partials.l[unit] = total;
+    ws.m[unit] = big_m;
+    ws.l[unit] = big_l;
   }
-}
-
-__global__ void __launch_bounds__(kThreads)
-    attention_merge_kernel(const Params p, const Partials partials) {
-  const std::int64_t pair = blockIdx.x;  // local token * heads + head
-  const std::int64_t h = pair % p.n_heads;
-  const std::int64_t t = p.token_begin + pair / p.n_heads;
-  const std::int64_t n_past = p.step->n_past;
-  const std::int64_t last = last_visible_slot(t, n_past, p.n_tokens, p.capacity, p.tree_mask);
-  float* out = p.out + (t * p.n_heads + h) * p.head_dim;
-  const std::int64_t n_chunks = last < 0 ? 0 : last / kChunk + 1;  // <= max_chunks
-  const std::int64_t first_unit = pair * p.max_chunks;
-
-  float big_m = -INFINITY;
-  for (std::int64_t c = 0; c < n_chunks; ++c) {
-    if (partials.l[first_unit + c] > 0.0f) big_m = fmaxf(big_m, partials.m[first_unit + c]);
+  __threadfence();  // the partial is visible device-wide before the counter says so
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned done = atomicAdd(ws.counters + pair, 1u);
+    s_last = done + 1 == static_cast<unsigned>(n_splits);
   }
-  float big_l = 0.0f;
-  if (big_m != -INFINITY) {
-    for (std::int64_t c = 0; c < n_chunks; ++c) {
-      const float l = partials.l[first_unit + c];
-      if (l > 0.0f) big_l = fmaf(expf(partials.m[first_unit + c] - big_m), l, big_l);
-    }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  if (threadIdx.x == 0) ws.counters[pair] = 0;  // ready for the next launch
+
+  // Merge in split order; the other blocks' partials are read past L1 (__ldcg).
+  float merged_m = -INFINITY;
+  for (std::int64_t s = 0; s < n_splits; ++s)
+    merged_m = fmaxf(merged_m, __ldcg(ws.m + first_unit + s));
+  float merged_l = 0.0f;
+  for (std::int64_t s = 0; s < n_splits; ++s) {
+    merged_l = fmaf(expf(__ldcg(ws.m + first_unit + s) - merged_m), __ldcg(ws.l + first_unit + s),
+                    merged_l);
   }
   for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) {
-    if (!(big_l > 0.0f)) {
-      out[d] = 0.0f;
-      continue;
-    }
     float total = 0.0f;
-    for (std::int64_t c = 0; c < n_chunks; ++c) {
-      const float l = partials.l[first_unit + c];
-      if (l > 0.0f) {
-        const float factor = expf(partials.m[first_unit + c] - big_m);
-        total = fmaf(factor, partials.o[(first_unit + c) * p.head_dim + d], total);
-      }
+    for (std::int64_t s = 0; s < n_splits; ++s) {
+      const float f = expf(__ldcg(ws.m + first_unit + s) - merged_m);
+      total = fmaf(f, __ldcg(ws.o + (first_unit + s) * p.head_dim + d), total);
     }
-    out[d] = total / big_l;
+    out[d] = total / merged_l;
   }
 }
 
-template <int kDimPerLane>
-void launch_chunks(const Params& p, const Partials& partials, std::int64_t pass_tokens,
+template <int kDims, bool kContiguous>
+void launch_kernel(const Params& p, const Workspace& ws, std::int64_t pass_tokens,
                    cudaStream_t stream) {
-  const std::int64_t blocks = pass_tokens * p.n_heads * p.max_chunks;
-  attention_chunk_kernel<kDimPerLane>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, partials);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  const std::int64_t blocks = pass_tokens * p.n_heads * p.grid_splits;
+  detail::launch_dependent(attention_kernel<kDims, kContiguous>,
+                           dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream, p, ws);
+}
+
+void launch_pass(const Params& p, const Workspace& ws, std::int64_t pass_tokens,
+                 cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64:
+      return launch_kernel<2, true>(p, ws, pass_tokens, stream);
+    case 128:
+      return launch_kernel<4, true>(p, ws, pass_tokens, stream);
+    case 256:
+      return launch_kernel<8, true>(p, ws, pass_tokens, stream);
+    default:
+      break;
+  }
+  const std::int64_t per_lane = (p.head_dim + kWarpSize - 1) / kWarpSize;
+  if (per_lane <= 1) return launch_kernel<1, false>(p, ws, pass_tokens, stream);
+  if (per_lane <= 2) return launch_kernel<2, false>(p, ws, pass_tokens, stream);
+  if (per_lane <= 4) return launch_kernel<4, false>(p, ws, pass_tokens, stream);
+  return launch_kernel<kMaxDimPerLane, false>(p, ws, pass_tokens, stream);
 }
 
 }  // namespace
@@ -326,7 +396,7 @@ void launch_chunks(const Params& p, const Partials& partials, std::int64_t pass_
 std::size_t attention_workspace_bytes(const AttentionDims& dims) {
   check_dims(dims);
   const Geometry g = geometry(dims);
-  return (g.o_floats + 2 * g.ml_floats) * sizeof(float);
+  return (g.o_floats + 2 * g.ml_floats) * sizeof(float) + g.counters * sizeof(unsigned);
 }
 
 void attention(const float* q, const float* k_cache, const float* v_cache,
@@ -338,14 +408,24 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
               step != nullptr && workspace != nullptr,
           "attention: null pointer");
   require(detail::is_aligned(workspace, sizeof(float)), "attention: misaligned workspace");
+  require(tree_mask == nullptr || dims.n_tokens <= kMaxTreeTokens,
+          "attention: a tree mask over " + str(dims.n_tokens) + " tokens (at most " +
+              str(kMaxTreeTokens) + ")");
+  if (contiguous_head_dim(dims.head_dim)) {
+    require(detail::is_aligned(q, 16) && detail::is_aligned(k_cache, 16) &&
+                detail::is_aligned(v_cache, 16) && detail::is_aligned(out, 16),
+            "attention: q, the cache and out must be 16-byte aligned for head_dim " +
+                str(dims.head_dim));
+  }
   const Geometry g = geometry(dims);
-  require(g.tokens_per_pass * dims.n_q_heads * g.max_chunks <= 0x7fffffff,
-          "attention: too many (token, head, chunk) blocks for one launch");
+  require(g.tokens_per_pass * dims.n_q_heads * g.grid_splits <= 0x7fffffff,
+          "attention: too many (token, head, split) blocks for one launch");
 
-  Partials partials;
-  partials.o = static_cast<float*>(workspace);
-  partials.m = partials.o + g.o_floats;
-  partials.l = partials.m + g.ml_floats;
+  Workspace ws;
+  ws.o = static_cast<float*>(workspace);
+  ws.m = ws.o + g.o_floats;
+  ws.l = ws.m + g.ml_floats;
+  ws.counters = reinterpret_cast<unsigned*>(ws.l + g.ml_floats);
 
   Params p;
   p.q = q;
@@ -359,26 +439,14 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
   p.group = dims.n_q_heads / dims.n_kv_heads;
   p.head_dim = dims.head_dim;
   p.capacity = dims.capacity;
-  p.max_chunks = g.max_chunks;
+  p.grid_splits = g.grid_splits;
   p.scale = scale;
 
-  const std::int64_t per_lane = (dims.head_dim + kWarpSize - 1) / kWarpSize;
   for (std::int64_t begin = 0; begin < dims.n_tokens; begin += g.tokens_per_pass) {
     const std::int64_t pass_tokens =
         dims.n_tokens - begin < g.tokens_per_pass ? dims.n_tokens - begin : g.tokens_per_pass;
     p.token_begin = begin;
-    if (per_lane <= 1) {
-      launch_chunks<1>(p, partials, pass_tokens, stream);
-    } else if (per_lane <= 2) {
-      launch_chunks<2>(p, partials, pass_tokens, stream);
-    } else if (per_lane <= 4) {
-      launch_chunks<4>(p, partials, pass_tokens, stream);
-    } else {
-      launch_chunks<kMaxDimPerLane>(p, partials, pass_tokens, stream);
-    }
-    attention_merge_kernel<<<static_cast<unsigned>(pass_tokens * dims.n_q_heads), kThreads, 0,
-                             stream>>>(p, partials);
-    SELFSPEC_CUDA_CHECK_LAUNCH();
+    launch_pass(p, ws, pass_tokens, stream);
   }
 }
 

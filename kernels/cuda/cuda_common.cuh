@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace selfspec::kernels::cuda::detail {
 
@@ -80,6 +81,53 @@ __device__ __forceinline__ double block_sum(double value, double* scratch) {
   for (int w = 0; w < n_warps; ++w) total += scratch[w];
   __syncthreads();
   return total;
+}
+
+// --- programmatic dependent launch (PDL, sm_90+) -----------------------------------------------
+// A kernel launched by launch_dependent() may start while the kernel before it on the stream is
+// still running. It must call wait_for_prerequisites() before it reads anything an earlier kernel
+// wrote and before its first global store (so it can neither read stale data nor overwrite data
+// still being read); before that it may only read memory no kernel writes (weights). Every kernel
+// of the forward pass calls allow_dependents() early, which lets the next kernel be scheduled onto
+// free SMs and run its prologue (launch latency, first weight loads) under this one's tail. Both
+// compile to nothing below sm_90, and launch_dependent() adds the launch attribute only where the
+// device supports it and SELFSPEC_CUDA_PDL is not 0 (pdl_enabled(), device.cu).
+__device__ __forceinline__ void wait_for_prerequisites() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launches on the current device get the programmatic-serialization attribute: compute
+// capability 9.0 or above, and SELFSPEC_CUDA_PDL unset or not "0" (read once per process).
+bool pdl_enabled();
+
+// Launches `kernel` on `stream` as a programmatic dependent of the previous kernel on the stream
+// (when pdl_enabled() and the stream is one the program created: the legacy and per-thread
+// default streams get plain launches), else as a plain launch; checks the launch. The kernel must
+// follow the contract above.
+template <class... KernelArgs, class... Args>
+void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1]{};
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  const bool created_stream =
+      stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread;
+  config.numAttrs = created_stream && pdl_enabled() ? 1 : 0;
+  SELFSPEC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 }  // namespace selfspec::kernels::cuda::detail

@@ -3,11 +3,12 @@
 // f32. Every function enqueues work on `stream` and checks the launch (SELFSPEC_CUDA_CHECK_LAUNCH).
 //
 // Token-count invariance on the GPU (what makes greedy self-speculative decoding bit-identical
-// to plain decoding): decode (T = 1) and verification (T = K + 1 <= kSmallBatch) use
-// matmul_small_batch, whose per-output reduction order does not depend on T, and attention, whose
-// per-query computation depends only on that query's visible slots (fixed split size). Prefill
-// chunks with T > kSmallBatch go through cuBLASLt (cublaslt_gemm.hpp); they are shared by the
-// autoregressive and the speculative run, so they cannot make the two differ.
+// to plain decoding): decode (T = 1) and verification (T = K + 1 <= kSmallBatch = 64: chains,
+// trees, SWIFT's widths) use matmul_small_batch, whose per-output reduction order does not depend
+// on T, and attention, whose per-query computation depends only on the keys and values it may
+// see, in order (the same for a tree node as for that token decoded alone after its path was
+// kept). Prefill chunks with T > kSmallBatch go through cuBLASLt (cublaslt_gemm.hpp); they are
+// shared by the autoregressive and the speculative run, so they cannot make the two differ.
 //
 // CUDA graphs: values that change from step to step but not the launch shape (the KV length
 // n_past) are read from device memory (StepParams), so a captured graph replays with new values
@@ -38,8 +39,9 @@ struct StepParams {
   std::int32_t padding = 0;
 };
 
-// The largest token count of matmul_small_batch (decode and verification forwards).
-inline constexpr std::int64_t kSmallBatch = 16;
+// The largest token count of matmul_small_batch (decode and verification forwards: a draft of at
+// most 63 tokens plus the target's own, decode/control_message.hpp's kMaxTokens).
+inline constexpr std::int64_t kSmallBatch = 64;
 
 // --- elementwise and row-wise ------------------------------------------------------------------
 // out[t] = row tokens[t] of the table when vocab_begin <= tokens[t] < vocab_begin + table.rows,
@@ -63,10 +65,29 @@ void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t
           std::int64_t head_dim, const std::int32_t* positions, const float* inv_freq,
           cudaStream_t stream);
 // Writes k, v ([T][kv_heads*head_dim]) into the cache ([kv_heads][capacity][head_dim]) at slots
-// step->n_past + t.
+// step->n_past + t (slots outside the cache are not written: callers check n_past + T <=
+// capacity on the host, as the CUDA backend does for every forward).
 void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_t kv_heads,
               std::int64_t head_dim, std::int64_t capacity, const StepParams* step, float* k_cache,
               float* v_cache, cudaStream_t stream);
+// rope(q) (when q is not null), rope(k), then write_kv(k, v) in one launch, with the same bits as
+// those three calls: RoPE on n_q_heads heads per row of q (row stride q_stride) and kv_heads heads
+// per row of k (row stride k_stride, rotated in place too), the rotated K rows and the V rows (v:
+// [T][kv_heads*head_dim]) into the cache at slots step->n_past + t.
+struct RopeKvArgs {
+  float* q = nullptr;
+  std::int64_t q_stride = 0;
+  std::int64_t n_q_heads = 0;
+  float* k = nullptr;
+  std::int64_t k_stride = 0;
+  const float* v = nullptr;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t capacity = 0;
+};
+void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int32_t* positions,
+                   const float* inv_freq, const StepParams* step, float* k_cache, float* v_cache,
+                   cudaStream_t stream);
 // dst[i] = src[rows[i]] for rows of `dim` floats (the logit rows before the LM head).
 void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
                  float* dst, cudaStream_t stream);
@@ -92,10 +113,12 @@ void convert_activations(const float* in, DType out_dtype, void* out, std::int64
 // --- attention ---------------------------------------------------------------------------------
 // Same semantics as kernels/cpu/attention.hpp with n_past = step->n_past: query t (slot
 // n_past + t) sees slots [0, n_past) and new slots by the causal or tree mask (tree_mask: device
-// T × T of 0/1, nullptr = causal). Flash-decoding style: each query's visible slots are split into
-// fixed chunks of kAttentionChunk slots processed in parallel and merged in chunk order, so the
-// result depends only on the query's visible slots. The grid is sized by `capacity`.
-inline constexpr std::int64_t kAttentionChunk = 256;
+// T × T of 0/1, nullptr = causal; tree masks take at most kSmallBatch tokens). Split-KV
+// (flash-decoding style) over the query's visible slots in ascending order: they are cut into
+// splits of attention_split_slots(n_visible) slots, processed in parallel and merged in split
+// order, so the result depends only on the keys and values the query sees and their order — not
+// on T, the cache capacity, or where a tree put the query's ancestors. The grid is sized by
+// `capacity`.
 struct AttentionDims {
   std::int64_t n_tokens = 0;
   std::int64_t n_q_heads = 0;
@@ -103,20 +126,32 @@ struct AttentionDims {
   std::int64_t head_dim = 0;
   std::int64_t capacity = 0;
 };
-// The partials workspace of attention() for these dims. Inputs with more tokens than fit a 64 MiB
-// budget (long prefill chunks) are processed in several passes over that workspace; at least
-// kSmallBatch tokens always fit in one pass. The result does not depend on the passes.
+// The workspace of attention() for these dims (split partials and merge counters). Inputs with
+// more tokens than fit a 64 MiB budget (long prefill chunks) are processed in several passes over
+// that workspace; at least kSmallBatch tokens always fit in one pass. The result does not depend
+// on the passes. The workspace must be zero-filled before its first use; attention() leaves it
+// ready for the next call (its counters back at zero).
 std::size_t attention_workspace_bytes(const AttentionDims& dims);
 void attention(const float* q, const float* k_cache, const float* v_cache,
                const AttentionDims& dims, const StepParams* step, const std::uint8_t* tree_mask,
                float scale, float* out, void* workspace, cudaStream_t stream);
 
 // --- matmul ------------------------------------------------------------------------------------
-// y[t][n] = Σ_k x[t][k] · w[n][k] for T = n_tokens <= kSmallBatch: one warp per output row,
-// lane-strided 16-byte weight loads, f32 FMA per lane in ascending k, a fixed butterfly
-// reduction: the order per output does not depend on T (token-count invariance).
+// y[t][n] = Σ_k x[t][k] · w[n][k] for T = n_tokens <= kSmallBatch: a warp per pair (T <= 2) or
+// quad of output rows, lane-strided 16-byte weight loads, f32 FMA per lane in ascending k, a fixed
+// butterfly reduction: the order per output does not depend on T (token-count invariance).
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
                         cudaStream_t stream);
+// The same product of one x with up to kMaxMatmulOutputs matrices of one dtype and one column
+// count (fused Wq|Wk|Wv or gate|up), in one launch: each y equals matmul_small_batch(x, T, w, y)
+// bit for bit.
+inline constexpr int kMaxMatmulOutputs = 4;
+struct MatmulOutput {
+  DeviceWeight w;
+  float* y = nullptr;
+};
+void matmul_small_batch(const float* x, std::int64_t n_tokens,
+                        std::span<const MatmulOutput> outputs, cudaStream_t stream);
 
 // --- logits (vocab-shard rows) -----------------------------------------------------------------
 // Per row of a vocab shard: the max of l/T, the first argmax (global id = vocab_begin + index) and

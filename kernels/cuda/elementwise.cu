@@ -5,13 +5,22 @@
 // Design: purely elementwise work runs as grid-stride loops (256 threads per block, at most 2^16
 // blocks) over 64-bit indices, so any size is covered and every launch shape is legal. Row-wise
 // work uses one block per row:
-//  - RMSNorm: each thread sums the squares of its strided elements in double, the block sums the
-//    per-thread values in a fixed order (warp butterfly, then warps in ascending order), and
-//    r = f32(1 / sqrt(mean + eps)) is computed in double as on the CPU; y = weight * (x * r) in
-//    f32, the CPU's expression. Results match the CPU up to the rounding of the double sum.
-//  - RoPE: one block per token; thread i computes cos/sin of angle = double(pos) * inv_freq[i] in
-//    double, rounds them to f32 and rotates pair i of every head with rope_rotate
-//    (kernels/shared_math.hpp, no FMA contraction) — the CPU's arithmetic.
+//  - RMSNorm: thread i owns the elements i, i + 256, ... of the row; it loads them all into
+//    registers first (dims up to 8192; the loads are independent, so they are in flight together,
+//    and stores to x or y come after every load, so y may alias x), sums their squares in double
+//    in ascending order, the block sums the per-thread values in a fixed order (warp butterfly,
+//    then warps in ascending order), and r = f32(1 / sqrt(mean + eps)) is computed in double as
+//    on the CPU; y = weight * (x * r) in f32, the CPU's expression. Results match the CPU up to
+//    the rounding of the double sum. (The first GPU run measured 15 us per row for the previous
+//    loop, whose loads each waited on the store before it.) Wider rows loop the same way.
+//  - RoPE: thread i computes cos/sin of angle = double(pos) * inv_freq[i] in double, rounds them
+//    to f32 and rotates pair i with rope_rotate (kernels/shared_math.hpp, no FMA contraction) —
+//    the CPU's arithmetic. rope_write_kv runs one block per (token, head) of q and k: the pairs of
+//    a head in parallel, the rotated K and the V rows of a KV head stored into the cache at once.
+// Programmatic dependent launch (cuda_common.cuh): the kernels of the layer loop (RMSNorm, RoPE
+// and the KV write, SwiGLU, bias and residual adds, the row gather) wait for the previous kernel
+// before their first access and let the next one launch early; the embedding, a forward's first
+// kernel after the copies of its inputs, is a plain launch that lets the next one launch early.
 // Values that change per step without changing the launch (n_past) are read from StepParams in
 // device memory, so these launches can be captured in a CUDA graph.
 #include "kernels/cuda/cuda_common.cuh"
@@ -61,10 +70,17 @@ struct F16Element {
   }
 };
 
+// The start of every kernel launched with launch_dependent (cuda_common.cuh).
+__device__ __forceinline__ void enter_dependent() {
+  detail::allow_dependents();
+  detail::wait_for_prerequisites();
+}
+
 template <class Element>
 __global__ void embedding_kernel(const typename Element::Storage* table, std::int64_t table_rows,
                                  std::int64_t dim, std::int64_t vocab_begin,
                                  const std::int32_t* tokens, std::int64_t n_tokens, float* out) {
+  enter_dependent();
   const std::int64_t n = n_tokens * dim;
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
     const std::int64_t t = i / dim;
@@ -74,42 +90,77 @@ __global__ void embedding_kernel(const typename Element::Storage* table, std::in
   }
 }
 
-// kAdd: x_mut[i] = x[i] + delta[i] is stored first (x_mut == x), then normalised.
-template <bool kAdd>
+// kAdd: x_mut[i] = x[i] + delta[i] is stored (x_mut == x), then normalised. kPerThread > 0: the
+// row's elements live in registers (dim <= kPerThread * kRowThreads); 0: any dim, in a loop.
+template <bool kAdd, int kPerThread>
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const float* x, float* x_mut, const float* delta, const float* weight, float eps,
                    std::int64_t dim, float* y) {
   __shared__ double scratch[kRowThreads / detail::kWarpSize];
+  enter_dependent();
   const std::int64_t row_offset = static_cast<std::int64_t>(blockIdx.x) * dim;
   double sum_squares = 0.0;
-  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    float v = x[row_offset + i];
-    if constexpr (kAdd) {
-      v = v + delta[row_offset + i];
-      x_mut[row_offset + i] = v;
+  if constexpr (kPerThread > 0) {
+    float v[kPerThread];
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(k) * kRowThreads;
+      v[k] = 0.0f;
+      if (i < dim) {
+        v[k] = x[row_offset + i];
+        if constexpr (kAdd) v[k] = v[k] + delta[row_offset + i];
+      }
     }
-    const double d = v;
-    sum_squares += d * d;
-  }
-  const double total = detail::block_sum(sum_squares, scratch);
-  const double mean = total / static_cast<double>(dim);
-  const float r = static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
-  // Each thread re-reads only the elements it wrote (kAdd) or read itself, so y may alias x.
-  for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = x[row_offset + i];
-    y[row_offset + i] = weight[i] * (v * r);
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(k) * kRowThreads;
+      if (i < dim) {
+        if constexpr (kAdd) x_mut[row_offset + i] = v[k];
+        const double d = v[k];
+        sum_squares += d * d;
+      }
+    }
+    const double total = detail::block_sum(sum_squares, scratch);
+    const double mean = total / static_cast<double>(dim);
+    const float r = static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(k) * kRowThreads;
+      if (i < dim) y[row_offset + i] = weight[i] * (v[k] * r);
+    }
+  } else {
+    for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      float v = x[row_offset + i];
+      if constexpr (kAdd) {
+        v = v + delta[row_offset + i];
+        x_mut[row_offset + i] = v;
+      }
+      const double d = v;
+      sum_squares += d * d;
+    }
+    const double total = detail::block_sum(sum_squares, scratch);
+    const double mean = total / static_cast<double>(dim);
+    const float r = static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+    // Each thread re-reads only the elements it wrote (kAdd) or read itself, so y may alias x.
+    for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float v = x[row_offset + i];
+      y[row_offset + i] = weight[i] * (v * r);
+    }
   }
 }
 
 __global__ void add_inplace_kernel(float* x, const float* y, std::int64_t n) {
+  enter_dependent();
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) x[i] += y[i];
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, std::int64_t n, std::int64_t dim) {
+  enter_dependent();
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) x[i] += bias[i % dim];
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, std::int64_t n) {
+  enter_dependent();
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
     out[i] = swiglu_value(gate[i], up[i]);
   }
@@ -156,8 +207,45 @@ __global__ void write_kv_kernel(const float* k, const float* v, std::int64_t n_t
   }
 }
 
+// One block per (token, head) of q (heads [0, n_q_heads)) and k (the next kv_heads): thread i
+// rotates pair i of the head, as rope_kernel; a KV head's block also stores its rotated K pair and
+// V pair into the cache at slot n_past + t, as write_kv_kernel.
+__global__ void rope_write_kv_kernel(const RopeKvArgs a, const std::int32_t* positions,
+                                     const float* inv_freq, const StepParams* step, float* k_cache,
+                                     float* v_cache) {
+  enter_dependent();
+  const std::int64_t heads = a.n_q_heads + a.kv_heads;
+  const std::int64_t t = blockIdx.x / heads;
+  const std::int64_t head = blockIdx.x - t * heads;
+  const bool is_q = head < a.n_q_heads;
+  const std::int64_t kv_head = head - a.n_q_heads;
+  const std::int64_t half = a.head_dim / 2;
+  float* row =
+      is_q ? a.q + t * a.q_stride + head * a.head_dim : a.k + t * a.k_stride + kv_head * a.head_dim;
+  const std::int64_t slot = static_cast<std::int64_t>(step->n_past) + t;
+  const bool store = !is_q && slot >= 0 && slot < a.capacity;
+  const std::int64_t dst = (kv_head * a.capacity + slot) * a.head_dim;
+  const float* v_row = a.v + t * a.kv_heads * a.head_dim + kv_head * a.head_dim;
+  const double pos = static_cast<double>(positions[t]);
+  for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const double angle = pos * static_cast<double>(inv_freq[i]);
+    const float c = static_cast<float>(::cos(angle));
+    const float s = static_cast<float>(::sin(angle));
+    const RopePair rotated = rope_rotate(row[i], row[i + half], c, s);
+    row[i] = rotated.first;
+    row[i + half] = rotated.second;
+    if (store) {
+      k_cache[dst + i] = rotated.first;
+      k_cache[dst + i + half] = rotated.second;
+      v_cache[dst + i] = v_row[i];
+      v_cache[dst + i + half] = v_row[i + half];
+    }
+  }
+}
+
 __global__ void gather_rows_kernel(const float* src, const std::int32_t* rows, std::int64_t n_rows,
                                    std::int64_t dim, float* dst) {
+  enter_dependent();
   const std::int64_t n = n_rows * dim;
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
     const std::int64_t r = i / dim;
@@ -182,6 +270,7 @@ void launch_embedding(const DeviceWeight& table, std::int64_t vocab_begin,
                       const std::int32_t* tokens, std::int64_t n_tokens, float* out,
                       cudaStream_t stream) {
   const std::int64_t n = n_tokens * table.cols;
+  // A plain launch: the forward's first kernel follows the copies of its inputs, not a kernel.
   embedding_kernel<Element><<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
       static_cast<const typename Element::Storage*>(table.data), table.rows, table.cols,
       vocab_begin, tokens, n_tokens, out);
@@ -218,29 +307,56 @@ void embedding(const DeviceWeight& table, std::int64_t vocab_begin, const std::i
   require(false, "embedding: unsupported table dtype " + str(static_cast<int>(table.dtype)));
 }
 
+namespace {
+
+template <bool kAdd, int kPerThread>
+void launch_rmsnorm(const float* x, float* x_mut, const float* delta, const float* weight,
+                    float eps, std::int64_t n_tokens, std::int64_t dim, float* y,
+                    cudaStream_t stream) {
+  detail::launch_dependent(rmsnorm_kernel<kAdd, kPerThread>, dim3(static_cast<unsigned>(n_tokens)),
+                           dim3(kRowThreads), stream, x, x_mut, delta, weight, eps, dim, y);
+}
+
+// The register-resident kernel for rows of up to 32 * 256 elements, the loop beyond.
+template <bool kAdd>
+void dispatch_rmsnorm(const float* x, float* x_mut, const float* delta, const float* weight,
+                      float eps, std::int64_t n_tokens, std::int64_t dim, float* y,
+                      cudaStream_t stream) {
+  const std::int64_t per_thread = (dim + kRowThreads - 1) / kRowThreads;
+  if (per_thread <= 2) {
+    launch_rmsnorm<kAdd, 2>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+  } else if (per_thread <= 8) {
+    launch_rmsnorm<kAdd, 8>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+  } else if (per_thread <= 16) {
+    launch_rmsnorm<kAdd, 16>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+  } else if (per_thread <= 32) {
+    launch_rmsnorm<kAdd, 32>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+  } else {
+    launch_rmsnorm<kAdd, 0>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+  }
+}
+
+}  // namespace
+
 void rmsnorm(const float* x, const float* weight, float eps, std::int64_t n_tokens,
              std::int64_t dim, float* y, cudaStream_t stream) {
   check_rows(n_tokens, dim, "rmsnorm");
   if (n_tokens == 0) return;
-  rmsnorm_kernel<false><<<static_cast<unsigned>(n_tokens), kRowThreads, 0, stream>>>(
-      x, nullptr, nullptr, weight, eps, dim, y);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  dispatch_rmsnorm<false>(x, nullptr, nullptr, weight, eps, n_tokens, dim, y, stream);
 }
 
 void add_rmsnorm(float* x, const float* delta, const float* weight, float eps,
                  std::int64_t n_tokens, std::int64_t dim, float* y, cudaStream_t stream) {
   check_rows(n_tokens, dim, "add_rmsnorm");
   if (n_tokens == 0) return;
-  rmsnorm_kernel<true><<<static_cast<unsigned>(n_tokens), kRowThreads, 0, stream>>>(
-      x, x, delta, weight, eps, dim, y);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  dispatch_rmsnorm<true>(x, x, delta, weight, eps, n_tokens, dim, y, stream);
 }
 
 void add_inplace(float* x, const float* y, std::int64_t n, cudaStream_t stream) {
   require(n >= 0, "add_inplace: negative length " + str(n));
   if (n == 0) return;
-  add_inplace_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, y, n);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  detail::launch_dependent(add_inplace_kernel, dim3(grid_stride_blocks(n, kThreads)),
+                           dim3(kThreads), stream, x, y, n);
 }
 
 void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t dim,
@@ -249,15 +365,15 @@ void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t d
           "add_bias: bad shape (tokens " + str(n_tokens) + ", dim " + str(dim) + ")");
   const std::int64_t n = n_tokens * dim;
   if (n == 0) return;
-  add_bias_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, bias, n, dim);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  detail::launch_dependent(add_bias_kernel, dim3(grid_stride_blocks(n, kThreads)), dim3(kThreads),
+                           stream, x, bias, n, dim);
 }
 
 void swiglu(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream) {
   require(n >= 0, "swiglu: negative length " + str(n));
   if (n == 0) return;
-  swiglu_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  detail::launch_dependent(swiglu_kernel, dim3(grid_stride_blocks(n, kThreads)), dim3(kThreads),
+                           stream, gate, up, out, n);
 }
 
 void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t n_heads,
@@ -292,15 +408,42 @@ void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_
   SELFSPEC_CUDA_CHECK_LAUNCH();
 }
 
+void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int32_t* positions,
+                   const float* inv_freq, const StepParams* step, float* k_cache, float* v_cache,
+                   cudaStream_t stream) {
+  const std::int64_t n_q = args.q != nullptr ? args.n_q_heads : 0;
+  const std::int64_t head_dim = args.head_dim;
+  require(head_dim > 0 && head_dim % 2 == 0,
+          "rope_write_kv: head_dim " + str(head_dim) + " must be even");
+  require(n_tokens >= 0 && n_q >= 0 && args.kv_heads > 0 && args.capacity >= n_tokens &&
+              args.k_stride >= args.kv_heads * head_dim &&
+              (n_q == 0 || args.q_stride >= n_q * head_dim),
+          "rope_write_kv: bad shape (tokens " + str(n_tokens) + ", q heads " + str(n_q) +
+              ", kv heads " + str(args.kv_heads) + ", head_dim " + str(head_dim) + ", capacity " +
+              str(args.capacity) + ")");
+  require(args.k != nullptr && args.v != nullptr && positions != nullptr && inv_freq != nullptr &&
+              step != nullptr && k_cache != nullptr && v_cache != nullptr,
+          "rope_write_kv: null pointer");
+  const std::int64_t blocks = n_tokens * (n_q + args.kv_heads);
+  require(blocks <= 0x7fffffff, "rope_write_kv: too many (token, head) blocks");
+  if (blocks == 0) return;
+  RopeKvArgs a = args;
+  a.n_q_heads = n_q;
+  // One thread per pair, rounded up to whole warps, at most 256.
+  const std::int64_t warps = (head_dim / 2 + detail::kWarpSize - 1) / detail::kWarpSize;
+  const int threads = static_cast<int>(warps > 8 ? 256 : warps * detail::kWarpSize);
+  detail::launch_dependent(rope_write_kv_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads),
+                           stream, a, positions, inv_freq, step, k_cache, v_cache);
+}
+
 void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
                  float* dst, cudaStream_t stream) {
   require(n_rows >= 0 && dim > 0,
           "gather_rows: bad shape (rows " + str(n_rows) + ", dim " + str(dim) + ")");
   if (n_rows == 0) return;
   const std::int64_t n = n_rows * dim;
-  gather_rows_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(src, rows, n_rows,
-                                                                               dim, dst);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+  detail::launch_dependent(gather_rows_kernel, dim3(grid_stride_blocks(n, kThreads)),
+                           dim3(kThreads), stream, src, rows, n_rows, dim, dst);
 }
 
 void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,

@@ -1,6 +1,6 @@
 // Small-batch matrix product y[t][n] = Σ_k x[t][k] · w[n][k] for T <= kSmallBatch tokens: the
-// decode (T = 1) and verification (T = K + 1) GEMVs. Memory bound: the weights are streamed once
-// per call for all T tokens.
+// decode (T = 1) and verification (T = K + 1, trees of up to 64 nodes) GEMVs. Memory bound: the
+// weights are streamed once per tile of up to kTileTokens tokens.
 //
 // Design: each warp owns kRows consecutive output rows (2 for T <= 2, else 4; the warp re-uses
 // every x value it loads for all of them) and keeps kRows × T f32 accumulators in registers. A
@@ -11,12 +11,22 @@
 // to and is walked element by element in the same order. Finally every accumulator is reduced
 // over the warp by an xor butterfly (offsets 16, 8, 4, 2, 1).
 // Token-count invariance: the sequence of operations producing y[t][n] depends only on the
-// dtype, cols and the lane schedule — not on T, on kRows, or on whether the 16-byte vector loads
-// (taken when w, x and cols are 16-byte aligned) or the scalar fallback loads were used. So a
-// token's output is bit-identical whether it is computed alone or among T tokens.
-// Launch: 128 threads (4 warps) per block, ceil(rows / (4 · kRows)) blocks; warps past the last
-// row exit at once (no barriers in this kernel); rows past the end inside a warp's group are
-// computed on a clamped valid row and not stored, so every lane stays in the shuffles.
+// dtype, cols and the lane schedule — not on T, on kRows, on the token tile, on which other
+// matrices share the launch, or on whether the 16-byte vector loads (taken when w, x and cols
+// are 16-byte aligned) or the scalar fallback loads were used. So a token's output is
+// bit-identical whether it is computed alone or among up to 64 tokens.
+// Several matrices, one launch: matmul_small_batch(x, T, outputs) multiplies the same x by up to
+// kMaxMatmulOutputs matrices of equal dtype and cols (Wq|Wk|Wv, gate|up) in one grid: the warps
+// are numbered over the matrices in turn, so no warp straddles two, and each output is exactly
+// what a launch of its matrix alone would give.
+// Tokens: T > kTileTokens runs as launches over tiles of kTileTokens tokens (x and y offset per
+// tile), each the same per-token arithmetic.
+// Programmatic dependent launch (cuda_common.cuh): a warp loads its first kPrefetch chunks of
+// weights (which no kernel writes) before it waits for the kernel before it, so the first
+// memory round trip overlaps that kernel's tail; x is read and y written only after the wait.
+// Launch: 128 threads (4 warps) per block, ceil(warps / 4) blocks; warps past the last row exit at
+// once (no barriers in this kernel); rows past the end inside a warp's group are computed on a
+// clamped valid row and not stored, so every lane stays in the shuffles.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/shared_math.hpp"
@@ -25,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 namespace selfspec::kernels::cuda {
 namespace {
@@ -36,22 +47,28 @@ using detail::str;
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+constexpr int kTileTokens = 16;  // the largest T of one launch (templates T = 1 .. 16)
+static_assert(kSmallBatch % kTileTokens == 0, "tiles cover kSmallBatch");
 
 template <int kTokens>
 constexpr int rows_per_warp() {
   return kTokens <= 2 ? 2 : 4;
 }
+// Chunks per row a lane loads before waiting for the previous kernel (PDL prologue).
+template <int kTokens>
+constexpr int prefetch_chunks() {
+  return kTokens <= 2 ? 2 : 1;
+}
 
-// Weight decoding per dtype: kVec elements per 16-byte chunk.
+// Weight decoding per dtype: kVec elements per 16-byte chunk, from the raw 16 bytes.
 struct F32Weights {
   using Storage = float;
   static constexpr int kVec = 4;
-  static __device__ __forceinline__ void load_vec(const float* p, float (&out)[kVec]) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-    out[0] = v.x;
-    out[1] = v.y;
-    out[2] = v.z;
-    out[3] = v.w;
+  static __device__ __forceinline__ void decode(const uint4 v, float (&out)[kVec]) {
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
   }
   static __device__ __forceinline__ float load(const float* p) { return __ldg(p); }
 };
@@ -59,8 +76,7 @@ struct F32Weights {
 struct BF16Weights {
   using Storage = std::uint16_t;
   static constexpr int kVec = 8;
-  static __device__ __forceinline__ void load_vec(const std::uint16_t* p, float (&out)[kVec]) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  static __device__ __forceinline__ void decode(const uint4 v, float (&out)[kVec]) {
     const unsigned words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // little endian: element 2i in the low half
@@ -76,8 +92,7 @@ struct BF16Weights {
 struct F16Weights {
   using Storage = std::uint16_t;
   static constexpr int kVec = 8;
-  static __device__ __forceinline__ void load_vec(const std::uint16_t* p, float (&out)[kVec]) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  static __device__ __forceinline__ void decode(const uint4 v, float (&out)[kVec]) {
     const unsigned words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -89,6 +104,11 @@ struct F16Weights {
     return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(p))));
   }
 };
+
+template <class Weights>
+__device__ __forceinline__ uint4 load_raw(const typename Weights::Storage* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
 
 // x[e] for the kVec elements of a chunk starting at p (16-byte aligned when kVectorLoads).
 template <int kVec, bool kVectorLoads>
@@ -112,56 +132,96 @@ template <class Weights, bool kVectorLoads>
 __device__ __forceinline__ void load_w(const typename Weights::Storage* p,
                                        float (&out)[Weights::kVec]) {
   if constexpr (kVectorLoads) {
-    Weights::load_vec(p, out);
+    Weights::decode(load_raw<Weights>(p), out);
   } else {
 #pragma unroll
     for (int i = 0; i < Weights::kVec; ++i) out[i] = Weights::load(p + i);
   }
 }
 
-// The full chunks of a lane, ascending, with vector or scalar loads (same arithmetic).
+// One chunk (elements k0 .. k0 + kVec) of every row into every accumulator, ascending k.
+template <int kVec, int kTokens, int kRows, bool kVectorLoads>
+__device__ __forceinline__ void accumulate_chunk(const float* __restrict__ x, std::int64_t cols,
+                                                 std::int64_t k0, const float (&w)[kRows][kVec],
+                                                 float (&acc)[kRows][kTokens]) {
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    float xv[kVec];
+    load_x<kVec, kVectorLoads>(x + t * cols + k0, xv);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[r][t] = fmaf(xv[e], w[r][e], acc[r][t]);
+    }
+  }
+}
+
+// The full chunks c = first, first + 32, ... < n_full of a lane, ascending, with vector or scalar
+// loads (same arithmetic).
 template <class Weights, int kTokens, int kRows, bool kVectorLoads>
 __device__ __forceinline__ void accumulate_full_chunks(
     const float* __restrict__ x, const typename Weights::Storage* (&w_rows)[kRows],
-    std::int64_t cols, std::int64_t n_full, int lane, float (&acc)[kRows][kTokens]) {
+    std::int64_t cols, std::int64_t first, std::int64_t n_full, float (&acc)[kRows][kTokens]) {
   constexpr int kVec = Weights::kVec;
   // Unrolling lets the loads of later chunks issue before this chunk's FMAs (more bytes in
   // flight); it does not reorder the FMAs into any accumulator. T <= 2 unrolls 8 (was 4): on an
   // H200, 11008 x 4096 bf16 at T 1 went from 30.2 to 25.3 us (0.62 -> 0.74 of peak bandwidth).
   constexpr int kUnroll = kTokens <= 2 ? 8 : (kTokens <= 8 ? 2 : 1);
 #pragma unroll(kUnroll)
-  for (std::int64_t c = lane; c < n_full; c += kWarpSize) {
+  for (std::int64_t c = first; c < n_full; c += kWarpSize) {
     const std::int64_t k0 = c * kVec;
     float w[kRows][kVec];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) load_w<Weights, kVectorLoads>(w_rows[r] + k0, w[r]);
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      float xv[kVec];
-      load_x<kVec, kVectorLoads>(x + t * cols + k0, xv);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[r][t] = fmaf(xv[e], w[r][e], acc[r][t]);
-      }
-    }
+    accumulate_chunk<kVec, kTokens, kRows, kVectorLoads>(x, cols, k0, w, acc);
   }
 }
 
+// The launch's matrices: warps [first_warp, next first_warp) belong to matrix i.
+struct Segment {
+  const void* w = nullptr;
+  std::int64_t rows = 0;
+  float* y = nullptr;
+  std::int64_t first_warp = 0;
+};
+struct Segments {
+  Segment s[kMaxMatmulOutputs];
+  int count = 0;
+  std::int64_t total_warps = 0;
+};
+
 template <class Weights, int kTokens>
 __global__ void __launch_bounds__(kThreads)
-    matmul_small_batch_kernel(const float* __restrict__ x,
-                              const typename Weights::Storage* __restrict__ w, std::int64_t rows,
-                              std::int64_t cols, bool vector_loads, float* __restrict__ y) {
+    matmul_small_batch_kernel(const float* __restrict__ x, const Segments segments,
+                              std::int64_t cols, bool vector_loads) {
   constexpr int kRows = rows_per_warp<kTokens>();
   constexpr int kVec = Weights::kVec;
+  constexpr int kPrefetch = prefetch_chunks<kTokens>();
+  using Storage = typename Weights::Storage;
+  detail::allow_dependents();
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const std::int64_t warp =
       static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  const std::int64_t row0 = warp * kRows;
-  if (row0 >= rows) return;  // warp-uniform; no block-level barrier follows
+  if (warp >= segments.total_warps) return;  // warp-uniform; no block-level barrier follows
 
-  const typename Weights::Storage* w_rows[kRows];
+  // This warp's matrix (selected without dynamic indexing of the parameter array).
+  const void* w_base = segments.s[0].w;
+  std::int64_t rows = segments.s[0].rows;
+  float* y = segments.s[0].y;
+  std::int64_t first_warp = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxMatmulOutputs; ++i) {
+    if (i < segments.count && warp >= segments.s[i].first_warp) {
+      w_base = segments.s[i].w;
+      rows = segments.s[i].rows;
+      y = segments.s[i].y;
+      first_warp = segments.s[i].first_warp;
+    }
+  }
+  const std::int64_t row0 = (warp - first_warp) * kRows;
+  const Storage* w = static_cast<const Storage*>(w_base);
+
+  const Storage* w_rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const std::int64_t row = row0 + r < rows ? row0 + r : rows - 1;  // clamped, never stored
@@ -176,9 +236,32 @@ __global__ void __launch_bounds__(kThreads)
 
   const std::int64_t n_full = cols / kVec;
   if (vector_loads) {
-    accumulate_full_chunks<Weights, kTokens, kRows, true>(x, w_rows, cols, n_full, lane, acc);
+    // Prologue: the lane's first kPrefetch chunks of weights, loaded before the wait.
+    uint4 raw[kPrefetch][kRows];
+#pragma unroll
+    for (int p = 0; p < kPrefetch; ++p) {
+      const std::int64_t c = lane + p * kWarpSize;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        raw[p][r] = c < n_full ? load_raw<Weights>(w_rows[r] + c * kVec) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    detail::wait_for_prerequisites();
+#pragma unroll
+    for (int p = 0; p < kPrefetch; ++p) {
+      const std::int64_t c = lane + p * kWarpSize;
+      if (c < n_full) {
+        float wv[kRows][kVec];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) Weights::decode(raw[p][r], wv[r]);
+        accumulate_chunk<kVec, kTokens, kRows, true>(x, cols, c * kVec, wv, acc);
+      }
+    }
+    accumulate_full_chunks<Weights, kTokens, kRows, true>(
+        x, w_rows, cols, lane + std::int64_t{kPrefetch} * kWarpSize, n_full, acc);
   } else {
-    accumulate_full_chunks<Weights, kTokens, kRows, false>(x, w_rows, cols, n_full, lane, acc);
+    detail::wait_for_prerequisites();
+    accumulate_full_chunks<Weights, kTokens, kRows, false>(x, w_rows, cols, lane, n_full, acc);
   }
   // The partial last chunk: lane n_full % 32, element by element (after its full chunks, which
   // all have smaller indices, so its per-lane order stays ascending).
@@ -219,88 +302,140 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The segments of one launch of kTokens tokens: x at `x`, outputs offset by `token_offset` rows.
+template <int kTokens>
+Segments make_segments(std::span<const MatmulOutput> outputs, std::int64_t token_offset) {
+  constexpr std::int64_t kRows = rows_per_warp<kTokens>();
+  Segments segments;
+  for (const MatmulOutput& out : outputs) {
+    if (out.w.rows == 0) continue;
+    Segment& s = segments.s[segments.count++];
+    s.w = out.w.data;
+    s.rows = out.w.rows;
+    s.y = out.y + token_offset * out.w.rows;
+    s.first_warp = segments.total_warps;
+    segments.total_warps += (out.w.rows + kRows - 1) / kRows;
+  }
+  return segments;
+}
+
 template <class Weights, int kTokens>
-void launch(const float* x, const DeviceWeight& w, bool vector_loads, float* y,
-            cudaStream_t stream) {
-  constexpr std::int64_t kRowsPerBlock = std::int64_t{kWarpsPerBlock} * rows_per_warp<kTokens>();
-  const std::int64_t blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  matmul_small_batch_kernel<Weights, kTokens>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          x, static_cast<const typename Weights::Storage*>(w.data), w.rows, w.cols, vector_loads,
-          y);
-  SELFSPEC_CUDA_CHECK_LAUNCH();
+void launch(const float* x, std::span<const MatmulOutput> outputs, std::int64_t token_offset,
+            bool vector_loads, cudaStream_t stream) {
+  const Segments segments = make_segments<kTokens>(outputs, token_offset);
+  if (segments.total_warps == 0) return;
+  const std::int64_t blocks = (segments.total_warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const std::int64_t cols = outputs.front().w.cols;
+  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens>,
+                           dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream,
+                           x + token_offset * cols, segments, cols, vector_loads);
 }
 
 template <class Weights>
-void dispatch_tokens(const float* x, std::int64_t n_tokens, const DeviceWeight& w,
-                     bool vector_loads, float* y, cudaStream_t stream) {
+void dispatch_tokens(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+                     std::int64_t token_offset, bool vector_loads, cudaStream_t stream) {
   switch (n_tokens) {
     case 1:
-      return launch<Weights, 1>(x, w, vector_loads, y, stream);
+      return launch<Weights, 1>(x, outputs, token_offset, vector_loads, stream);
     case 2:
-      return launch<Weights, 2>(x, w, vector_loads, y, stream);
+      return launch<Weights, 2>(x, outputs, token_offset, vector_loads, stream);
     case 3:
-      return launch<Weights, 3>(x, w, vector_loads, y, stream);
+      return launch<Weights, 3>(x, outputs, token_offset, vector_loads, stream);
     case 4:
-      return launch<Weights, 4>(x, w, vector_loads, y, stream);
+      return launch<Weights, 4>(x, outputs, token_offset, vector_loads, stream);
     case 5:
-      return launch<Weights, 5>(x, w, vector_loads, y, stream);
+      return launch<Weights, 5>(x, outputs, token_offset, vector_loads, stream);
     case 6:
-      return launch<Weights, 6>(x, w, vector_loads, y, stream);
+      return launch<Weights, 6>(x, outputs, token_offset, vector_loads, stream);
     case 7:
-      return launch<Weights, 7>(x, w, vector_loads, y, stream);
+      return launch<Weights, 7>(x, outputs, token_offset, vector_loads, stream);
     case 8:
-      return launch<Weights, 8>(x, w, vector_loads, y, stream);
+      return launch<Weights, 8>(x, outputs, token_offset, vector_loads, stream);
     case 9:
-      return launch<Weights, 9>(x, w, vector_loads, y, stream);
+      return launch<Weights, 9>(x, outputs, token_offset, vector_loads, stream);
     case 10:
-      return launch<Weights, 10>(x, w, vector_loads, y, stream);
+      return launch<Weights, 10>(x, outputs, token_offset, vector_loads, stream);
     case 11:
-      return launch<Weights, 11>(x, w, vector_loads, y, stream);
+      return launch<Weights, 11>(x, outputs, token_offset, vector_loads, stream);
     case 12:
-      return launch<Weights, 12>(x, w, vector_loads, y, stream);
+      return launch<Weights, 12>(x, outputs, token_offset, vector_loads, stream);
     case 13:
-      return launch<Weights, 13>(x, w, vector_loads, y, stream);
+      return launch<Weights, 13>(x, outputs, token_offset, vector_loads, stream);
     case 14:
-      return launch<Weights, 14>(x, w, vector_loads, y, stream);
+      return launch<Weights, 14>(x, outputs, token_offset, vector_loads, stream);
     case 15:
-      return launch<Weights, 15>(x, w, vector_loads, y, stream);
+      return launch<Weights, 15>(x, outputs, token_offset, vector_loads, stream);
     case 16:
-      return launch<Weights, 16>(x, w, vector_loads, y, stream);
+      return launch<Weights, 16>(x, outputs, token_offset, vector_loads, stream);
     default:
       break;
   }
-  require(false, "matmul_small_batch: token count " + str(n_tokens) + " outside [1, 16]");
+  require(false, "matmul_small_batch: tile of " + str(n_tokens) + " tokens outside [1, 16]");
+}
+
+template <class Weights>
+void dispatch_tiles(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+                    bool vector_loads, cudaStream_t stream) {
+  for (std::int64_t begin = 0; begin < n_tokens; begin += kTileTokens) {
+    const std::int64_t tile = n_tokens - begin < kTileTokens ? n_tokens - begin : kTileTokens;
+    dispatch_tokens<Weights>(x, tile, outputs, begin, vector_loads, stream);
+  }
+}
+
+// Checks the outputs (1 .. kMaxMatmulOutputs matrices of one dtype and one cols) and returns
+// whether the 16-byte vector loads apply to all of them.
+bool check_outputs(const float* x, std::span<const MatmulOutput> outputs) {
+  require(!outputs.empty() && static_cast<int>(outputs.size()) <= kMaxMatmulOutputs,
+          "matmul_small_batch: " + str(static_cast<std::int64_t>(outputs.size())) +
+              " matrices in one launch (1 to " + str(kMaxMatmulOutputs) + ")");
+  const DeviceWeight& first = outputs.front().w;
+  const std::int64_t vec = first.dtype == DType::kF32 ? 4 : 8;
+  bool vector_loads = first.cols % vec == 0 && detail::is_aligned(x, 16);
+  std::int64_t total_rows = 0;
+  for (const MatmulOutput& out : outputs) {
+    const DeviceWeight& w = out.w;
+    require(w.rows >= 0 && w.cols > 0,
+            "matmul_small_batch: bad weight shape (" + str(w.rows) + " x " + str(w.cols) + ")");
+    require(w.dtype == first.dtype && w.cols == first.cols,
+            "matmul_small_batch: the matrices of one launch need one dtype and one column count "
+            "(" +
+                str(first.cols) + " vs " + str(w.cols) + ")");
+    require(w.rows == 0 || (w.data != nullptr && out.y != nullptr),
+            "matmul_small_batch: null pointer");
+    vector_loads = vector_loads && detail::is_aligned(w.data, 16);
+    total_rows += w.rows;
+  }
+  require(total_rows / 2 + kMaxMatmulOutputs <= std::int64_t{0x7fffffff} * kWarpsPerBlock,
+          "matmul_small_batch: too many rows (" + str(total_rows) + ")");
+  return vector_loads;
 }
 
 }  // namespace
 
-void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
-                        cudaStream_t stream) {
-  static_assert(kSmallBatch == 16, "dispatch_tokens instantiates T = 1 .. 16");
+void matmul_small_batch(const float* x, std::int64_t n_tokens,
+                        std::span<const MatmulOutput> outputs, cudaStream_t stream) {
   require(n_tokens >= 0 && n_tokens <= kSmallBatch, "matmul_small_batch: token count " +
                                                         str(n_tokens) + " outside [0, " +
                                                         str(kSmallBatch) + "]");
-  require(w.rows >= 0 && w.cols > 0,
-          "matmul_small_batch: bad weight shape (" + str(w.rows) + " x " + str(w.cols) + ")");
-  if (n_tokens == 0 || w.rows == 0) return;
-  require(w.data != nullptr && x != nullptr && y != nullptr, "matmul_small_batch: null pointer");
-  const std::int64_t vec = w.dtype == DType::kF32 ? 4 : 8;
-  const std::int64_t max_rows_per_block = std::int64_t{kWarpsPerBlock} * 2;
-  require((w.rows + max_rows_per_block - 1) / max_rows_per_block <= 0x7fffffff,
-          "matmul_small_batch: too many rows (" + str(w.rows) + ")");
-  // Vector loads need every weight row and every x row to start on a 16-byte boundary.
-  const bool vector_loads =
-      w.cols % vec == 0 && detail::is_aligned(w.data, 16) && detail::is_aligned(x, 16);
-  switch (w.dtype) {
+  const bool vector_loads = check_outputs(x, outputs);
+  if (n_tokens == 0) return;
+  require(x != nullptr, "matmul_small_batch: null activations");
+  switch (outputs.front().w.dtype) {
     case DType::kF32:
-      return dispatch_tokens<F32Weights>(x, n_tokens, w, vector_loads, y, stream);
+      return dispatch_tiles<F32Weights>(x, n_tokens, outputs, vector_loads, stream);
     case DType::kBF16:
-      return dispatch_tokens<BF16Weights>(x, n_tokens, w, vector_loads, y, stream);
+      return dispatch_tiles<BF16Weights>(x, n_tokens, outputs, vector_loads, stream);
     case DType::kF16:
-      return dispatch_tokens<F16Weights>(x, n_tokens, w, vector_loads, y, stream);
+      return dispatch_tiles<F16Weights>(x, n_tokens, outputs, vector_loads, stream);
   }
-  require(false, "matmul_small_batch: unsupported weight dtype " + str(static_cast<int>(w.dtype)));
+  require(false, "matmul_small_batch: unsupported weight dtype " +
+                     str(static_cast<int>(outputs.front().w.dtype)));
+}
+
+void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
+                        cudaStream_t stream) {
+  const MatmulOutput output{w, y};
+  matmul_small_batch(x, n_tokens, std::span<const MatmulOutput>(&output, 1), stream);
 }
 
 }  // namespace selfspec::kernels::cuda

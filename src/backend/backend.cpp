@@ -115,6 +115,21 @@ void Backend::forward_pass(const ForwardInputs& inputs, const LaunchShape& shape
   end_forward();
 }
 
+void Backend::matmul_many(const float* x, std::int64_t rows, std::span<const BackendWeight> ws,
+                          std::span<float* const> ys) {
+  SELFSPEC_CHECK(ws.size() == ys.size(), "matmul_many: {} matrices but {} outputs", ws.size(),
+                 ys.size());
+  for (std::size_t i = 0; i < ws.size(); ++i) matmul(x, rows, ws[i], ys[i]);
+}
+
+void Backend::rope_write_kv(const RopeKv& args, const float* inv_freq, float* k_cache,
+                            float* v_cache) {
+  const std::int64_t kv_width = args.kv_heads * args.head_dim;
+  if (args.q != nullptr) rope(args.q, args.q_stride, args.n_q_heads, args.head_dim, inv_freq);
+  rope(args.k, kv_width, args.kv_heads, args.head_dim, inv_freq);
+  write_kv(args.k, args.v, args.kv_heads, args.head_dim, args.capacity, k_cache, v_cache);
+}
+
 std::size_t dense_element_bytes(WeightFormat format) {
   const std::optional<DType> dtype = dense_dtype(format);
   SELFSPEC_CHECK(dtype.has_value(), "{} is not a dense format", weight_format_name(format));

@@ -235,6 +235,12 @@ class Backend {
   // y[r] = x[r] · Wᵀ for `rows` token rows. Per-output reduction order independent of `rows`
   // for the decode and verification sizes (token-count invariance); on the CPU for every size.
   virtual void matmul(const float* x, std::int64_t rows, const BackendWeight& w, float* y) = 0;
+  // ys[i] = x · ws[i]ᵀ for every i (the same `rows` token rows times several matrices: Wq|Wk|Wv,
+  // gate|up). Each result equals matmul(x, rows, ws[i], ys[i]) bit for bit; a backend may run them
+  // in one launch (the CUDA backend does for matrices of one format and column count). The
+  // default calls matmul once per matrix.
+  virtual void matmul_many(const float* x, std::int64_t rows, std::span<const BackendWeight> ws,
+                           std::span<float* const> ys);
   virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) = 0;
   // RoPE at the current positions on n_heads head vectors per current token row.
   virtual void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
@@ -244,6 +250,22 @@ class Backend {
   virtual void write_kv(const float* k, const float* v, std::int64_t kv_heads,
                         std::int64_t head_dim, std::int64_t capacity, float* k_cache,
                         float* v_cache) = 0;
+  // The attention sublayer's position step in one op: rope(q) when q is not null (n_q_heads per
+  // row of q_stride floats), rope(k) (kv_heads per row of kv_heads * head_dim floats), then
+  // write_kv(k, v). Same results as those calls; the default makes them, the CUDA backend runs
+  // one kernel.
+  struct RopeKv {
+    float* q = nullptr;
+    std::int64_t q_stride = 0;
+    std::int64_t n_q_heads = 0;
+    float* k = nullptr;
+    const float* v = nullptr;
+    std::int64_t kv_heads = 0;
+    std::int64_t head_dim = 0;
+    std::int64_t capacity = 0;
+  };
+  virtual void rope_write_kv(const RopeKv& args, const float* inv_freq, float* k_cache,
+                             float* v_cache);
   // Attention of the current tokens over the cache (n_past and mask of the inputs; with segments,
   // each sequence's tokens over its own slots).
   virtual void attention(const float* q, const float* k_cache, const float* v_cache,

@@ -1,7 +1,8 @@
 // The CUDA backend: one GPU per rank (local_rank % device_count). Weights, activations and the KV
 // cache live in device memory; the ops are kernels/cuda on one non-blocking stream; decode and
-// verification matmuls (T <= kSmallBatch) use the token-count-invariant matmul_small_batch,
-// prefill chunks cuBLASLt (bf16/f16 activations, f32 accumulation). The per-forward inputs
+// verification matmuls (T <= kSmallBatch = 64) use the token-count-invariant matmul_small_batch
+// (Wq|Wk|Wv and gate|up fused into one launch each: matmul_many), prefill chunks cuBLASLt
+// (bf16/f16 activations, f32 accumulation). The per-forward inputs
 // (tokens, positions, KV length, tree mask, logit rows) are staged in pinned host memory and
 // copied on the stream, and kernels read the KV length from device memory (StepParams), so the
 // same launches can be captured in a CUDA graph and replayed. Activations are all-reduced with
@@ -10,13 +11,20 @@
 // default 300 s) so a hung collective becomes an error that ends the job.
 //
 // CUDA graphs (forward_pass): a recordable pass of at most kSmallBatch tokens (decode, draft,
-// verification) runs eagerly the first time its launch key (launch_key of its LaunchShape) is
-// seen, which sizes every internal buffer; the second time its launches are captured into a graph
-// (and the graph launched once); from then on the graph is replayed with the new inputs, without
-// calling the launches. Prefill chunks, unrecordable passes and --cuda-graphs off run eagerly.
-// A graph points at the buffers it was recorded with, so every allocation (allocate(), or an
-// internal buffer growing) drops all graphs: a buffer a graph used is only replaced, or its
-// address reused, through an allocation.
+// verification) runs eagerly the first time its launch shape is seen, which sizes every internal
+// buffer; the second time its launches are captured into a graph (and the graph launched once);
+// from then on the graph is replayed with the new inputs, without calling the launches. Graphs
+// are found by the whole shape (GraphKey: every field launch_key hashes, compared in full, so two
+// shapes whose hashes collide never share a graph). A shape whose graph fails to instantiate is
+// marked and runs eagerly from then on (one warning), instead of being captured again on every
+// forward. Prefill chunks, unrecordable passes and --cuda-graphs off run eagerly. A graph points
+// at the buffers it was recorded with, so every allocation (allocate(), or an internal buffer
+// growing) drops all graphs: a buffer a graph used is only replaced, or its address reused,
+// through an allocation.
+// Every entry point makes the backend's device current first (a rank's thread may have used
+// another device in between), every forward checks n_past + T against the KV capacity of its
+// shape (the kernels never write outside the cache, so an overflow would otherwise be silent),
+// and host copies wait for the stream under the deadline before a pageable copy can block.
 #include "backend/backend.hpp"
 #include "backend/shard_reductions.hpp"
 #include "core/cuda_check.hpp"
@@ -29,12 +37,14 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace selfspec {
@@ -46,6 +56,52 @@ namespace kcu = kernels::cuda;
 kcu::DeviceWeight device_weight(const BackendWeight& w) {
   return {*dense_dtype(w.format), w.data, w.rows, w.cols};
 }
+
+// The whole launch shape, as the graph map's key (launch_key is its hash).
+struct GraphKey {
+  std::vector<std::uint64_t> plan_words;
+  std::int64_t n_tokens = 0;
+  bool tree_mask = false;
+  std::vector<std::int32_t> logit_rows;
+  const void* kv_cache = nullptr;
+  std::int64_t kv_capacity = 0;
+  const void* draft_vocabulary = nullptr;
+  bool early_exit = false;
+  bool draft_weights = false;
+  bool segmented = false;
+
+  explicit GraphKey(const LaunchShape& shape)
+      : plan_words(shape.plan_words.begin(), shape.plan_words.end()),
+        n_tokens(shape.n_tokens),
+        tree_mask(shape.tree_mask),
+        logit_rows(shape.logit_rows.begin(), shape.logit_rows.end()),
+        kv_cache(shape.kv_cache),
+        kv_capacity(shape.kv_capacity),
+        draft_vocabulary(shape.draft_vocabulary),
+        early_exit(shape.early_exit),
+        draft_weights(shape.draft_weights),
+        segmented(shape.segmented) {}
+  bool operator==(const GraphKey&) const = default;
+  LaunchShape shape() const {
+    LaunchShape s;
+    s.plan_words = plan_words;
+    s.n_tokens = n_tokens;
+    s.tree_mask = tree_mask;
+    s.logit_rows = logit_rows;
+    s.kv_cache = kv_cache;
+    s.kv_capacity = kv_capacity;
+    s.draft_vocabulary = draft_vocabulary;
+    s.early_exit = early_exit;
+    s.draft_weights = draft_weights;
+    s.segmented = segmented;
+    return s;
+  }
+};
+struct GraphKeyHash {
+  std::size_t operator()(const GraphKey& key) const {
+    return static_cast<std::size_t>(launch_key(key.shape()));
+  }
+};
 
 void release_device(void* p) {
   cudaFree(p);
@@ -95,16 +151,24 @@ class CudaBackend final : public Backend {
   }
 
   DeviceBuffer allocate(std::size_t bytes) override {
+    bind_device();
     invalidate_graphs();  // the new buffer may replace one a graph uses, or take its address
     return allocate_device(bytes);
   }
+  // A copy from or to pageable host memory can block the calling thread until the stream's
+  // earlier work is done, with no deadline: so the stream is drained under the deadline first,
+  // and the copy then waits for nothing but itself.
   void upload(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return;
+    bind_device();
+    wait_for_stream("upload");
     SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // src may be pageable and reused
+    wait_for_stream("upload");  // src may be pageable and reused
   }
   void download(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return;
+    bind_device();
+    wait_for_stream("download");
     SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     wait_for_stream("download");
   }
@@ -143,10 +207,12 @@ class CudaBackend final : public Backend {
                     std::span<const std::int32_t> from, std::int64_t to) override {
     SELFSPEC_CHECK(!capturing_ && !stage_only_,
                    "compact_rows called inside a forward pass (it runs between passes)");
+    bind_device();
     kcu::compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to, stream_);
   }
 
   std::optional<DeviceBandwidth> measure_device_bandwidth() override {
+    bind_device();
     DeviceBandwidth result;
     int clock_khz = 0;
     int bus_bits = 0;
@@ -202,6 +268,20 @@ class CudaBackend final : public Backend {
     }
     gemm_->matmul(operand, rows, device_weight(w), y, stream_);
   }
+  // One fused launch for decode and verification sizes when the matrices share a dtype and a
+  // column count (each output bit-identical to its own matmul); otherwise one matmul each.
+  void matmul_many(const float* x, std::int64_t rows, std::span<const BackendWeight> ws,
+                   std::span<float* const> ys) override {
+    SELFSPEC_CHECK(ws.size() == ys.size(), "matmul_many: {} matrices but {} outputs", ws.size(),
+                   ys.size());
+    if (rows <= kcu::kSmallBatch && fusable(ws)) {
+      std::array<kcu::MatmulOutput, kcu::kMaxMatmulOutputs> outputs{};
+      for (std::size_t i = 0; i < ws.size(); ++i) outputs[i] = {device_weight(ws[i]), ys[i]};
+      kcu::matmul_small_batch(x, rows, std::span(outputs.data(), ws.size()), stream_);
+      return;
+    }
+    Backend::matmul_many(x, rows, ws, ys);
+  }
   void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) override {
     kcu::add_bias(x, bias, rows, dim, stream_);
   }
@@ -214,6 +294,21 @@ class CudaBackend final : public Backend {
                 std::int64_t capacity, float* k_cache, float* v_cache) override {
     kcu::write_kv(k, v, n_tokens_, kv_heads, head_dim, capacity,
                   step_device_.as<const kcu::StepParams>(), k_cache, v_cache, stream_);
+  }
+  void rope_write_kv(const RopeKv& args, const float* inv_freq, float* k_cache,
+                     float* v_cache) override {
+    kcu::RopeKvArgs a;
+    a.q = args.q;
+    a.q_stride = args.q_stride;
+    a.n_q_heads = args.n_q_heads;
+    a.k = args.k;
+    a.k_stride = args.kv_heads * args.head_dim;
+    a.v = args.v;
+    a.kv_heads = args.kv_heads;
+    a.head_dim = args.head_dim;
+    a.capacity = args.capacity;
+    kcu::rope_write_kv(a, n_tokens_, positions_device_.as<const std::int32_t>(), inv_freq,
+                       step_device_.as<const kcu::StepParams>(), k_cache, v_cache, stream_);
   }
   void attention(const float* q, const float* k_cache, const float* v_cache, std::int64_t n_q_heads,
                  std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t capacity, float scale,
@@ -257,22 +352,45 @@ class CudaBackend final : public Backend {
  private:
   void forward_pass(const ForwardInputs& inputs, const LaunchShape& shape,
                     const std::function<void()>& launches) override {
+    bind_device();
+    check_kv_room(inputs, shape);
     if (!graphs_enabled_ || !shape.recordable || shape.n_tokens > kcu::kSmallBatch) {
       Backend::forward_pass(inputs, shape, launches);
       return;
     }
-    const std::uint64_t key = launch_key(shape);
-    Graph& graph = graphs_[key];  // not used after the launches: a growing buffer clears graphs_
+    // Not used after the launches: a growing buffer clears graphs_.
+    Graph& graph = graphs_.try_emplace(GraphKey(shape)).first->second;
     if (graph.exec != nullptr) {
       replay(graph.exec, inputs);
-    } else if (graph.seen++ == 0) {
+    } else if (graph.failed || graph.seen++ == 0) {
       begin_forward(inputs);
       launches();
-    } else {
-      capture(key, inputs, launches);
+    } else if (!capture(shape, inputs, launches)) {
+      begin_forward(inputs);  // the capture ran nothing: run the pass eagerly
+      launches();
     }
     end_forward();
   }
+
+  // The kernels never write a K/V row outside the cache; an input that would needs an error here.
+  static void check_kv_room(const ForwardInputs& inputs, const LaunchShape& shape) {
+    if (shape.kv_capacity <= 0 || shape.segmented) return;
+    SELFSPEC_CHECK(inputs.n_past >= 0 && inputs.n_past + shape.n_tokens <= shape.kv_capacity,
+                   "a forward of {} tokens after {} cached needs {} KV slots; the cache holds {}",
+                   shape.n_tokens, inputs.n_past, inputs.n_past + shape.n_tokens,
+                   shape.kv_capacity);
+  }
+
+  static bool fusable(std::span<const BackendWeight> ws) {
+    if (ws.empty() || ws.size() > static_cast<std::size_t>(kcu::kMaxMatmulOutputs)) return false;
+    for (const BackendWeight& w : ws) {
+      if (w.format != ws.front().format || w.cols != ws.front().cols) return false;
+    }
+    return true;
+  }
+
+  // Makes this backend's device current for the calling thread.
+  void bind_device() const { SELFSPEC_CUDA_CHECK(cudaSetDevice(device_)); }
 
   void begin_forward(const ForwardInputs& inputs) override {
     n_tokens_ = static_cast<std::int64_t>(inputs.tokens.size());
@@ -304,9 +422,10 @@ class CudaBackend final : public Backend {
   }
   void end_forward() override { wait_for_stream("forward pass"); }
 
-  // Records the pass's launches (begin_forward's copies included) as the graph of `key`, then
-  // launches the graph once.
-  void capture(std::uint64_t key, const ForwardInputs& inputs,
+  // Records the pass's launches (begin_forward's copies included) as the graph of `shape`, then
+  // launches the graph once. When the graph cannot be instantiated, marks the shape to run eagerly
+  // from now on and returns false (nothing of the pass has run then).
+  bool capture(const LaunchShape& shape, const ForwardInputs& inputs,
                const std::function<void()>& launches) {
     SELFSPEC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
@@ -323,9 +442,20 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t exec = nullptr;
     const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
-    SELFSPEC_CUDA_CHECK(status);
-    graphs_[key].exec = exec;
+    Graph& entry = graphs_.try_emplace(GraphKey(shape)).first->second;
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      entry.failed = true;
+      if (!warned_instantiation_) {
+        warned_instantiation_ = true;
+        log::warn("CUDA graph instantiation failed ({}): passes of that shape run eagerly",
+                  cudaGetErrorString(status));
+      }
+      return false;
+    }
+    entry.exec = exec;
     SELFSPEC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    return true;
   }
   // Ends a capture that failed part-way, so the stream takes work again.
   void abandon_capture() noexcept {
@@ -419,9 +549,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<kcu::CublasLtGemm> gemm_;
   struct Graph {
     int seen = 0;
+    bool failed = false;  // instantiation failed: always eager
     cudaGraphExec_t exec = nullptr;
   };
-  std::unordered_map<std::uint64_t, Graph> graphs_;
+  std::unordered_map<GraphKey, Graph, GraphKeyHash> graphs_;
+  bool warned_instantiation_ = false;
   bool graphs_enabled_ = true;
   bool capturing_ = false;
   bool stage_only_ = false;

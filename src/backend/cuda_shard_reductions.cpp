@@ -33,11 +33,14 @@ static_assert(offsetof(ShardStats, argmax) == offsetof(kcu::RowStatsRecord, argm
 constexpr std::size_t kInitialRecords = 256;  // rows × ranks of one verification, generously
 
 // Zeroed device memory on the current device (the backend's: same thread), freed by cudaFree.
-DeviceBuffer device_allocation(std::size_t bytes) {
+// The zeroing runs on the backend's stream, so the work that later uses the buffer on that
+// (non-blocking) stream is ordered after it; a plain cudaMemset would run on the legacy stream,
+// which a non-blocking stream does not wait for.
+DeviceBuffer device_allocation(std::size_t bytes, cudaStream_t stream) {
   void* data = nullptr;
   SELFSPEC_CUDA_CHECK(cudaMalloc(&data, bytes));
   DeviceBuffer buffer(data, bytes, [](void* pointer) { (void)cudaFree(pointer); });
-  SELFSPEC_CUDA_CHECK(cudaMemset(data, 0, bytes));
+  SELFSPEC_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream));
   return buffer;
 }
 
@@ -47,7 +50,7 @@ class CudaShardReductions final : public ShardReductions {
       : ShardReductions(std::move(shard)), backend_(backend) {
     SELFSPEC_CHECK(!backend.host_memory() && backend.native_stream() != nullptr,
                    "CUDA shard reductions need a CUDA backend");
-    scratch_ = device_allocation(sizeof(Scratch));
+    scratch_ = device_allocation(sizeof(Scratch), stream_t());
     for (auto& records : records_) grow(records, kInitialRecords);
   }
 
@@ -71,7 +74,8 @@ class CudaShardReductions final : public ShardReductions {
   int retain(std::int64_t r) override {
     check_row(r);
     const std::size_t bytes = static_cast<std::size_t>(vocab_local()) * sizeof(float);
-    if (retained_count_ == retained_.size()) retained_.push_back(device_allocation(bytes));
+    if (retained_count_ == retained_.size())
+      retained_.push_back(device_allocation(bytes, stream_t()));
     DeviceBuffer& slot = retained_[retained_count_];
     SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(slot.data(), rows_data() + r * vocab_local(), bytes,
                                         cudaMemcpyDeviceToDevice, stream_t()));
@@ -142,8 +146,8 @@ class CudaShardReductions final : public ShardReductions {
   float* float_buffer(int which, std::size_t count) override {
     DeviceBuffer& buffer = floats_[static_cast<std::size_t>(which)];
     if (buffer.bytes() < count * sizeof(float)) {
-      buffer =
-          device_allocation(std::max(count, 2 * buffer.bytes() / sizeof(float)) * sizeof(float));
+      buffer = device_allocation(
+          std::max(count, 2 * buffer.bytes() / sizeof(float)) * sizeof(float), stream_t());
     }
     return buffer.as<float>();
   }
@@ -179,7 +183,7 @@ class CudaShardReductions final : public ShardReductions {
   cudaStream_t stream_t() const { return static_cast<cudaStream_t>(backend_.native_stream()); }
   void grow(DeviceBuffer& records, std::size_t count) {
     const std::size_t have = records.bytes() / sizeof(ShardStats);
-    records = device_allocation(std::max(count, 2 * have) * sizeof(ShardStats));
+    records = device_allocation(std::max(count, 2 * have) * sizeof(ShardStats), stream_t());
   }
   void check_row(std::int64_t r) const {
     SELFSPEC_CHECK(r >= 0 && r < rows(), "logit row {} of {}", r, rows());

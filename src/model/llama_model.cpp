@@ -359,19 +359,36 @@ void LlamaModel::exit_kv_branch(KvCache& kv, std::int64_t n_tokens) {
 
 void LlamaModel::write_layer_kv(const LayerWeights& w, int layer, KvCache& kv,
                                 std::int64_t n_tokens) {
-  const std::int64_t hd = config_.head_dim;
-  const std::int64_t kv_width = kv_local_ * hd;
-  const float* h = h_.as<float>();
+  // K and V of the scratch h only (the exit head's side branch): one fused matmul, then RoPE on
+  // K and the cache write in one op.
   float* k = k_.as<float>();
   float* v = v_.as<float>();
-  backend_.matmul(h, n_tokens, w.wk.view(), k);
-  backend_.matmul(h, n_tokens, w.wv.view(), v);
-  if (!w.bk.empty()) {
-    backend_.add_bias(k, w.bk.ptr(), n_tokens, kv_width);
-    backend_.add_bias(v, w.bv.ptr(), n_tokens, kv_width);
-  }
-  backend_.rope(k, kv_width, kv_local_, hd, inv_freq_.as<float>());
-  backend_.write_kv(k, v, kv_local_, hd, kv.capacity(), kv.keys(layer), kv.values(layer));
+  const BackendWeight weights[] = {w.wk.view(), w.wv.view()};
+  float* const outputs[] = {k, v};
+  backend_.matmul_many(h_.as<float>(), n_tokens, weights, outputs);
+  add_kv_biases(w, n_tokens);
+  rope_and_write_kv(nullptr, layer, kv);
+}
+
+void LlamaModel::add_kv_biases(const LayerWeights& w, std::int64_t n_tokens) {
+  if (w.bk.empty()) return;
+  const std::int64_t kv_width = kv_local_ * config_.head_dim;
+  backend_.add_bias(k_.as<float>(), w.bk.ptr(), n_tokens, kv_width);
+  backend_.add_bias(v_.as<float>(), w.bv.ptr(), n_tokens, kv_width);
+}
+
+void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
+  const std::int64_t hd = config_.head_dim;
+  Backend::RopeKv args;
+  args.q = q;
+  args.q_stride = q_local_ * hd;
+  args.n_q_heads = q != nullptr ? q_local_ : 0;
+  args.k = k_.as<float>();
+  args.v = v_.as<float>();
+  args.kv_heads = kv_local_;
+  args.head_dim = hd;
+  args.capacity = kv.capacity();
+  backend_.rope_write_kv(args, inv_freq_.as<float>(), kv.keys(layer), kv.values(layer));
 }
 
 void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
@@ -383,10 +400,13 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   float* o = o_.as<float>();
 
   norm(w.attention_norm, n_tokens);
-  backend_.matmul(h_.as<float>(), n_tokens, w.wq.view(), q);
+  // Q, K and V in one fused matmul (each output as its own matmul would give it).
+  const BackendWeight weights[] = {w.wq.view(), w.wk.view(), w.wv.view()};
+  float* const outputs[] = {q, k_.as<float>(), v_.as<float>()};
+  backend_.matmul_many(h_.as<float>(), n_tokens, weights, outputs);
   if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
-  backend_.rope(q, q_width, q_local_, hd, inv_freq_.as<float>());
-  write_layer_kv(w, layer, kv, n_tokens);
+  add_kv_biases(w, n_tokens);
+  rope_and_write_kv(q, layer, kv);
   backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
@@ -401,8 +421,9 @@ void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_toke
   float* gate = gate_.as<float>();
   float* o = o_.as<float>();
   norm(w.mlp_norm, n_tokens);  // consumes a pending delta in o before o is written again
-  backend_.matmul(h, n_tokens, w.w_gate.view(), gate);
-  backend_.matmul(h, n_tokens, w.w_up.view(), up_.as<float>());
+  const BackendWeight weights[] = {w.w_gate.view(), w.w_up.view()};
+  float* const outputs[] = {gate, up_.as<float>()};
+  backend_.matmul_many(h, n_tokens, weights, outputs);
   backend_.swiglu(gate, up_.as<float>(), gate, n_tokens * inter_local_);
   const LayerChunks* chunks = layer_chunks(layer, draft);
   row_parallel(gate, n_tokens, w.w_down, chunks != nullptr ? &chunks->down : nullptr, o);

@@ -191,6 +191,10 @@ class LlamaModel {
   void exit_kv_branch(KvCache& kv, std::int64_t n_tokens);
   // K and V of the normed rows in h_ (w's projections, biases, RoPE) into KV-cache layer `layer`.
   void write_layer_kv(const LayerWeights& w, int layer, KvCache& kv, std::int64_t n_tokens);
+  // The K and V biases (attention_bias models) on the rows in k_ and v_.
+  void add_kv_biases(const LayerWeights& w, std::int64_t n_tokens);
+  // RoPE on q (when not null) and on k_, then k_ and v_ into KV-cache layer `layer`.
+  void rope_and_write_kv(float* q, int layer, KvCache& kv);
   float* workspace(DeviceBuffer& buffer, std::size_t floats);
   // Whether this forward's observer wants intermediate `name` (ForwardArgs::observe_only).
   bool observes(const Observe& observe, std::string_view name) const;

@@ -1,11 +1,13 @@
 // The CUDA attention against the CPU attention (MHA and GQA, causal and tree masks, n_past 0 and
-// beyond one chunk, head_dim not a multiple of 32, prefill batches split into several workspace
+// beyond one split, head_dim not a multiple of 32, prefill batches split into several workspace
 // passes), and the GPU invariance contract: a query's output is bit-identical alone or inside a
-// batch and whatever the cache capacity (grid size). Cache slots past n_past + T hold NaN, so
-// reading them would poison the output.
+// batch of up to 64 tokens, whatever the cache capacity (grid size), and as a tree node equal to
+// the same query over its path kept at consecutive slots. Cache slots past n_past + T hold NaN,
+// so reading them would poison the output.
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cuda/attention_split.hpp"
 
 #include <gtest/gtest.h>
 
@@ -89,7 +91,9 @@ struct DeviceCase {
         v(c.v),
         mask(c.mask.empty() ? std::vector<std::uint8_t>{0} : c.mask),
         step(std::vector<StepParams>{{static_cast<std::int32_t>(c.n_past), 0}}),
-        workspace(attention_workspace_bytes(c.dims)) {}
+        workspace(attention_workspace_bytes(c.dims)) {
+    workspace.zero();  // attention() needs its counters at zero before the first call
+  }
 };
 
 std::vector<float> gpu_attention(const Case& c, DeviceCase& d, float scale) {
@@ -110,11 +114,12 @@ struct Config {
 };
 
 constexpr Config kConfigs[] = {
-    {1, 8, 2, 64, 0, false},     {1, 8, 2, 128, 700, false}, {2, 4, 4, 64, 255, false},
-    {5, 8, 2, 128, 0, false},    {5, 8, 2, 128, 300, true},  {13, 8, 2, 64, 1000, false},
-    {16, 8, 2, 128, 513, false}, {16, 8, 2, 64, 250, true},  {16, 4, 1, 80, 257, true},
-    {7, 6, 3, 16, 40, false},    {3, 2, 1, 256, 600, false}, {64, 8, 2, 64, 100, false},
-    {40, 4, 2, 32, 0, true},
+    {1, 8, 2, 64, 0, false},     {1, 8, 2, 128, 700, false},  {2, 4, 4, 64, 255, false},
+    {5, 8, 2, 128, 0, false},    {5, 8, 2, 128, 300, true},   {13, 8, 2, 64, 1000, false},
+    {16, 8, 2, 128, 513, false}, {16, 8, 2, 64, 250, true},   {16, 4, 1, 80, 257, true},
+    {7, 6, 3, 16, 40, false},    {3, 2, 1, 256, 600, false},  {64, 8, 2, 64, 100, false},
+    {40, 4, 2, 32, 0, true},     {64, 4, 2, 128, 2500, true}, {1, 8, 8, 128, 5000, false},
+    {2, 4, 1, 8, 3, false},
 };
 
 TEST(CudaAttention, MatchesCpu) {
@@ -138,7 +143,8 @@ TEST(CudaAttention, QueryIsBitIdenticalAloneOrInABatchAndForAnyCapacity) {
   SELFSPEC_REQUIRE_GPU();
   std::mt19937 rng(32);
   for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{250}, std::int64_t{700}}) {
-    for (const std::int64_t n_tokens : {std::int64_t{2}, std::int64_t{5}, std::int64_t{16}}) {
+    for (const std::int64_t n_tokens :
+         {std::int64_t{2}, std::int64_t{5}, std::int64_t{16}, std::int64_t{40}}) {
       SCOPED_TRACE(::testing::Message() << "n_past " << n_past << " T " << n_tokens);
       const std::int64_t q_heads = 8;
       const std::int64_t head_dim = 128;
@@ -185,23 +191,79 @@ TEST(CudaAttention, QueryIsBitIdenticalAloneOrInABatchAndForAnyCapacity) {
   }
 }
 
+// A tree node's output equals, bit for bit, the same query over its path kept at consecutive
+// slots (what plain decoding of the accepted path computes): the splits follow the visible keys,
+// not their slots.
+TEST(CudaAttention, TreeQueryIsBitIdenticalToItsPathKeptInOrder) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(34);
+  for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{29}, std::int64_t{700}}) {
+    for (const std::int64_t head_dim : {std::int64_t{64}, std::int64_t{128}, std::int64_t{80}}) {
+      SCOPED_TRACE(::testing::Message() << "n_past " << n_past << " head_dim " << head_dim);
+      const std::int64_t n_tokens = 48;
+      const std::int64_t q_heads = 4;
+      const std::int64_t kv_heads = 2;
+      const Case tree = make_case(rng, n_tokens, q_heads, kv_heads, head_dim, n_past, true, 8);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      DeviceCase d_tree(tree);
+      const std::vector<float> tree_out = gpu_attention(tree, d_tree, scale);
+      const auto row = static_cast<std::size_t>(q_heads * head_dim);
+      for (const std::int64_t t : {std::int64_t{1}, std::int64_t{17}, n_tokens - 1}) {
+        // The path of node t (its ancestors and itself, ascending) moved to slots n_past, ...
+        std::vector<std::int64_t> path;
+        for (std::int64_t j = 0; j <= t; ++j) {
+          if (tree.mask[static_cast<std::size_t>(t * n_tokens + j)] != 0) path.push_back(j);
+        }
+        Case kept = tree;
+        kept.n_past = n_past + static_cast<std::int64_t>(path.size()) - 1;
+        kept.dims.n_tokens = 1;
+        kept.mask.clear();
+        kept.q.assign(tree.q.begin() + static_cast<std::ptrdiff_t>(t * row),
+                      tree.q.begin() + static_cast<std::ptrdiff_t>((t + 1) * row));
+        for (std::int64_t h = 0; h < kv_heads; ++h) {
+          for (std::size_t i = 0; i < path.size(); ++i) {
+            const std::int64_t from = (h * tree.dims.capacity + n_past + path[i]) * head_dim;
+            const std::int64_t to =
+                (h * tree.dims.capacity + n_past + static_cast<std::int64_t>(i)) * head_dim;
+            for (std::int64_t d = 0; d < head_dim; ++d) {
+              kept.k[static_cast<std::size_t>(to + d)] = tree.k[static_cast<std::size_t>(from + d)];
+              kept.v[static_cast<std::size_t>(to + d)] = tree.v[static_cast<std::size_t>(from + d)];
+            }
+          }
+        }
+        DeviceCase d_kept(kept);
+        const std::vector<float> node(
+            tree_out.begin() + static_cast<std::ptrdiff_t>(t * row),
+            tree_out.begin() + static_cast<std::ptrdiff_t>((t + 1) * row));
+        EXPECT_TRUE(same_bits(gpu_attention(kept, d_kept, scale), node))
+            << "node " << t << " (path of " << path.size() << ")";
+      }
+    }
+  }
+}
+
 TEST(CudaAttention, PrefillSplitIntoSeveralWorkspacePassesMatchesCpu) {
   SELFSPEC_REQUIRE_GPU();
-  // 32 query heads, 260 chunks of capacity: the partials of one token take 4.3 MB, so the 64 MiB
-  // workspace budget holds 16 tokens and 40 tokens run in 3 passes.
+  // 32 query heads over 66,560 slots of capacity: 64 splits per query, about 1 MB of partials per
+  // token, so the 64 MiB workspace budget holds 64 tokens and 150 tokens run in 3 passes.
   std::mt19937 rng(33);
-  const std::int64_t n_tokens = 40;
+  const std::int64_t n_tokens = 150;
   const std::int64_t head_dim = 128;
   const std::int64_t n_past = 300;
-  const std::int64_t capacity = 260 * kAttentionChunk;
+  const std::int64_t capacity = 260 * 256;
   const Case c =
       make_case(rng, n_tokens, 32, 2, head_dim, n_past, false, capacity - n_past - n_tokens);
   ASSERT_EQ(c.dims.capacity, capacity);
-  EXPECT_LT(attention_workspace_bytes(c.dims),
-            static_cast<std::size_t>(n_tokens) * 32 * 260 * (head_dim + 2) * sizeof(float));
+  ASSERT_EQ(attention_grid_splits(capacity), kAttentionMaxSplits);
+  EXPECT_LT(attention_workspace_bytes(c.dims), static_cast<std::size_t>(n_tokens) * 32 *
+                                                   kAttentionMaxSplits * (head_dim + 2) *
+                                                   sizeof(float));
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   DeviceCase d(c);
   expect_close(gpu_attention(c, d, scale), cpu_attention(c, scale), 0.0, 2e-5, "attention");
+  // The workspace is left ready: a second call gives the same bits.
+  const std::vector<float> first = gpu_attention(c, d, scale);
+  EXPECT_TRUE(same_bits(gpu_attention(c, d, scale), first));
 }
 
 TEST(CudaAttention, BadShapesThrow) {
@@ -209,6 +271,14 @@ TEST(CudaAttention, BadShapesThrow) {
   EXPECT_THROW(attention_workspace_bytes(AttentionDims{1, 6, 4, 64, 16}), Error);   // 6 % 4
   EXPECT_THROW(attention_workspace_bytes(AttentionDims{1, 8, 2, 512, 16}), Error);  // head_dim
   EXPECT_THROW(attention_workspace_bytes(AttentionDims{17, 8, 2, 64, 16}), Error);  // capacity
+  // A tree mask over more than kSmallBatch tokens.
+  std::mt19937 rng(35);
+  Case c = make_case(rng, kSmallBatch + 1, 2, 1, 64, 0, true, 0);
+  DeviceCase d(c);
+  DeviceBuffer<float> out(c.q.size());
+  EXPECT_THROW(attention(d.q.get(), d.k.get(), d.v.get(), c.dims, d.step.get(), d.mask.get(), 1.0f,
+                         out.get(), d.workspace.get(), nullptr),
+               Error);
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // The CUDA backend end to end (label gpu; skipped with the reason where no device is usable):
 // the model's logits against the CPU backend on checkpoints the test writes; token-count
-// invariance on the GPU (decode and verification sizes: bit-identical rows); CUDA graphs
-// replaying bit-identically to eager launches; the KV cache after rollbacks equal to a fresh
-// run's; and self-speculative greedy decoding token-identical to autoregressive decoding.
+// invariance on the GPU (decode and verification sizes up to 64 tokens, chains and trees:
+// bit-identical rows); CUDA graphs replaying bit-identically to eager launches; the KV cache
+// after rollbacks equal to a fresh run's; self-speculative greedy decoding token-identical to
+// autoregressive decoding, chains and trees of up to 64 nodes; and the backend's guards (a
+// forward past the KV capacity is an error).
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
+#include "core/error.hpp"
 #include "decode/decoder.hpp"
 #include "decode/decoding_run.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "draft/tree_widths.hpp"
+#include "model/attention_mask.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -16,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 namespace selfspec::testing {
 namespace {
@@ -83,10 +89,11 @@ TEST_P(CudaBackendTest, LogitsMatchTheCpuBackend) {
 }
 
 TEST_P(CudaBackendTest, PrefillThroughCublasLtMatchesTheCpuBackend) {
+  // 80 tokens: above kSmallBatch (64), so the matmuls go through cuBLASLt.
   std::vector<std::int32_t> long_prompt;
-  for (int i = 0; i < 40; ++i) long_prompt.push_back((i * 37 + 11) % 301);
-  KvCache gpu_kv = gpu_model_->make_kv_cache(64);
-  KvCache cpu_kv = cpu_model_->make_kv_cache(64);
+  for (int i = 0; i < 80; ++i) long_prompt.push_back((i * 37 + 11) % 301);
+  KvCache gpu_kv = gpu_model_->make_kv_cache(96);
+  KvCache cpu_kv = cpu_model_->make_kv_cache(96);
   const std::vector<float> gpu = forward_all_rows(*gpu_model_, gpu_kv, long_prompt);
   const std::vector<float> cpu = forward_all_rows(*cpu_model_, cpu_kv, long_prompt);
   const std::vector<double> reference(cpu.begin(), cpu.end());
@@ -107,6 +114,83 @@ TEST_P(CudaBackendTest, VerificationRowsAreBitIdenticalToDecodeSteps) {
         forward_all_rows(*gpu_model_, single_kv, std::span(rest).subspan(t, 1));
     EXPECT_TRUE(bit_identical(single, row(batch, t))) << "token " << t;
   }
+}
+
+TEST_P(CudaBackendTest, VerificationsOfUpTo64TokensAreBitIdenticalToDecodeSteps) {
+  // Verification sizes past one matmul tile (16 tokens): 17, 40 and 64 tokens at once against one
+  // at a time.
+  std::vector<std::int32_t> sequence;
+  for (int i = 0; i < 68; ++i) sequence.push_back((i * 53 + 7) % 301);
+  const std::vector<std::int32_t> prefix(sequence.begin(), sequence.begin() + 4);
+  for (const std::size_t n : {std::size_t{17}, std::size_t{40}, std::size_t{64}}) {
+    SCOPED_TRACE(::testing::Message() << n << " tokens");
+    const std::vector<std::int32_t> rest(sequence.begin() + 4, sequence.begin() + 4 + n);
+    KvCache batch_kv = gpu_model_->make_kv_cache(80);
+    forward_all_rows(*gpu_model_, batch_kv, prefix);
+    const std::vector<float> batch = forward_all_rows(*gpu_model_, batch_kv, rest);
+    KvCache single_kv = gpu_model_->make_kv_cache(80);
+    forward_all_rows(*gpu_model_, single_kv, prefix);
+    for (std::size_t t = 0; t < rest.size(); ++t) {
+      const std::vector<float> single =
+          forward_all_rows(*gpu_model_, single_kv, std::span(rest).subspan(t, 1));
+      EXPECT_TRUE(bit_identical(single, row(batch, t))) << "token " << t;
+    }
+  }
+}
+
+// A token tree of 24 nodes verified in one forward: each node's logits equal, bit for bit, those
+// of its path decoded one token at a time after the prefix (where its ancestors sit at other
+// cache slots than in the tree).
+TEST_P(CudaBackendTest, TreeNodeRowsAreBitIdenticalToTheirPathDecoded) {
+  const std::vector<std::int32_t> prefix(tokens_.begin(), tokens_.begin() + 4);
+  const int n = 24;
+  std::mt19937 rng(41);
+  std::vector<int> parent(n, -1);
+  std::vector<int> depth(n, 0);
+  for (int i = 1; i < n; ++i) {
+    parent[static_cast<std::size_t>(i)] = std::uniform_int_distribution<int>(-1, i - 1)(rng);
+    const int p = parent[static_cast<std::size_t>(i)];
+    depth[static_cast<std::size_t>(i)] = p < 0 ? 0 : depth[static_cast<std::size_t>(p)] + 1;
+  }
+  std::vector<std::uint8_t> ancestors(static_cast<std::size_t>(n * n), 0);
+  std::vector<std::int32_t> tree_tokens(n);
+  std::vector<std::int32_t> positions(n);
+  for (int i = 0; i < n; ++i) {
+    for (int a = i; a >= 0; a = parent[static_cast<std::size_t>(a)]) {
+      ancestors[static_cast<std::size_t>(i * n + a)] = 1;
+    }
+    tree_tokens[static_cast<std::size_t>(i)] = (i * 29 + 5) % 301;
+    positions[static_cast<std::size_t>(i)] =
+        static_cast<std::int32_t>(prefix.size()) + depth[static_cast<std::size_t>(i)];
+  }
+  const AttentionMask mask = AttentionMask::tree(n, ancestors);
+  KvCache kv = gpu_model_->make_kv_cache(64);
+  forward_all_rows(*gpu_model_, kv, prefix);
+  const std::vector<float> tree =
+      forward_all_rows(*gpu_model_, kv, tree_tokens, nullptr, &mask, positions);
+  int deep_nodes = 0;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::int32_t> path;
+    for (int a = i; a >= 0; a = parent[static_cast<std::size_t>(a)]) {
+      path.insert(path.begin(), tree_tokens[static_cast<std::size_t>(a)]);
+    }
+    deep_nodes += path.size() >= 3 ? 1 : 0;
+    KvCache single = gpu_model_->make_kv_cache(64);
+    forward_all_rows(*gpu_model_, single, prefix);
+    std::vector<float> last;
+    for (const std::int32_t token : path) {
+      last = forward_all_rows(*gpu_model_, single, std::span(&token, 1));
+    }
+    EXPECT_TRUE(bit_identical(last, row(tree, static_cast<std::size_t>(i))))
+        << "node " << i << " at depth " << depth[static_cast<std::size_t>(i)];
+  }
+  EXPECT_GT(deep_nodes, 0) << "the random tree has no node below depth 1";
+}
+
+TEST_P(CudaBackendTest, AForwardPastTheKvCapacityIsAnError) {
+  KvCache kv = gpu_model_->make_kv_cache(8);
+  forward_all_rows(*gpu_model_, kv, std::span(tokens_).subspan(0, 6));
+  EXPECT_THROW(forward_all_rows(*gpu_model_, kv, std::span(tokens_).subspan(6, 3)), Error);
 }
 
 TEST_P(CudaBackendTest, GraphReplaysAreBitIdenticalToEagerLaunches) {
@@ -175,6 +259,34 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
     Decoder decoder(*gpu_model_, comm_, drafter, *controller);
     KvCache spec_kv = gpu_model_->make_kv_cache(64);
     EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected) << kind;
+  }
+}
+
+// Trees past one matmul tile: up to 40 and 64 draft nodes per verification (SWIFT-like widths), a
+// layer-skip draft; the output equals autoregressive decoding token for token.
+TEST_P(CudaBackendTest, SelfSpeculativeTreesOfUpTo64NodesEqualAutoregressive) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
+  KvCache kv = gpu_model_->make_kv_cache(192);
+  Decoder plain(*gpu_model_, comm_);
+  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
+  for (const int max_nodes : {20, 40, 63}) {
+    LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
+                             "test");
+    ControllerOptions controller_options;
+    controller_options.kind = "fixed";
+    controller_options.max_draft = 8;
+    auto controller = make_draft_length_controller(controller_options);
+    GenerationOptions g = generation;
+    g.tree = TreeWidths::parse("0.6:8,1:4");
+    g.tree_max_nodes = max_nodes;
+    Decoder decoder(*gpu_model_, comm_, drafter, *controller);
+    KvCache spec_kv = gpu_model_->make_kv_cache(192);
+    const GenerationResult r = decoder.generate(prompt, g, spec_kv);
+    EXPECT_EQ(r.tokens, expected) << "tree of at most " << max_nodes << " nodes";
+    EXPECT_GT(r.stats.alternatives, 16) << "the trees stayed small";
   }
 }
 

@@ -59,6 +59,11 @@ class DeviceBuffer {
     SELFSPEC_CUDA_CHECK(cudaMemcpy(host.data(), get(), bytes(), cudaMemcpyDeviceToHost));
     return host;
   }
+  // Every byte 0.
+  void zero() {
+    sync_device();
+    SELFSPEC_CUDA_CHECK(cudaMemset(get(), 0, bytes()));
+  }
   // Every byte 0xff: NaN for floats and doubles, -1 for integers.
   void poison() {
     sync_device();

@@ -1,7 +1,8 @@
 // The CUDA elementwise and row-wise kernels against the CPU kernels: embedding (exact), RMSNorm
 // and the fused add + RMSNorm (the double sum differs in order only), residual add and bias
 // (exact), SwiGLU (device expf, a few ulp), RoPE (same formula; cos/sin in double), KV-cache
-// writes, row gathers, column scatters and activation conversion (exact). Outputs are poisoned with
+// writes, RoPE fused with the KV write (the same bits as the two kernels), row gathers, column
+// scatters and activation conversion (exact). Outputs are poisoned with
 // NaN first.
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -19,7 +20,7 @@
 namespace selfspec::kernels::cuda::test {
 namespace {
 
-constexpr std::int64_t kDims[] = {1, 17, 64, 1000, 4099};
+constexpr std::int64_t kDims[] = {1, 17, 64, 1000, 4099, 8192, 9000};
 constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13};
 
 // scatter_columns: the same bits as the CPU kernel (a copy) at several shapes, ids in random
@@ -254,6 +255,70 @@ TEST(CudaWriteKv, WritesTheNewSlotsOnly) {
       }
       EXPECT_TRUE(same_bits(d_k_cache.download(), k_expected));
       EXPECT_TRUE(same_bits(d_v_cache.download(), v_expected));
+    }
+  }
+}
+
+// rope_write_kv = rope(q), rope(k), write_kv(k, v), bit for bit, for q present or absent (the
+// exit head's K/V branch), several head counts and dims, and slots past the cache left alone.
+TEST(CudaRopeWriteKv, EqualsRopeThenWriteKv) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(8);
+  const std::vector<std::int32_t> positions = {3, 4, 9, 1000, 70000};
+  const auto n_tokens = static_cast<std::int64_t>(positions.size());
+  for (const std::int64_t head_dim : {std::int64_t{8}, std::int64_t{64}, std::int64_t{128}}) {
+    for (const bool with_q : {true, false}) {
+      for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{30}}) {
+        SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << (with_q ? " q" : " no q")
+                                          << " n_past " << n_past);
+        const std::int64_t q_heads = 6;
+        const std::int64_t kv_heads = 2;
+        const std::int64_t capacity = 40;
+        const std::int64_t q_stride = q_heads * head_dim;
+        const std::int64_t kv_row = kv_heads * head_dim;
+        const std::vector<float> inv_freq = llama_inv_freq(head_dim, 10000.0);
+        const std::vector<float> q =
+            random_floats(rng, static_cast<std::size_t>(n_tokens * q_stride));
+        const std::vector<float> k =
+            random_floats(rng, static_cast<std::size_t>(n_tokens * kv_row));
+        const std::vector<float> v =
+            random_floats(rng, static_cast<std::size_t>(n_tokens * kv_row));
+        const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
+        const std::vector<float> cache_before = random_floats(rng, cache_size);
+        DeviceBuffer<std::int32_t> d_positions(positions);
+        DeviceBuffer<float> d_inv_freq(inv_freq);
+        DeviceBuffer<StepParams> d_step(
+            std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
+        // Reference: the separate kernels.
+        DeviceBuffer<float> q_ref(q), k_ref(k), v_ref(v), kc_ref(cache_before),
+            vc_ref(cache_before);
+        if (with_q) {
+          rope(q_ref.get(), n_tokens, q_stride, q_heads, head_dim, d_positions.get(),
+               d_inv_freq.get(), nullptr);
+        }
+        rope(k_ref.get(), n_tokens, kv_row, kv_heads, head_dim, d_positions.get(), d_inv_freq.get(),
+             nullptr);
+        write_kv(k_ref.get(), v_ref.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
+                 kc_ref.get(), vc_ref.get(), nullptr);
+        // Fused.
+        DeviceBuffer<float> q_f(q), k_f(k), v_f(v), kc_f(cache_before), vc_f(cache_before);
+        RopeKvArgs args;
+        args.q = with_q ? q_f.get() : nullptr;
+        args.q_stride = q_stride;
+        args.n_q_heads = q_heads;
+        args.k = k_f.get();
+        args.k_stride = kv_row;
+        args.v = v_f.get();
+        args.kv_heads = kv_heads;
+        args.head_dim = head_dim;
+        args.capacity = capacity;
+        rope_write_kv(args, n_tokens, d_positions.get(), d_inv_freq.get(), d_step.get(), kc_f.get(),
+                      vc_f.get(), nullptr);
+        EXPECT_TRUE(same_bits(q_f.download(), q_ref.download())) << "q";
+        EXPECT_TRUE(same_bits(k_f.download(), k_ref.download())) << "k";
+        EXPECT_TRUE(same_bits(kc_f.download(), kc_ref.download())) << "key cache";
+        EXPECT_TRUE(same_bits(vc_f.download(), vc_ref.download())) << "value cache";
+      }
     }
   }
 }

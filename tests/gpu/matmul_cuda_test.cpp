@@ -1,8 +1,9 @@
 // matmul_small_batch and the cuBLASLt prefill GEMM against the CPU matmul, for every weight dtype
 // and awkward shapes (cols not a multiple of the 16-byte chunk, one row, more rows than a block),
-// and the GPU token-count invariance contract: row t of a T-token product equals the 1-token
-// product of x row t bit for bit, and the vector-load and scalar-load paths (aligned vs
-// misaligned pointers) give identical bits.
+// and the GPU token-count invariance contract: row t of a T-token product (T up to 64, several
+// token tiles) equals the 1-token product of x row t bit for bit, the vector-load and scalar-load
+// paths (aligned vs misaligned pointers) give identical bits, and several matrices in one launch
+// (Wq|Wk|Wv) give each matrix's own bits.
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
@@ -26,7 +27,7 @@ struct Shape {
   std::int64_t cols;
 };
 constexpr Shape kShapes[] = {{1, 8}, {37, 64}, {130, 1001}, {67, 4099}, {300, 4096}, {5, 3}};
-constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13, 16};
+constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13, 16, 17, 40, 64};
 
 // |actual − expected| <= rel · Σ_k |x_k w_k| per output (a bound on any summation order's error).
 void expect_matmul_close(const std::vector<float>& actual, const std::vector<float>& expected,
@@ -97,7 +98,7 @@ TEST_P(CudaMatmulTest, SmallBatchIsTokenCountInvariantBitForBit) {
       matmul_small_batch(d_x.get() + t * shape.cols, 1, d_w.view, d_one.get(), nullptr);
       single[static_cast<std::size_t>(t)] = d_one.download();
     }
-    for (std::int64_t n_tokens = 1; n_tokens <= max_tokens; ++n_tokens) {
+    for (std::int64_t n_tokens = 1; n_tokens <= max_tokens; n_tokens += n_tokens < 20 ? 1 : 7) {
       SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
       DeviceBuffer<float> d_y(static_cast<std::size_t>(n_tokens * shape.rows));
       d_y.poison();
@@ -144,6 +145,54 @@ TEST_P(CudaMatmulTest, VectorAndScalarLoadPathsAreBitIdentical) {
   }
 }
 
+TEST_P(CudaMatmulTest, SeveralMatricesInOneLaunchEqualTheirOwnLaunches) {
+  SELFSPEC_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  std::mt19937 rng(26);
+  for (const std::int64_t cols : {std::int64_t{64}, std::int64_t{1001}, std::int64_t{4096}}) {
+    // Row counts that do not fill a warp's rows, and an empty matrix in the middle.
+    const std::vector<std::int64_t> rows = {37, 5, 0, 130};
+    std::vector<StoredWeights> host;
+    std::vector<DeviceWeights> device;
+    for (const std::int64_t r : rows) {
+      host.push_back(random_weights(rng, dtype, r, cols));
+      device.push_back(upload_weights(host.back()));
+    }
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << "cols " << cols << " T " << n_tokens);
+      const std::vector<float> x = random_floats(rng, static_cast<std::size_t>(n_tokens * cols), 2);
+      DeviceBuffer<float> d_x(x);
+      std::vector<DeviceBuffer<float>> fused;
+      std::vector<MatmulOutput> outputs;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        fused.emplace_back(static_cast<std::size_t>(n_tokens * rows[i]));
+        fused.back().poison();
+      }
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        outputs.push_back({device[i].view, fused[i].get()});
+      matmul_small_batch(d_x.get(), n_tokens, outputs, nullptr);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        DeviceBuffer<float> alone(static_cast<std::size_t>(n_tokens * rows[i]));
+        alone.poison();
+        matmul_small_batch(d_x.get(), n_tokens, device[i].view, alone.get(), nullptr);
+        EXPECT_TRUE(same_bits(fused[i].download(), alone.download())) << "matrix " << i;
+      }
+    }
+  }
+  // Matrices of different column counts or dtypes cannot share a launch.
+  const StoredWeights a = random_weights(rng, dtype, 8, 64);
+  const StoredWeights b = random_weights(rng, dtype, 8, 72);
+  const DeviceWeights d_a = upload_weights(a);
+  const DeviceWeights d_b = upload_weights(b);
+  DeviceBuffer<float> d_x(static_cast<std::size_t>(72));
+  DeviceBuffer<float> d_y(static_cast<std::size_t>(16));
+  const std::vector<MatmulOutput> mixed = {{d_a.view, d_y.get()}, {d_b.view, d_y.get() + 8}};
+  EXPECT_THROW(matmul_small_batch(d_x.get(), 1, mixed, nullptr), Error);
+  const std::vector<MatmulOutput> too_many(kMaxMatmulOutputs + 1,
+                                           MatmulOutput{d_a.view, d_y.get()});
+  EXPECT_THROW(matmul_small_batch(d_x.get(), 1, too_many, nullptr), Error);
+}
+
 TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
   SELFSPEC_REQUIRE_GPU();
   const DType dtype = GetParam();
@@ -186,9 +235,9 @@ TEST(CudaMatmulEdgeCases, BadArgumentsThrowAndEmptyCallsDoNothing) {
   std::mt19937 rng(25);
   const StoredWeights w = random_weights(rng, DType::kBF16, 4, 16);
   const DeviceWeights d_w = upload_weights(w);
-  DeviceBuffer<float> d_x(static_cast<std::size_t>(17 * 16));
-  DeviceBuffer<float> d_y(static_cast<std::size_t>(17 * 4));
-  EXPECT_THROW(matmul_small_batch(d_x.get(), 17, d_w.view, d_y.get(), nullptr), Error);
+  DeviceBuffer<float> d_x(static_cast<std::size_t>(65 * 16));
+  DeviceBuffer<float> d_y(static_cast<std::size_t>(65 * 4));
+  EXPECT_THROW(matmul_small_batch(d_x.get(), kSmallBatch + 1, d_w.view, d_y.get(), nullptr), Error);
   EXPECT_THROW(matmul_small_batch(d_x.get(), -1, d_w.view, d_y.get(), nullptr), Error);
   d_y.poison();
   matmul_small_batch(d_x.get(), 0, d_w.view, d_y.get(), nullptr);

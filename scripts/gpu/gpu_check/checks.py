@@ -26,15 +26,19 @@ CTEST_GROUPS = [
      r"CudaSpeculativeAccept\."),
     ("ctest_cublaslt_heuristic", "cuBLASLt prefill GEMMs vs CPU (kernel and backend)",
      r"CublasLt"),
-    ("ctest_token_count_invariance", "token-count invariance bit for bit (GEMV, attention, rows)",
+    ("ctest_token_count_invariance",
+     "token-count invariance bit for bit (GEMV, attention, rows; up to 64 tokens, trees)",
      r"TokenCountInvariant|QueryIsBitIdenticalAloneOrInABatch|VerificationRowsAreBitIdentical"
-     r"|VectorAndScalarLoadPathsAreBitIdentical"),
+     r"|VectorAndScalarLoadPathsAreBitIdentical|VerificationsOfUpTo64Tokens"
+     r"|TreeNodeRowsAreBitIdentical|TreeQueryIsBitIdentical|SeveralMatricesInOneLaunch"),
     ("ctest_backend_vs_cpu", "CUDA backend vs CPU backend (logits, KV rollback, row compaction)",
      r"CudaBackendTest\.(LogitsMatchTheCpuBackend|KvCacheAfterRollback)|CudaKvCacheKeepRows"),
-    ("ctest_graph_replay", "CUDA graph replays vs eager launches, bit for bit",
-     r"CudaBackendTest\.GraphReplays"),
-    ("ctest_speculative_lossless", "self-speculative greedy == autoregressive (backend)",
-     r"CudaBackendTest\.SelfSpeculativeGreedy"),
+    ("ctest_graph_replay",
+     "CUDA graph replays vs eager launches, dependent (PDL) vs plain launches, bit for bit",
+     r"CudaBackendTest\.GraphReplays|CudaLaunchOrder\."),
+    ("ctest_speculative_lossless",
+     "self-speculative greedy == autoregressive (backend; chains, trees of up to 64 nodes)",
+     r"CudaBackendTest\.SelfSpeculativeGreedy|CudaBackendTest\.SelfSpeculativeTrees"),
     ("ctest_device_verification",
      "device-side verification: shard-walk kernels vs CPU, decisions vs the host path",
      r"CudaShardWalk\.|CudaBackendTest\.DeviceSideVerification"),
@@ -50,7 +54,15 @@ def rest_pattern():
     return "|".join(r for _, _, r in CTEST_GROUPS)
 
 
-def run_ctest_group(c, s, include=None, exclude=None):
+# The groups run again with programmatic dependent launch off (SELFSPEC_CUDA_PDL=0): the same
+# bits must come out, and a failure that only shows with it on points at a launch-order race.
+PDL_OFF_PATTERN = "|".join(r for name, _, r in CTEST_GROUPS
+                           if name in ("ctest_token_count_invariance",
+                                       "ctest_speculative_lossless", "ctest_graph_replay",
+                                       "ctest_tree_mask_attention"))
+
+
+def run_ctest_group(c, s, include=None, exclude=None, env=None):
     ctest = c.tools.get("ctest")
     if not ctest:
         s.fail("no ctest")
@@ -58,7 +70,7 @@ def run_ctest_group(c, s, include=None, exclude=None):
     junit = os.path.join(c.outdir, "raw", f"{s.name}.xml")
     if os.path.exists(junit):
         os.remove(junit)
-    rc, out = s.run(ctest_command(c, ctest, junit, include, exclude), capture=True)
+    rc, out = s.run(ctest_command(c, ctest, junit, include, exclude), capture=True, env=env)
     tests = parse_junit(junit)
     if tests is None:
         tests = parse_ctest_stdout(out)
@@ -320,13 +332,22 @@ def read_json(s, path, what):
 
 # -- selfspec bench: decode --
 
-def step_decode_bench(c, s, graphs):
-    out = fresh_raw_file(c, f"bench-7b-bf16-graphs-{graphs}.json")
+def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-7b"):
+    """The decode bench of `model`'s geometry (configs/models/<model>.yaml, synthetic bf16
+    weights), and v(gamma) for gamma = 1 .. verify_cost_max (0: not measured), with programmatic
+    dependent launch on or off."""
+    label = f"graphs-{graphs}" + ("" if pdl else "-pdl-off")
+    short = "7b" if model == "llama-2-7b" else model
+    out = fresh_raw_file(c, f"bench-{short}-bf16-{label}.json")
     args = [c.program("selfspec"), "bench", "--architecture",
-            os.path.join(REPO, "configs", "models", "llama-2-7b.yaml"), "--weights-dtype", "bf16",
+            os.path.join(REPO, "configs", "models", f"{model}.yaml"), "--weights-dtype", "bf16",
             "--device", "cuda", "--cuda-graphs", graphs, "--prompt-len", "128", "--gen", "128",
             "--reps", "3", "--json", "--out", out]
-    rc, _ = s.run(args, capture=True)
+    if verify_cost_max > 0:
+        args += ["--verify-cost-max", str(verify_cost_max), "--verify-cost-rounds", "3"]
+    else:
+        args += ["--verify-cost-rounds", "0"]
+    rc, _ = s.run(args, capture=True, env=None if pdl else {"SELFSPEC_CUDA_PDL": "0"})
     if rc != 0:
         s.fail(f"selfspec bench exited with {rc}")
         return
@@ -339,8 +360,14 @@ def step_decode_bench(c, s, graphs):
         s.fail("the bench reports no device bandwidth: it did not run on the GPU")
         return
     s.figures.update(device_bandwidth_figures(r, device))
+    s.figures["pdl"] = pdl
+    cost = r.get("verify_cost") or {}
+    if cost.get("v"):
+        s.figures["v_gamma"] = [round(v, 3) for v in cost["v"]]
     if graphs == "off":
         record_graphs_speedup(c, s.figures)
+    if not pdl:
+        record_speedup(c, s.figures, "bench_7b_graphs_on", "pdl_speedup")
     if r.get("cuda_graphs") != (graphs == "on"):
         s.fail(f"asked for --cuda-graphs {graphs}, the bench reports cuda_graphs "
                f"{r.get('cuda_graphs')}")
@@ -374,9 +401,14 @@ def device_bandwidth_figures(r, device):
 
 def record_graphs_speedup(c, f):
     """graphs_speedup: decode tokens/s with CUDA graphs (the step before) over without (f)."""
-    on = [st for st in c.steps if st["name"] == "bench_7b_graphs_on" and st.get("figures")]
+    record_speedup(c, f, "bench_7b_graphs_on", "graphs_speedup")
+
+
+def record_speedup(c, f, reference_step, name):
+    """f[name]: decode tokens/s of reference_step over f's."""
+    on = [st for st in c.steps if st["name"] == reference_step and st.get("figures")]
     if on and on[0]["figures"].get("decode_tok_s") and f["decode_tok_s"]:
-        f["graphs_speedup"] = round(on[0]["figures"]["decode_tok_s"] / f["decode_tok_s"], 3)
+        f[name] = round(on[0]["figures"]["decode_tok_s"] / f["decode_tok_s"], 3)
 
 
 # -- cuda_kernel_bench --

@@ -187,6 +187,12 @@ def find_tools(tools, pythons, extra_dirs):
         if os.path.isfile(beside):
             tools["ctest"] = beside
     tools["nvcc"] = find_nvcc(pythons)
+    # The profiler and the memory checker: on PATH, beside nvcc, or in the toolkit's folders.
+    cuda_dirs = [os.path.dirname(tools["nvcc"])] if tools["nvcc"] else []
+    cuda_dirs += ["/usr/local/cuda/bin"] + sorted(glob.glob("/usr/local/cuda-*/bin"), reverse=True)
+    cuda_dirs += sorted(glob.glob("/opt/nvidia/nsight-compute/*"), reverse=True)
+    for name in ("ncu", "compute-sanitizer"):
+        tools[name] = find_program(name, list(extra_dirs) + cuda_dirs)
 
 
 def find_nvcc(pythons):

@@ -137,9 +137,11 @@ def replace_file(outdir, name, text):
 FOOTER = ("Exit codes: 0 passed, 1 a check failed, 2 bad arguments, 3 no device, "
           "4 kit/configure/build failed, 5 incomplete (time budget).\n")
 
-DECODE_COLUMNS = ["graphs", "decode_tok_s", "decode_ms_per_token", "effective_gbps",
+DECODE_COLUMNS = ["step", "graphs", "pdl", "decode_tok_s", "decode_ms_per_token", "effective_gbps",
                   "device_copy_gbps", "device_peak_gbps", "fraction_of_device_copy_bandwidth",
-                  "fraction_of_device_peak_bandwidth", "graphs_speedup", "prefill_tok_s", "load_s"]
+                  "fraction_of_device_peak_bandwidth", "graphs_speedup", "pdl_speedup",
+                  "prefill_tok_s", "load_s"]
+NCU_COLUMNS = ["kernel", "grid", "block", "launches_per_forward", "mean_us", "us_per_forward"]
 GENERATE_COLUMNS = (
     ("cli_graph_replay", ["model", "mode", "tokens", "identical", "decode_tok_s_graphs_on",
                           "decode_tok_s_graphs_off"]),
@@ -155,8 +157,9 @@ def render_markdown(report):
     by_name = {st["name"]: st for st in report["steps"]}
     lines = (headline(report) + [""] + steps_table(report["steps"]) + [""]
              + dependencies_section(report.get("build") or {})
-             + decode_bench_section(by_name) + generate_sections(by_name)
-             + kernel_bench_section(by_name) + nccl_bench_section(by_name)
+             + decode_bench_section(by_name) + verify_cost_section(by_name)
+             + generate_sections(by_name) + kernel_bench_section(by_name)
+             + ncu_section(by_name) + sanitizer_section(by_name) + nccl_bench_section(by_name)
              + failures_section(report["steps"]) + [FOOTER])
     return "\n".join(lines) + "\n"
 
@@ -246,18 +249,59 @@ def dependencies_section(build):
             md_table(rows, ["dependency", "in kit", "path"])]
 
 
+def decode_steps(by_name):
+    return [st for name, st in by_name.items()
+            if name.startswith("bench_") and st.get("figures", {}).get("decode_tok_s")]
+
+
 def decode_bench_section(by_name):
     rows = []
-    for graphs in ("on", "off"):
-        st = by_name.get(f"bench_7b_graphs_{graphs}")
-        if st and st.get("figures"):
-            row = dict(st["figures"])
-            row["graphs"] = graphs
-            rows.append(row)
+    for st in decode_steps(by_name):
+        row = dict(st["figures"])
+        row["step"] = st["name"]
+        row["graphs"] = "on" if row.get("cuda_graphs") else "off"
+        rows.append(row)
     if not rows:
         return []
-    return ["## Decode, LLaMA-2-7B geometry, synthetic bf16 weights\n",
+    return ["## Decode, synthetic bf16 weights (LLaMA-2-7B geometry unless the step says)\n",
             md_table(rows, DECODE_COLUMNS)]
+
+
+def verify_cost_section(by_name):
+    """v(gamma): a verification of gamma drafts (gamma + 1 tokens) against one decode step."""
+    rows = [st for st in decode_steps(by_name) if st["figures"].get("v_gamma")]
+    if not rows:
+        return []
+    width = max(len(st["figures"]["v_gamma"]) for st in rows)
+    columns = ["step"] + [f"v({g})" for g in range(1, width)]
+    table = []
+    for st in rows:
+        v = st["figures"]["v_gamma"]
+        row = {"step": st["name"]}
+        row.update({f"v({g})": v[g] for g in range(1, len(v))})
+        table.append(row)
+    return ["## Verification cost v(gamma) (forwards of gamma + 1 tokens over one decode step)\n",
+            md_table(table, columns)]
+
+
+def ncu_section(by_name):
+    st = by_name.get("ncu_decode")
+    if not (st and st.get("figures", {}).get("kernels")):
+        return []
+    f = st["figures"]
+    return [f"## Time per kernel of a decode forward (ncu --cache-control none; {f.get('forwards')} "
+            f"one-token forwards; {f.get('us_per_forward')} us per forward, kernels one by one)\n",
+            md_table(f["kernels"], NCU_COLUMNS)]
+
+
+def sanitizer_section(by_name):
+    st = by_name.get("sanitizer")
+    if not (st and st.get("figures", {}).get("sanitizer")):
+        return []
+    rows = [{"tool": k, "exit": v.get("exit"), "errors": v.get("errors")}
+            for k, v in st["figures"]["sanitizer"].items()]
+    return ["## compute-sanitizer over cuda_kernels_test\n",
+            md_table(rows, ["tool", "exit", "errors"])]
 
 
 def generate_sections(by_name):

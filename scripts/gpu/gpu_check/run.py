@@ -10,10 +10,11 @@ import sys
 from functools import partial
 
 from .build import step_build, step_configure, step_kit, step_link_check
-from .checks import (CTEST_GROUPS, CTEST_REST, rest_pattern, run_ctest_group, step_cli_cpu_vs_gpu,
-                     step_cli_graphs, step_cli_speculative, step_decode_bench, step_kernel_bench,
-                     step_nccl_bench)
+from .checks import (CTEST_GROUPS, CTEST_REST, PDL_OFF_PATTERN, rest_pattern, run_ctest_group,
+                     step_cli_cpu_vs_gpu, step_cli_graphs, step_cli_speculative,
+                     step_decode_bench, step_kernel_bench, step_nccl_bench)
 from .machine import REPO, kill_group, step_environment
+from .profile import step_ncu_decode, step_sanitizer
 from .report import EXIT_NO_DEVICE, EXIT_USAGE, RESULTS, verdict
 from .runner import Checker, progress, unrun_record
 
@@ -141,19 +142,34 @@ def gpu_checks(c):
     checks.append((CTEST_REST[0], CTEST_REST[1], 240,
                    partial(run_ctest_group, c, exclude=rest_pattern()), False))
     checks += [
+        ("ctest_pdl_off", "the invariance, graph and lossless groups again with programmatic "
+         "dependent launch off (SELFSPEC_CUDA_PDL=0)", 120,
+         partial(run_ctest_group, c, include=PDL_OFF_PATTERN, env={"SELFSPEC_CUDA_PDL": "0"}),
+         False),
         ("cli_graph_replay", "selfspec generate: CUDA graphs on == off (tokens)", 150,
          partial(step_cli_graphs, c), False),
         ("cli_speculative", "selfspec generate: speculative greedy == autoregressive on the GPU",
          150, partial(step_cli_speculative, c), False),
         ("cli_cpu_vs_gpu", "selfspec generate: GPU vs CPU greedy tokens (information)", 120,
          partial(step_cli_cpu_vs_gpu, c), True),
-        ("bench_7b_graphs_on", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs on", 200,
-         partial(step_decode_bench, c, graphs="on"), False),
-        ("bench_7b_graphs_off", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs off", 200,
-         partial(step_decode_bench, c, graphs="off"), False),
+        ("bench_7b_graphs_on", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs on; "
+         "v(gamma) for gamma = 1 .. 15", 200,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=15), False),
         ("kernel_bench", "cuda_kernel_bench (GB/s, TFLOP/s against the device peak)", 180,
          partial(step_kernel_bench, c), False),
-        ("nccl_bench", "nccl_bench, one rank (all-reduce latency at decode sizes)", 120,
+        ("bench_qwen_1p5b", "decode bench, Qwen2.5-Coder-1.5B geometry, bf16, graphs on; "
+         "v(gamma) for gamma = 1 .. 8 (the GPU costs for eq. 6)", 120,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=8,
+                 model="qwen2.5-coder-1.5b"), False),
+        ("bench_7b_pdl_off", "decode bench, graphs on, programmatic dependent launch off", 120,
+         partial(step_decode_bench, c, graphs="on", pdl=False, verify_cost_max=0), False),
+        ("ncu_decode", "ncu --cache-control none: time per kernel of a 7B decode step", 150,
+         partial(step_ncu_decode, c), False),
+        ("sanitizer", "compute-sanitizer memcheck, synccheck, racecheck on the kernel tests", 150,
+         partial(step_sanitizer, c), False),
+        ("bench_7b_graphs_off", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs off", 120,
+         partial(step_decode_bench, c, graphs="off", verify_cost_max=0), False),
+        ("nccl_bench", "nccl_bench, one rank (all-reduce latency at decode sizes)", 60,
          partial(step_nccl_bench, c), False),
     ]
     return checks

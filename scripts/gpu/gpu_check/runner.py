@@ -39,13 +39,18 @@ def unrun_record(name, title, status, note):
     return {"name": name, "title": title, "status": status, "notes": [note]}
 
 
-def start_process(cmd, capture, log):
+def start_process(cmd, capture, log, env=None):
     """cmd started in the repository, in its own session (so that a timeout kills all of it),
-    stderr (and stdout unless captured) to log; None when it cannot start."""
+    stderr (and stdout unless captured) to log, with env's variables added to the environment;
+    None when it cannot start."""
+    environment = None
+    if env:
+        environment = dict(os.environ)
+        environment.update(env)
     try:
         return subprocess.Popen([str(c) for c in cmd], cwd=REPO,
                                 stdout=subprocess.PIPE if capture else log,
-                                stderr=log, start_new_session=True,
+                                stderr=log, start_new_session=True, env=environment,
                                 text=capture, errors="replace" if capture else None)
     except OSError as e:
         log.write(f"# cannot run: {e}\n")
@@ -81,17 +86,20 @@ class Step:
         self.status = "failed"
         self.note(text)
 
-    def run(self, cmd, capture=False, timeout=None):
-        """Runs cmd under the step's deadline (and timeout, if smaller). stdout is returned when
-        capture is set (and also logged); stderr always goes to the log. Returns (rc, stdout);
-        rc 124 after a timeout, 127 when the program could not be started."""
+    def run(self, cmd, capture=False, timeout=None, env=None):
+        """Runs cmd under the step's deadline (and timeout, if smaller), with env's variables
+        added. stdout is returned when capture is set (and also logged); stderr always goes to
+        the log. Returns (rc, stdout); rc 124 after a timeout, 127 when the program could not be
+        started."""
         limit = self.left() if timeout is None else min(timeout, self.left())
+        if env:
+            self.log.write("# environment: " + " ".join(f"{k}={v}" for k, v in env.items()) + "\n")
         self._log_command(cmd)
         if limit <= 0:
             self.timed_out = True
             self.log.write("# not started: the step's time is spent\n")
             return 124, ""
-        proc = start_process(cmd, capture, self.log)
+        proc = start_process(cmd, capture, self.log, env)
         if proc is None:
             return 127, ""
         rc, out = self._wait(proc, limit)

@@ -44,6 +44,7 @@ TEST(ArchitectureFiles, EveryShippedModelLoadsWithItsPublishedNumbers) {
       {"llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 5e5, 8.03},
       {"llama-3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 5e5, 70.6},
       {"llama-3.1-70b", 80, 8192, 64, 8, 28672, 128256, 131072, 5e5, 70.6},
+      {"qwen2.5-coder-1.5b", 28, 1536, 12, 2, 8960, 151936, 32768, 1e6, 1.54},
   };
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kModels)) {
