@@ -30,10 +30,14 @@
 // the dims l, l + 32, ... (scalar loads). Everything is f32; the result differs from the CPU's
 // (double denominator, normalise-then-sum) by rounding only.
 //
-// Workspace: partials and counters for `tokens_per_pass` tokens; longer inputs (prefill) run in
-// passes of that many tokens. tokens_per_pass is a function of the dims alone, so
-// attention_workspace_bytes() and attention() agree. Programmatic dependent launch: the kernel
-// waits for the previous kernel before its first read (cuda_common.cuh).
+// Workspace: the merge counters first, in a region of fixed size (kCounterSlots counters, the
+// same for every call and every dims), then the partials of `tokens_per_pass` tokens; longer
+// inputs (prefill) run in passes of that many tokens. tokens_per_pass is a function of the dims
+// alone, so attention_workspace_bytes() and attention() agree. The counters' place must not
+// depend on the call: a workspace shared by calls of different T (decode, verification) would
+// otherwise find one call's partials where the next keeps its counters (the first GPU run of this
+// kernel failed its lossless tests that way once a query had two splits). Programmatic dependent
+// launch: the kernel waits for the previous kernel before its first read (cuda_common.cuh).
 #include "kernels/cuda/attention_split.hpp"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
@@ -60,32 +64,33 @@ static_assert(kAttentionMinSplit % (kWarps * kGroup) == 0,
 
 // The workspace budget that limits the tokens per pass (verification batches always fit).
 constexpr std::size_t kWorkspaceBudget = std::size_t{64} << 20;
+// Merge counters, one per (token, head) of a pass, at the start of every workspace.
+constexpr std::int64_t kCounterSlots = 16384;
+constexpr std::size_t kCounterBytes = kCounterSlots * sizeof(unsigned);
 
 struct Geometry {
   std::int64_t grid_splits = 0;      // splits per query in the grid
   std::int64_t tokens_per_pass = 0;  // tokens whose partials fit the workspace at once
   std::size_t o_floats = 0;          // partial outputs, [pass tokens][heads][splits][head_dim]
   std::size_t ml_floats = 0;         // partial M and L, [pass tokens][heads][splits] each
-  std::size_t counters = 0;          // [pass tokens][heads]
 };
 
 Geometry geometry(const AttentionDims& dims) {
   Geometry g;
   g.grid_splits = attention_grid_splits(dims.capacity);
   const auto heads = static_cast<std::size_t>(dims.n_q_heads);
-  const std::size_t per_token =
-      heads * (static_cast<std::size_t>(g.grid_splits) *
-                   (static_cast<std::size_t>(dims.head_dim) + 2) * sizeof(float) +
-               sizeof(unsigned));
+  const std::size_t per_token = heads * static_cast<std::size_t>(g.grid_splits) *
+                                (static_cast<std::size_t>(dims.head_dim) + 2) * sizeof(float);
   std::int64_t fit = static_cast<std::int64_t>(kWorkspaceBudget / per_token);
   if (fit < kSmallBatch) fit = kSmallBatch;
+  const std::int64_t counter_limit = kCounterSlots / dims.n_q_heads;
+  if (fit > counter_limit) fit = counter_limit;
   g.tokens_per_pass = dims.n_tokens < fit ? dims.n_tokens : fit;
   if (g.tokens_per_pass < 1) g.tokens_per_pass = 1;
   const std::size_t units =
       static_cast<std::size_t>(g.tokens_per_pass) * heads * static_cast<std::size_t>(g.grid_splits);
   g.o_floats = units * static_cast<std::size_t>(dims.head_dim);
   g.ml_floats = units;
-  g.counters = static_cast<std::size_t>(g.tokens_per_pass) * heads;
   return g;
 }
 
@@ -110,13 +115,16 @@ void check_dims(const AttentionDims& dims) {
                                               " tokens exceed the cache capacity " +
                                               str(dims.capacity));
   require(dims.capacity <= 0x7fffffff, "attention: capacity " + str(dims.capacity) + " too large");
+  require(dims.n_q_heads * kSmallBatch <= kCounterSlots,
+          "attention: " + str(dims.n_q_heads) + " query heads per rank (at most " +
+              str(kCounterSlots / kSmallBatch) + ")");
 }
 
 struct Workspace {
   float* o = nullptr;  // [pass tokens][heads][grid_splits][head_dim]
   float* m = nullptr;  // [pass tokens][heads][grid_splits]
   float* l = nullptr;
-  unsigned* counters = nullptr;  // [pass tokens][heads]
+  unsigned* counters = nullptr;  // [pass tokens][heads], at the start of the workspace
 };
 
 struct Params {
@@ -396,7 +404,7 @@ void launch_pass(const Params& p, const Workspace& ws, std::int64_t pass_tokens,
 std::size_t attention_workspace_bytes(const AttentionDims& dims) {
   check_dims(dims);
   const Geometry g = geometry(dims);
-  return (g.o_floats + 2 * g.ml_floats) * sizeof(float) + g.counters * sizeof(unsigned);
+  return kCounterBytes + (g.o_floats + 2 * g.ml_floats) * sizeof(float);
 }
 
 void attention(const float* q, const float* k_cache, const float* v_cache,
@@ -422,10 +430,10 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
           "attention: too many (token, head, split) blocks for one launch");
 
   Workspace ws;
-  ws.o = static_cast<float*>(workspace);
+  ws.counters = static_cast<unsigned*>(workspace);
+  ws.o = reinterpret_cast<float*>(static_cast<std::uint8_t*>(workspace) + kCounterBytes);
   ws.m = ws.o + g.o_floats;
   ws.l = ws.m + g.ml_floats;
-  ws.counters = reinterpret_cast<unsigned*>(ws.l + g.ml_floats);
 
   Params p;
   p.q = q;

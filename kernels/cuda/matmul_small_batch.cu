@@ -21,9 +21,10 @@
 // what a launch of its matrix alone would give.
 // Tokens: T > kTileTokens runs as launches over tiles of kTileTokens tokens (x and y offset per
 // tile), each the same per-token arithmetic.
-// Programmatic dependent launch (cuda_common.cuh): a warp loads its first kPrefetch chunks of
-// weights (which no kernel writes) before it waits for the kernel before it, so the first
-// memory round trip overlaps that kernel's tail; x is read and y written only after the wait.
+// Programmatic dependent launch (cuda_common.cuh): at T <= 2 a warp loads its first kPrefetch
+// chunks of weights (which no kernel writes) before it waits for the kernel before it, so the
+// first memory round trip overlaps that kernel's tail; x is read and y written only after the
+// wait.
 // Launch: 128 threads (4 warps) per block, ceil(warps / 4) blocks; warps past the last row exit at
 // once (no barriers in this kernel); rows past the end inside a warp's group are computed on a
 // clamped valid row and not stored, so every lane stays in the shuffles.
@@ -54,10 +55,13 @@ template <int kTokens>
 constexpr int rows_per_warp() {
   return kTokens <= 2 ? 2 : 4;
 }
-// Chunks per row a lane loads before waiting for the previous kernel (PDL prologue).
+// Chunks per row a lane loads before waiting for the previous kernel (PDL prologue). T > 2 has
+// none: its register budget goes to the accumulators (the first GPU run of the prologue measured
+// 4096 x 4096 at T = 8 at 32 us against 20 us before it, with 166 registers against 142; which of
+// the prologue and the early launch cost that is measured next).
 template <int kTokens>
 constexpr int prefetch_chunks() {
-  return kTokens <= 2 ? 2 : 1;
+  return kTokens <= 2 ? 2 : 0;
 }
 
 // Weight decoding per dtype: kVec elements per 16-byte chunk, from the raw 16 bytes.
@@ -235,9 +239,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const std::int64_t n_full = cols / kVec;
-  if (vector_loads) {
+  if (vector_loads && kPrefetch > 0) {
     // Prologue: the lane's first kPrefetch chunks of weights, loaded before the wait.
-    uint4 raw[kPrefetch][kRows];
+    uint4 raw[kPrefetch > 0 ? kPrefetch : 1][kRows];
 #pragma unroll
     for (int p = 0; p < kPrefetch; ++p) {
       const std::int64_t c = lane + p * kWarpSize;
@@ -259,6 +263,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     accumulate_full_chunks<Weights, kTokens, kRows, true>(
         x, w_rows, cols, lane + std::int64_t{kPrefetch} * kWarpSize, n_full, acc);
+  } else if (vector_loads) {
+    detail::wait_for_prerequisites();
+    accumulate_full_chunks<Weights, kTokens, kRows, true>(x, w_rows, cols, lane, n_full, acc);
   } else {
     detail::wait_for_prerequisites();
     accumulate_full_chunks<Weights, kTokens, kRows, false>(x, w_rows, cols, lane, n_full, acc);

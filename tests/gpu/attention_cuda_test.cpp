@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -238,6 +239,39 @@ TEST(CudaAttention, TreeQueryIsBitIdenticalToItsPathKeptInOrder) {
         EXPECT_TRUE(same_bits(gpu_attention(kept, d_kept, scale), node))
             << "node " << t << " (path of " << path.size() << ")";
       }
+    }
+  }
+}
+
+// One workspace serving calls of different token counts and capacities in turn (as the backend's
+// does: decode steps, verifications, other caches), each query with several splits: every call
+// gives the bits of the same call on a fresh workspace.
+TEST(CudaAttention, AWorkspaceSharedByCallsOfDifferentSizesGivesFreshBits) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(36);
+  const float scale = 1.0f / std::sqrt(64.0f);
+  std::vector<Case> cases;
+  cases.push_back(make_case(rng, 40, 8, 2, 64, 70, false, 20));
+  cases.push_back(make_case(rng, 1, 8, 2, 64, 100, false, 20));
+  cases.push_back(make_case(rng, 9, 8, 2, 64, 90, true, 20));
+  cases.push_back(make_case(rng, 1, 8, 2, 64, 300, false, 500));
+  cases.push_back(make_case(rng, 40, 8, 2, 64, 33, false, 3));
+  std::size_t bytes = 0;
+  for (const Case& c : cases) bytes = std::max(bytes, attention_workspace_bytes(c.dims));
+  DeviceBuffer<std::uint8_t> shared(bytes);
+  shared.zero();
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "round " << round << " case " << i);
+      const Case& c = cases[i];
+      DeviceCase fresh(c);
+      const std::vector<float> expected = gpu_attention(c, fresh, scale);
+      DeviceBuffer<float> out(c.q.size());
+      out.poison();
+      attention(fresh.q.get(), fresh.k.get(), fresh.v.get(), c.dims, fresh.step.get(),
+                c.mask.empty() ? nullptr : fresh.mask.get(), scale, out.get(), shared.get(),
+                nullptr);
+      EXPECT_TRUE(same_bits(out.download(), expected));
     }
   }
 }

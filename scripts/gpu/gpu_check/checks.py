@@ -30,7 +30,8 @@ CTEST_GROUPS = [
      "token-count invariance bit for bit (GEMV, attention, rows; up to 64 tokens, trees)",
      r"TokenCountInvariant|QueryIsBitIdenticalAloneOrInABatch|VerificationRowsAreBitIdentical"
      r"|VectorAndScalarLoadPathsAreBitIdentical|VerificationsOfUpTo64Tokens"
-     r"|TreeNodeRowsAreBitIdentical|TreeQueryIsBitIdentical|SeveralMatricesInOneLaunch"),
+     r"|TreeNodeRowsAreBitIdentical|TreeQueryIsBitIdentical|SeveralMatricesInOneLaunch"
+     r"|AWorkspaceSharedByCalls"),
     ("ctest_backend_vs_cpu", "CUDA backend vs CPU backend (logits, KV rollback, row compaction)",
      r"CudaBackendTest\.(LogitsMatchTheCpuBackend|KvCacheAfterRollback)|CudaKvCacheKeepRows"),
     ("ctest_graph_replay",
