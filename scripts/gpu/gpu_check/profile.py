@@ -14,7 +14,7 @@ from .machine import REPO
 # realistic lengths by cuda_kernel_bench.
 NCU_BENCH = ["bench", "--architecture", os.path.join(REPO, "configs", "models", "llama-2-7b.yaml"),
              "--weights-dtype", "bf16", "--device", "cuda", "--cuda-graphs", "off",
-             "--prompt-len", "1", "--gen", "8", "--reps", "1", "--verify-cost-rounds", "0"]
+             "--prompt-len", "1", "--gen", "4", "--reps", "1", "--verify-cost-rounds", "0"]
 
 SUMMARY_HEAD = re.compile(r"\s+(.*?) \((\d+), (\d+), (\d+)\)x\((\d+), (\d+), (\d+)\), Device \d+, "
                           r"CC [\d.]+, Invocations (\d+)")
