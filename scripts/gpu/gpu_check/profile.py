@@ -21,8 +21,13 @@ SUMMARY_HEAD = re.compile(r"\s+(.*?) \((\d+), (\d+), (\d+)\)x\((\d+), (\d+), (\d
 
 
 def short_kernel_name(name):
+    """The kernel's name without its parameter list, return type and namespaces. ncu prints an
+    anonymous namespace as `selfspec::<unnamed>::`, `(anonymous namespace)::` or, in newer
+    versions, a bare `unnamed>::` (inside template arguments too: `f<unnamed>::T, 1>`)."""
     name = re.sub(r"\(.*", "", name).replace("void ", "")
-    return re.sub(r"<unnamed>::|selfspec::|kernels::cuda::|_GLOBAL__N__\w+::", "", name)
+    name = name.replace("::<unnamed>::", "::").replace("(anonymous namespace)::", "")
+    name = re.sub(r"^<unnamed>::", "", name).replace("unnamed>::", "")
+    return re.sub(r"selfspec::|kernels::cuda::|_GLOBAL__N__\w+::", "", name)
 
 
 def parse_ncu_summary(text):
