@@ -152,6 +152,11 @@ struct MatmulOutput {
 };
 void matmul_small_batch(const float* x, std::int64_t n_tokens,
                         std::span<const MatmulOutput> outputs, cudaStream_t stream);
+// out = swiglu(x · gateᵀ, x · upᵀ) (gate and up of one shape and dtype), for T <= kSmallBatch, in
+// one launch: each warp reduces gate row i and up row i and stores their SwiGLU, with the same
+// bits as matmul_small_batch of each followed by swiglu().
+void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
+                   const DeviceWeight& up, float* out, cudaStream_t stream);
 
 // --- logits (vocab-shard rows) -----------------------------------------------------------------
 // Per row of a vocab shard: the max of l/T, the first argmax (global id = vocab_begin + index) and

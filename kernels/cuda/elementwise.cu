@@ -5,14 +5,16 @@
 // Design: purely elementwise work runs as grid-stride loops (256 threads per block, at most 2^16
 // blocks) over 64-bit indices, so any size is covered and every launch shape is legal. Row-wise
 // work uses one block per row:
-//  - RMSNorm: thread i owns the elements i, i + 256, ... of the row; it loads them all into
-//    registers first (dims up to 8192; the loads are independent, so they are in flight together,
-//    and stores to x or y come after every load, so y may alias x), sums their squares in double
-//    in ascending order, the block sums the per-thread values in a fixed order (warp butterfly,
-//    then warps in ascending order), and r = f32(1 / sqrt(mean + eps)) is computed in double as
-//    on the CPU; y = weight * (x * r) in f32, the CPU's expression. Results match the CPU up to
-//    the rounding of the double sum. (The first GPU run measured 15 us per row for the previous
-//    loop, whose loads each waited on the store before it.) Wider rows loop the same way.
+//  - RMSNorm: thread i owns the elements i, i + 256, ... of the row; it loads them (and the norm's
+//    weights) all into registers first (dims up to 8192; the loads are independent, so they are
+//    in flight together, and stores to x or y come after every load, so y may alias x), sums
+//    their squares in double in ascending order, the block sums the per-thread values in a fixed
+//    order (warp butterfly, then warps in ascending order), and r = f32(1 / sqrt(mean + eps)) is
+//    computed in double as on the CPU; y = weight * (x * r) in f32, the CPU's expression. Results
+//    match the CPU up to the rounding of the double sum. (The first GPU run measured 15 us per row
+//    for the previous loop, whose loads each waited on the store before it; this kernel 9.4 us
+//    under ncu with cold caches, before its weight loads moved ahead of the reduction.) Wider rows
+//    loop the same way.
 //  - RoPE: thread i computes cos/sin of angle = double(pos) * inv_freq[i] in double, rounds them
 //    to f32 and rotates pair i with rope_rotate (kernels/shared_math.hpp, no FMA contraction) —
 //    the CPU's arithmetic. rope_write_kv runs one block per (token, head) of q and k: the pairs of
@@ -102,13 +104,16 @@ __global__ void __launch_bounds__(kRowThreads)
   double sum_squares = 0.0;
   if constexpr (kPerThread > 0) {
     float v[kPerThread];
+    float g[kPerThread];  // the norm's weight, loaded with x (not after the reduction)
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
       const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(k) * kRowThreads;
       v[k] = 0.0f;
+      g[k] = 0.0f;
       if (i < dim) {
         v[k] = x[row_offset + i];
         if constexpr (kAdd) v[k] = v[k] + delta[row_offset + i];
+        g[k] = weight[i];
       }
     }
 #pragma unroll
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
       const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(k) * kRowThreads;
-      if (i < dim) y[row_offset + i] = weight[i] * (v[k] * r);
+      if (i < dim) y[row_offset + i] = g[k] * (v[k] * r);
     }
   } else {
     for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {

@@ -19,6 +19,9 @@
 // kMaxMatmulOutputs matrices of equal dtype and cols (Wq|Wk|Wv, gate|up) in one grid: the warps
 // are numbered over the matrices in turn, so no warp straddles two, and each output is exactly
 // what a launch of its matrix alone would give.
+// SwiGLU in the epilogue: matmul_swiglu(x, T, gate, up, out) gives each warp gate rows i .. and the
+// up rows of the same indices, and stores swiglu_value(gate, up) (the SwiGLU kernel's expression):
+// the MLP's gate|up launch and its SwiGLU launch become one, with the same bits.
 // Tokens: T > kTileTokens runs as launches over tiles of kTileTokens tokens (x and y offset per
 // tile), each the same per-token arithmetic.
 // Programmatic dependent launch (cuda_common.cuh): at T <= 2 a warp loads its first kPrefetch
@@ -194,11 +197,16 @@ struct Segments {
   std::int64_t total_warps = 0;
 };
 
-template <class Weights, int kTokens>
+// kSwiglu: segments.s[0] is W_gate (its y the output), segments.s[1] W_up of the same shape; a
+// warp's first kRows / 2 rows are gate rows row0 .. and its last kRows / 2 the up rows of the same
+// indices, and it stores swiglu_value(gate, up) (kernels/shared_math.hpp, the SwiGLU kernel's
+// expression) instead of either product: the same bits as the two products and the SwiGLU kernel.
+template <class Weights, int kTokens, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
     matmul_small_batch_kernel(const float* __restrict__ x, const Segments segments,
                               std::int64_t cols, bool vector_loads) {
   constexpr int kRows = rows_per_warp<kTokens>();
+  constexpr int kHalf = kRows / 2;
   constexpr int kVec = Weights::kVec;
   constexpr int kPrefetch = prefetch_chunks<kTokens>();
   using Storage = typename Weights::Storage;
@@ -213,23 +221,32 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t rows = segments.s[0].rows;
   float* y = segments.s[0].y;
   std::int64_t first_warp = 0;
+  if constexpr (!kSwiglu) {
 #pragma unroll
-  for (int i = 1; i < kMaxMatmulOutputs; ++i) {
-    if (i < segments.count && warp >= segments.s[i].first_warp) {
-      w_base = segments.s[i].w;
-      rows = segments.s[i].rows;
-      y = segments.s[i].y;
-      first_warp = segments.s[i].first_warp;
+    for (int i = 1; i < kMaxMatmulOutputs; ++i) {
+      if (i < segments.count && warp >= segments.s[i].first_warp) {
+        w_base = segments.s[i].w;
+        rows = segments.s[i].rows;
+        y = segments.s[i].y;
+        first_warp = segments.s[i].first_warp;
+      }
     }
   }
-  const std::int64_t row0 = (warp - first_warp) * kRows;
+  const std::int64_t row0 = (warp - first_warp) * (kSwiglu ? kHalf : kRows);
   const Storage* w = static_cast<const Storage*>(w_base);
 
   const Storage* w_rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    const std::int64_t row = row0 + r < rows ? row0 + r : rows - 1;  // clamped, never stored
-    w_rows[r] = w + row * cols;
+    if constexpr (kSwiglu) {
+      const int i = r < kHalf ? r : r - kHalf;
+      const std::int64_t row = row0 + i < rows ? row0 + i : rows - 1;  // clamped, never stored
+      const Storage* base = r < kHalf ? w : static_cast<const Storage*>(segments.s[1].w);
+      w_rows[r] = base + row * cols;
+    } else {
+      const std::int64_t row = row0 + r < rows ? row0 + r : rows - 1;  // clamped, never stored
+      w_rows[r] = w + row * cols;
+    }
   }
   float acc[kRows][kTokens];
 #pragma unroll
@@ -298,12 +315,24 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   // Spread the stores over the lanes.
+  if constexpr (kSwiglu) {
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kHalf; ++r) {
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
-        y[t * rows + row0 + r] = acc[r][t];
+      for (int t = 0; t < kTokens; ++t) {
+        if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
+          y[t * rows + row0 + r] = swiglu_value(acc[r][t], acc[r + kHalf][t]);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
+          y[t * rows + row0 + r] = acc[r][t];
+        }
       }
     }
   }
@@ -326,67 +355,97 @@ Segments make_segments(std::span<const MatmulOutput> outputs, std::int64_t token
   return segments;
 }
 
-template <class Weights, int kTokens>
+// The segments of a gate|up SwiGLU launch: outputs = {gate (y: the SwiGLU output), up}; warps
+// over the gate rows, kRows / 2 each.
+template <int kTokens>
+Segments make_swiglu_segments(std::span<const MatmulOutput> outputs, std::int64_t token_offset) {
+  constexpr std::int64_t kHalf = rows_per_warp<kTokens>() / 2;
+  Segments segments;
+  const MatmulOutput& gate = outputs[0];
+  segments.count = 2;
+  segments.s[0] = {gate.w.data, gate.w.rows, gate.y + token_offset * gate.w.rows, 0};
+  segments.s[1] = {outputs[1].w.data, outputs[1].w.rows, nullptr, 0};
+  segments.total_warps = (gate.w.rows + kHalf - 1) / kHalf;
+  return segments;
+}
+
+template <class Weights, int kTokens, bool kSwiglu>
 void launch(const float* x, std::span<const MatmulOutput> outputs, std::int64_t token_offset,
             bool vector_loads, cudaStream_t stream) {
-  const Segments segments = make_segments<kTokens>(outputs, token_offset);
+  const Segments segments = kSwiglu ? make_swiglu_segments<kTokens>(outputs, token_offset)
+                                    : make_segments<kTokens>(outputs, token_offset);
   if (segments.total_warps == 0) return;
   const std::int64_t blocks = (segments.total_warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const std::int64_t cols = outputs.front().w.cols;
-  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens>,
+  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens, kSwiglu>,
                            dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream,
                            x + token_offset * cols, segments, cols, vector_loads);
 }
 
-template <class Weights>
+template <class Weights, bool kSwiglu>
 void dispatch_tokens(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
                      std::int64_t token_offset, bool vector_loads, cudaStream_t stream) {
   switch (n_tokens) {
     case 1:
-      return launch<Weights, 1>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 1, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 2:
-      return launch<Weights, 2>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 2, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 3:
-      return launch<Weights, 3>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 3, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 4:
-      return launch<Weights, 4>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 4, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 5:
-      return launch<Weights, 5>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 5, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 6:
-      return launch<Weights, 6>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 6, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 7:
-      return launch<Weights, 7>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 7, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 8:
-      return launch<Weights, 8>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 8, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 9:
-      return launch<Weights, 9>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 9, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 10:
-      return launch<Weights, 10>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 10, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 11:
-      return launch<Weights, 11>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 11, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 12:
-      return launch<Weights, 12>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 12, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 13:
-      return launch<Weights, 13>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 13, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 14:
-      return launch<Weights, 14>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 14, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 15:
-      return launch<Weights, 15>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 15, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     case 16:
-      return launch<Weights, 16>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 16, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
     default:
       break;
   }
   require(false, "matmul_small_batch: tile of " + str(n_tokens) + " tokens outside [1, 16]");
 }
 
-template <class Weights>
+template <class Weights, bool kSwiglu>
 void dispatch_tiles(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
                     bool vector_loads, cudaStream_t stream) {
   for (std::int64_t begin = 0; begin < n_tokens; begin += kTileTokens) {
     const std::int64_t tile = n_tokens - begin < kTileTokens ? n_tokens - begin : kTileTokens;
-    dispatch_tokens<Weights>(x, tile, outputs, begin, vector_loads, stream);
+    dispatch_tokens<Weights, kSwiglu>(x, tile, outputs, begin, vector_loads, stream);
   }
+}
+
+template <bool kSwiglu>
+void dispatch_dtype(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+                    bool vector_loads, cudaStream_t stream) {
+  switch (outputs.front().w.dtype) {
+    case DType::kF32:
+      return dispatch_tiles<F32Weights, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+    case DType::kBF16:
+      return dispatch_tiles<BF16Weights, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+    case DType::kF16:
+      return dispatch_tiles<F16Weights, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+  }
+  require(false, "matmul_small_batch: unsupported weight dtype " +
+                     str(static_cast<int>(outputs.front().w.dtype)));
 }
 
 // Checks the outputs (1 .. kMaxMatmulOutputs matrices of one dtype and one cols) and returns
@@ -427,16 +486,20 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
   const bool vector_loads = check_outputs(x, outputs);
   if (n_tokens == 0) return;
   require(x != nullptr, "matmul_small_batch: null activations");
-  switch (outputs.front().w.dtype) {
-    case DType::kF32:
-      return dispatch_tiles<F32Weights>(x, n_tokens, outputs, vector_loads, stream);
-    case DType::kBF16:
-      return dispatch_tiles<BF16Weights>(x, n_tokens, outputs, vector_loads, stream);
-    case DType::kF16:
-      return dispatch_tiles<F16Weights>(x, n_tokens, outputs, vector_loads, stream);
-  }
-  require(false, "matmul_small_batch: unsupported weight dtype " +
-                     str(static_cast<int>(outputs.front().w.dtype)));
+  dispatch_dtype<false>(x, n_tokens, outputs, vector_loads, stream);
+}
+
+void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
+                   const DeviceWeight& up, float* out, cudaStream_t stream) {
+  require(n_tokens >= 0 && n_tokens <= kSmallBatch,
+          "matmul_swiglu: token count " + str(n_tokens) + " outside [0, " + str(kSmallBatch) + "]");
+  require(gate.rows == up.rows,
+          "matmul_swiglu: gate has " + str(gate.rows) + " rows, up " + str(up.rows));
+  const MatmulOutput outputs[] = {{gate, out}, {up, out}};
+  const bool vector_loads = check_outputs(x, outputs);
+  if (n_tokens == 0 || gate.rows == 0) return;
+  require(x != nullptr, "matmul_swiglu: null activations");
+  dispatch_dtype<true>(x, n_tokens, outputs, vector_loads, stream);
 }
 
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,

@@ -122,6 +122,14 @@ void Backend::matmul_many(const float* x, std::int64_t rows, std::span<const Bac
   for (std::size_t i = 0; i < ws.size(); ++i) matmul(x, rows, ws[i], ys[i]);
 }
 
+void Backend::matmul_swiglu(const float* x, std::int64_t rows, const BackendWeight& w_gate,
+                            const BackendWeight& w_up, float* up_scratch, float* out) {
+  const BackendWeight weights[] = {w_gate, w_up};
+  float* const outputs[] = {out, up_scratch};
+  matmul_many(x, rows, weights, outputs);
+  swiglu(out, up_scratch, out, rows * w_gate.rows);
+}
+
 void Backend::rope_write_kv(const RopeKv& args, const float* inv_freq, float* k_cache,
                             float* v_cache) {
   const std::int64_t kv_width = args.kv_heads * args.head_dim;

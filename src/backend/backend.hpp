@@ -241,6 +241,11 @@ class Backend {
   // default calls matmul once per matrix.
   virtual void matmul_many(const float* x, std::int64_t rows, std::span<const BackendWeight> ws,
                            std::span<float* const> ys);
+  // out = swiglu(x · w_gateᵀ, x · w_upᵀ) for `rows` token rows (the MLP's input to its down
+  // projection); up_scratch holds rows × w_up.rows floats the default may use. The same bits as
+  // matmul_many({w_gate, w_up}) then swiglu; the CUDA backend runs it as one launch.
+  virtual void matmul_swiglu(const float* x, std::int64_t rows, const BackendWeight& w_gate,
+                             const BackendWeight& w_up, float* up_scratch, float* out);
   virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) = 0;
   // RoPE at the current positions on n_heads head vectors per current token row.
   virtual void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,

@@ -1,8 +1,8 @@
 // The CUDA backend: one GPU per rank (local_rank % device_count). Weights, activations and the KV
 // cache live in device memory; the ops are kernels/cuda on one non-blocking stream; decode and
 // verification matmuls (T <= kSmallBatch = 64) use the token-count-invariant matmul_small_batch
-// (Wq|Wk|Wv and gate|up fused into one launch each: matmul_many), prefill chunks cuBLASLt
-// (bf16/f16 activations, f32 accumulation). The per-forward inputs
+// (Wq|Wk|Wv in one launch: matmul_many; gate|up and the SwiGLU in one: matmul_swiglu), prefill
+// chunks cuBLASLt (bf16/f16 activations, f32 accumulation). The per-forward inputs
 // (tokens, positions, KV length, tree mask, logit rows) are staged in pinned host memory and
 // copied on the stream, and kernels read the KV length from device memory (StepParams), so the
 // same launches can be captured in a CUDA graph and replayed. Activations are all-reduced with
@@ -281,6 +281,15 @@ class CudaBackend final : public Backend {
       return;
     }
     Backend::matmul_many(x, rows, ws, ys);
+  }
+  void matmul_swiglu(const float* x, std::int64_t rows, const BackendWeight& w_gate,
+                     const BackendWeight& w_up, float* up_scratch, float* out) override {
+    const BackendWeight both[] = {w_gate, w_up};
+    if (rows <= kcu::kSmallBatch && fusable(both) && w_gate.rows == w_up.rows) {
+      kcu::matmul_swiglu(x, rows, device_weight(w_gate), device_weight(w_up), out, stream_);
+      return;
+    }
+    Backend::matmul_swiglu(x, rows, w_gate, w_up, up_scratch, out);
   }
   void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) override {
     kcu::add_bias(x, bias, rows, dim, stream_);

@@ -421,10 +421,7 @@ void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_toke
   float* gate = gate_.as<float>();
   float* o = o_.as<float>();
   norm(w.mlp_norm, n_tokens);  // consumes a pending delta in o before o is written again
-  const BackendWeight weights[] = {w.w_gate.view(), w.w_up.view()};
-  float* const outputs[] = {gate, up_.as<float>()};
-  backend_.matmul_many(h, n_tokens, weights, outputs);
-  backend_.swiglu(gate, up_.as<float>(), gate, n_tokens * inter_local_);
+  backend_.matmul_swiglu(h, n_tokens, w.w_gate.view(), w.w_up.view(), up_.as<float>(), gate);
   const LayerChunks* chunks = layer_chunks(layer, draft);
   row_parallel(gate, n_tokens, w.w_down, chunks != nullptr ? &chunks->down : nullptr, o);
   pending_ = o;

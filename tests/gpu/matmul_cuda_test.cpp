@@ -193,6 +193,42 @@ TEST_P(CudaMatmulTest, SeveralMatricesInOneLaunchEqualTheirOwnLaunches) {
   EXPECT_THROW(matmul_small_batch(d_x.get(), 1, too_many, nullptr), Error);
 }
 
+TEST_P(CudaMatmulTest, SwigluEpilogueEqualsTheTwoProductsAndSwiglu) {
+  SELFSPEC_REQUIRE_GPU();
+  const DType dtype = GetParam();
+  std::mt19937 rng(27);
+  for (const Shape shape : {Shape{37, 64}, Shape{130, 1001}, Shape{300, 4096}, Shape{5, 3}}) {
+    const StoredWeights gate = random_weights(rng, dtype, shape.rows, shape.cols);
+    const StoredWeights up = random_weights(rng, dtype, shape.rows, shape.cols);
+    const DeviceWeights d_gate = upload_weights(gate);
+    const DeviceWeights d_up = upload_weights(up);
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      const std::vector<float> x =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.cols), 2);
+      DeviceBuffer<float> d_x(x);
+      const auto n = static_cast<std::size_t>(n_tokens * shape.rows);
+      DeviceBuffer<float> g(n), u(n), reference(n), fused(n);
+      g.poison();
+      u.poison();
+      reference.poison();
+      fused.poison();
+      matmul_small_batch(d_x.get(), n_tokens, d_gate.view, g.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, d_up.view, u.get(), nullptr);
+      swiglu(g.get(), u.get(), reference.get(), static_cast<std::int64_t>(n), nullptr);
+      matmul_swiglu(d_x.get(), n_tokens, d_gate.view, d_up.view, fused.get(), nullptr);
+      EXPECT_TRUE(same_bits(fused.download(), reference.download()));
+    }
+  }
+  const StoredWeights small = random_weights(rng, dtype, 4, 64);
+  const StoredWeights other = random_weights(rng, dtype, 5, 64);
+  const DeviceWeights d_small = upload_weights(small);
+  const DeviceWeights d_other = upload_weights(other);
+  DeviceBuffer<float> d_x(static_cast<std::size_t>(64));
+  DeviceBuffer<float> d_y(static_cast<std::size_t>(5));
+  EXPECT_THROW(matmul_swiglu(d_x.get(), 1, d_small.view, d_other.view, d_y.get(), nullptr), Error);
+}
+
 TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
   SELFSPEC_REQUIRE_GPU();
   const DType dtype = GetParam();

@@ -31,7 +31,7 @@ CTEST_GROUPS = [
      r"TokenCountInvariant|QueryIsBitIdenticalAloneOrInABatch|VerificationRowsAreBitIdentical"
      r"|VectorAndScalarLoadPathsAreBitIdentical|VerificationsOfUpTo64Tokens"
      r"|TreeNodeRowsAreBitIdentical|TreeQueryIsBitIdentical|SeveralMatricesInOneLaunch"
-     r"|AWorkspaceSharedByCalls"),
+     r"|AWorkspaceSharedByCalls|SwigluEpilogueEqualsTheTwoProducts"),
     ("ctest_backend_vs_cpu", "CUDA backend vs CPU backend (logits, KV rollback, row compaction)",
      r"CudaBackendTest\.(LogitsMatchTheCpuBackend|KvCacheAfterRollback)|CudaKvCacheKeepRows"),
     ("ctest_graph_replay",
