@@ -58,6 +58,10 @@ class Communicator {
   // device-side verification). Same support as all_reduce_sum_device.
   virtual void all_gather_bytes_device(const void* send, void* recv, std::size_t bytes,
                                        void* stream);
+  // Whether the device-buffer collectives only enqueue work (NCCL), so a CUDA graph may record
+  // them. A communicator that stages device buffers through host memory (several ranks sharing
+  // one GPU in tests) waits on the stream inside them, which no graph can record.
+  virtual bool device_collectives_recordable() const { return supports_device_buffers(); }
 
   // Gathers one trivially copyable record per rank on root (records[r] = rank r's; root only).
   template <typename T>

@@ -261,7 +261,8 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   shape.early_exit = args.early_exit;
   shape.draft_weights = args.draft_weights;
   shape.segmented = segmented;
-  shape.recordable = !observing && (comm_.size() == 1 || comm_.supports_device_buffers());
+  shape.recordable =
+      !observing && (comm_.size() == 1 || comm_.device_collectives_recordable());
   backend_.run_forward(inputs, shape, [&] {
     run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit,
                args.draft_weights, observe);

@@ -40,6 +40,10 @@ CTEST_GROUPS = [
     ("ctest_speculative_lossless",
      "self-speculative greedy == autoregressive (backend; chains, trees of up to 64 nodes)",
      r"CudaBackendTest\.SelfSpeculativeGreedy|CudaBackendTest\.SelfSpeculativeTrees"),
+    ("ctest_two_ranks_one_gpu",
+     "two tensor-parallel ranks as threads sharing the GPU: sharded forwards, vocab-sharded "
+     "logits, device-side verification, lossless at TP 2",
+     r"CudaMultiRank"),
     ("ctest_device_verification",
      "device-side verification: shard-walk kernels vs CPU, decisions vs the host path",
      r"CudaShardWalk\.|CudaBackendTest\.DeviceSideVerification"),
