@@ -674,6 +674,40 @@ std::int64_t unpack_quant_row(const PackedView& view, std::int64_t row, std::spa
   return lead_skip;
 }
 
+void decode_quant_row(const PackedView& view, std::int64_t row, std::span<QuantGroupValues> groups,
+                      std::span<QuantSegmentValues> segments) {
+  const PanelGeometry geometry = panel_geometry(view);
+  const QuantLayout layout = quant_layout(view.format);
+  SELFSPEC_CHECK(row >= 0 && row < view.rows, "decode: row {} outside [0, {})", row, view.rows);
+  SELFSPEC_CHECK(static_cast<std::int64_t>(groups.size()) == geometry.groups() &&
+                     static_cast<std::int64_t>(segments.size()) == geometry.segments(),
+                 "decode: {} groups and {} segments given, the row has {} and {}", groups.size(),
+                 segments.size(), geometry.groups(), geometry.segments());
+  const std::vector<GroupPlace> places =
+      group_places(layout, geometry.groups(), geometry.lead_groups);
+  const std::byte* panel = geometry.panel(row / kPanelRows);
+  const std::int64_t r = row % kPanelRows;
+  std::int64_t segment = -1;
+  std::int64_t last_place = -1;
+  for (std::size_t g = 0; g < places.size(); ++g) {
+    if (places[g].segment_params != last_place) {
+      last_place = places[g].segment_params;
+      ++segment;
+    }
+    GroupValues values;
+    BlockValues block;
+    read_group(layout, view.format, r, places[g], panel, values, block);
+    QuantGroupValues& out = groups[g];
+    out.u = values.u;
+    out.d = values.d;
+    out.m = values.m;
+    out.sc = values.sc;
+    out.mn = values.mn;
+    out.sc16 = values.sc16;
+    segments[static_cast<std::size_t>(segment)] = {block.d, block.dmin};
+  }
+}
+
 // ---- bf16 ----------------------------------------------------------------------------------
 
 std::int64_t packed_bf16_bytes(std::int64_t rows, std::int64_t cols) {

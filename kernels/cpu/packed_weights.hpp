@@ -43,6 +43,7 @@
 #include "core/weight_format.hpp"
 #include "kernels/cpu/ggml_dequantize.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -138,6 +139,27 @@ void pack_quant_rows(const GgufRows& rows, std::span<std::byte> out);
 // lead_skip. out.size() must be unpacked_row_bytes(view).
 std::int64_t unpack_quant_row(const PackedView& view, std::int64_t row, std::span<std::byte> out);
 std::int64_t unpacked_row_bytes(const PackedView& view);
+
+// One group of a packed quantized row, decoded: its unsigned quants and the parameters the
+// canonical arithmetic reads (quant_matmul.hpp; which ones a format has: the layout above).
+struct QuantGroupValues {
+  std::array<std::uint8_t, 32> u{};
+  std::uint16_t d = 0;  // f16 bits: Q4_0/Q5_0/Q8_0/Q4_1/Q5_1 scale
+  std::uint16_t m = 0;  // f16 bits: Q4_1/Q5_1 min
+  std::uint8_t sc = 0;  // Q4_K/Q5_K 6-bit scale and min
+  std::uint8_t mn = 0;
+  std::array<std::int8_t, 2> sc16{};  // Q6_K scales of columns 0-15 and 16-31
+};
+// One segment's parameters (K formats): the super-block's d and dmin (f16 bits).
+struct QuantSegmentValues {
+  std::uint16_t d = 0;
+  std::uint16_t dmin = 0;
+};
+// Row `row` of a packed quantized matrix: groups[i] for i < cols / 32 in column order, and
+// segments[s] for s < PanelGeometry::segments() (the K formats' scales; zeros otherwise). Other
+// backends' layouts are built from this (the CUDA backend's quantized rows).
+void decode_quant_row(const PackedView& view, std::int64_t row, std::span<QuantGroupValues> groups,
+                      std::span<QuantSegmentValues> segments);
 
 // ---- bf16 matrices ----
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "core/dtype.hpp"
+#include "core/weight_format.hpp"
 
 #include <cuda_runtime.h>
 
@@ -157,6 +158,30 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
 // bits as matmul_small_batch of each followed by swiglu().
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
                    const DeviceWeight& up, float* out, cudaStream_t stream);
+
+// --- quantized weights (GGUF formats run as stored; kernels/cuda/quant_rows.hpp) ---------------
+// A matrix in the CUDA backend's quantized rows: the layout quant_rows.hpp describes, built on the
+// host (backend/quant_rows_builder.hpp), 256-byte aligned. Non-owning.
+struct QuantWeight {
+  WeightFormat format = WeightFormat::kQ4_0;
+  const void* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+// Bytes of the quantized activations of [tokens × cols] (cols a multiple of 32).
+std::size_t quant_activations_bytes(std::int64_t tokens, std::int64_t cols);
+// x [tokens × cols] quantized into `workspace` (quant_activations_bytes, 256-byte aligned): the
+// CPU quantizer's bits (kernels/cpu/quant_matmul.hpp).
+void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols, void* workspace,
+                          cudaStream_t stream);
+// y[t][n] = row n of w times token t, for the `tokens` tokens quantized in `activations` (by
+// quantize_activations with the same tokens and w.cols): the canonical sequence of
+// quant_rows.hpp, the CPU's bits, the same whatever `tokens` (token-count invariance).
+void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeight& w, float* y,
+                  cudaStream_t stream);
+// out[t] = row tokens[t] − vocab_begin of the table dequantized (ggml's values), zeros outside.
+void quant_embedding(const QuantWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,
+                     std::int64_t n_tokens, float* out, cudaStream_t stream);
 
 // --- logits (vocab-shard rows) -----------------------------------------------------------------
 // Per row of a vocab shard: the max of l/T, the first argmax (global id = vocab_begin + index) and

@@ -2,7 +2,9 @@
 // cache live in device memory; the ops are kernels/cuda on one non-blocking stream; decode and
 // verification matmuls (T <= kSmallBatch = 64) use the token-count-invariant matmul_small_batch
 // (Wq|Wk|Wv in one launch: matmul_many; gate|up and the SwiGLU in one: matmul_swiglu), prefill
-// chunks cuBLASLt (bf16/f16 activations, f32 accumulation). The per-forward inputs
+// chunks cuBLASLt (bf16/f16 activations, f32 accumulation). GGUF's quantized formats run as
+// stored (quant_matmul: the activations quantized once per input, the CPU's canonical
+// arithmetic, so the same bits as the CPU backend at every T). The per-forward inputs
 // (tokens, positions, KV length, tree mask, logit rows) are staged in pinned host memory and
 // copied on the stream, and kernels read the KV length from device memory (StepParams), so the
 // same launches can be captured in a CUDA graph and replayed. Activations are all-reduced with
@@ -26,6 +28,7 @@
 // shape (the kernels never write outside the cache, so an overflow would otherwise be silent),
 // and host copies wait for the stream under the deadline before a pageable copy can block.
 #include "backend/backend.hpp"
+#include "backend/quant_rows_builder.hpp"
 #include "backend/shard_reductions.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
@@ -34,6 +37,7 @@
 #include "kernels/cuda/cublaslt_gemm.hpp"
 #include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/quant_rows.hpp"
 
 #include <fmt/format.h>
 
@@ -52,9 +56,13 @@ namespace {
 
 namespace kcu = kernels::cuda;
 
-// The CUDA kernels take dense row-major weights (make_weight refuses any other format).
+// The dense kernels' view of a dense weight (row-major).
 kcu::DeviceWeight device_weight(const BackendWeight& w) {
   return {*dense_dtype(w.format), w.data, w.rows, w.cols};
+}
+// The quantized kernels' view of a quantized weight (make_weight's quantized rows).
+kcu::QuantWeight quant_weight(const BackendWeight& w) {
+  return {w.format, w.data, w.rows, w.cols};
 }
 
 // The whole launch shape, as the graph map's key (launch_key is its hash).
@@ -177,14 +185,15 @@ class CudaBackend final : public Backend {
     return make_cuda_shard_reductions(*this, std::move(shard));
   }
 
-  // Dense formats only: quantized GGUF weights are dequantized to bf16 at load for this backend
-  // (the engine asks for bf16); no device kernel runs ggml's block formats.
-  bool runs_format(WeightFormat format) const override { return !is_quantized(format); }
+  // Dense formats row-major; ggml's quantized formats as stored, in the quantized-rows layout
+  // (kernels/cuda/quant_rows.hpp, built on the host from the CPU's packed values).
+  bool runs_format(WeightFormat format) const override {
+    return !is_quantized(format) || kcu::quant_rows_layout(format, 1, 32).bits != 0;
+  }
   DeviceBuffer make_weight(const HostWeight& host) override {
-    SELFSPEC_CHECK(runs_format(host.format),
-                   "the CUDA backend runs dense weights only (f32, bf16, f16), not {}; load with "
-                   "--weights-dtype bf16",
+    SELFSPEC_CHECK(runs_format(host.format), "the CUDA backend does not run {} weights",
                    weight_format_name(host.format));
+    if (is_quantized(host.format)) return upload_bytes(build_quant_rows(host));
     const std::size_t bytes =
         static_cast<std::size_t>(host.rows * host.cols) * dense_element_bytes(host.format);
     DeviceBuffer out = allocate(bytes);
@@ -193,10 +202,18 @@ class CudaBackend final : public Backend {
   }
   DeviceBuffer select_weight_rows(const BackendWeight& w,
                                   std::span<const std::int32_t> rows) override {
-    return select_dense_rows(*this, w, rows);
+    if (!is_quantized(w.format)) return select_dense_rows(*this, w, rows);
+    const kcu::QuantRowsLayout l = kcu::quant_rows_layout(w.format, w.rows, w.cols);
+    std::vector<std::byte> bytes(static_cast<std::size_t>(l.bytes));
+    download(bytes.data(), w.data, bytes.size());
+    return upload_bytes(select_quant_rows(bytes, rows));
   }
   DeviceBuffer select_weight_cols(const BackendWeight& w, std::int64_t begin,
                                   std::int64_t end) override {
+    SELFSPEC_CHECK(!is_quantized(w.format),
+                   "the CUDA backend selects no columns of {} weights (a fixed-partition "
+                   "projection of quantized weights runs on the CPU backend)",
+                   weight_format_name(w.format));
     return select_dense_cols(*this, w, begin, end);
   }
   void* native_stream() const override { return stream_; }
@@ -243,6 +260,11 @@ class CudaBackend final : public Backend {
   }
 
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
+    if (is_quantized(table.format)) {
+      kcu::quant_embedding(quant_weight(table), vocab_begin,
+                           tokens_device_.as<const std::int32_t>(), n_tokens_, out, stream_);
+      return;
+    }
     kcu::embedding(device_weight(table), vocab_begin, tokens_device_.as<const std::int32_t>(),
                    n_tokens_, out, stream_);
   }
@@ -255,6 +277,11 @@ class CudaBackend final : public Backend {
     kcu::add_rmsnorm(x, delta, weight, eps, rows, dim, y, stream_);
   }
   void matmul(const float* x, std::int64_t rows, const BackendWeight& w, float* y) override {
+    if (is_quantized(w.format)) {
+      quantize_input(x, rows, w.cols);
+      kcu::quant_matmul(quantized_input_.data(), rows, quant_weight(w), y, stream_);
+      return;
+    }
     if (rows <= kcu::kSmallBatch) {
       kcu::matmul_small_batch(x, rows, device_weight(w), y, stream_);
       return;
@@ -274,6 +301,13 @@ class CudaBackend final : public Backend {
                    std::span<float* const> ys) override {
     SELFSPEC_CHECK(ws.size() == ys.size(), "matmul_many: {} matrices but {} outputs", ws.size(),
                    ys.size());
+    if (!ws.empty() && all_quantized_with_cols(ws, ws.front().cols)) {
+      quantize_input(x, rows, ws.front().cols);  // once for every matrix
+      for (std::size_t i = 0; i < ws.size(); ++i) {
+        kcu::quant_matmul(quantized_input_.data(), rows, quant_weight(ws[i]), ys[i], stream_);
+      }
+      return;
+    }
     if (rows <= kcu::kSmallBatch && fusable(ws)) {
       std::array<kcu::MatmulOutput, kcu::kMaxMatmulOutputs> outputs{};
       for (std::size_t i = 0; i < ws.size(); ++i) outputs[i] = {device_weight(ws[i]), ys[i]};
@@ -390,12 +424,33 @@ class CudaBackend final : public Backend {
                    shape.kv_capacity);
   }
 
+  // Dense matrices of one format and column count (one fused GEMV launch).
   static bool fusable(std::span<const BackendWeight> ws) {
     if (ws.empty() || ws.size() > static_cast<std::size_t>(kcu::kMaxMatmulOutputs)) return false;
     for (const BackendWeight& w : ws) {
-      if (w.format != ws.front().format || w.cols != ws.front().cols) return false;
+      if (is_quantized(w.format) || w.format != ws.front().format || w.cols != ws.front().cols) {
+        return false;
+      }
     }
     return true;
+  }
+  static bool all_quantized_with_cols(std::span<const BackendWeight> ws, std::int64_t cols) {
+    for (const BackendWeight& w : ws) {
+      if (!is_quantized(w.format) || w.cols != cols) return false;
+    }
+    return true;
+  }
+
+  // x [rows × cols] quantized into quantized_input_ (the quantized matmuls' activations).
+  void quantize_input(const float* x, std::int64_t rows, std::int64_t cols) {
+    ensure(quantized_input_, kcu::quant_activations_bytes(rows, cols));
+    kcu::quantize_activations(x, rows, cols, quantized_input_.data(), stream_);
+  }
+  // A device copy of host bytes (a new weight).
+  DeviceBuffer upload_bytes(const std::vector<std::byte>& bytes) {
+    DeviceBuffer out = allocate(bytes.size());
+    upload(out.data(), bytes.data(), bytes.size());
+    return out;
   }
 
   // Makes this backend's device current for the calling thread.
@@ -572,7 +627,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer step_device_, step_host_;
   DeviceBuffer tokens_device_, tokens_host_, positions_device_, positions_host_;
   DeviceBuffer mask_device_, mask_host_, rows_device_, rows_host_;
-  DeviceBuffer converted_, attention_workspace_;
+  DeviceBuffer converted_, attention_workspace_, quantized_input_;
   std::vector<float> host_staging_;
 };
 

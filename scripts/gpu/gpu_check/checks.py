@@ -40,6 +40,10 @@ CTEST_GROUPS = [
     ("ctest_speculative_lossless",
      "self-speculative greedy == autoregressive (backend; chains, trees of up to 64 nodes)",
      r"CudaBackendTest\.SelfSpeculativeGreedy|CudaBackendTest\.SelfSpeculativeTrees"),
+    ("ctest_gguf_native",
+     "GGUF formats as stored: quantizer and quantized GEMV vs the CPU's bits, embedding, a GGUF "
+     "model end to end",
+     r"CudaQuantizeActivations|CudaQuantMatmul|CudaGgufModel"),
     ("ctest_two_ranks_one_gpu",
      "two tensor-parallel ranks as threads sharing the GPU: sharded forwards, vocab-sharded "
      "logits, device-side verification, lossless at TP 2",

@@ -1,0 +1,421 @@
+// GGUF weights run as stored on the GPU: the activation quantizer, the quantized GEMV and the
+// quantized embedding lookup over the CUDA backend's quantized rows (kernels/cuda/quant_rows.hpp,
+// which holds the arithmetic; kernels/cpu/quant_matmul.hpp defines it).
+//
+// Activations (quantize_activations_kernel): one warp per (token, group of 32), lane i holding
+// column i: amax by an xor-butterfly max (exact in any order; a NaN never wins, as on the CPU),
+// dx = amax / 127 and the inverse 127 / amax (IEEE divisions), xq = round-to-nearest-even of the
+// clamped x · inverse (a NaN product clamps to −127, as the CPU's comparisons do), and the integer
+// sums S, S_a, S_b - the CPU quantizer's bits.
+//
+// GEMV (quant_matmul_kernel): one warp per output row, 4 warps a block, T <= kQuantTile tokens a
+// launch (more run as tiles). The row's groups are taken in rounds of 32: in a round lane l owns
+// group 32·round + l, forms its integer sums for every token with dp4a (exact, so their order is
+// free) and its terms (quant_group_terms), and writes them to shared memory; then lane t walks
+// token t's chain over the round's groups in column order (quant_group_apply, and
+// quant_segment_end at a K-format segment's end). So every output is the canonical sequence: the
+// CPU's bits, whatever T (token-count invariance) - the CPU tests hold the sequence (its scalar
+// reference, backend/quant_rows_builder.hpp) to the CPU kernels, the GPU tests this kernel to it.
+// Programmatic dependent launch: the row header (weights) is read before waiting for the kernel
+// before; activations after.
+//
+// Embedding (quant_embedding_kernel): a grid-stride loop over the tokens' columns, each value
+// quant_dequantize of its group (ggml's dequantization, as the CPU's lookup of a quantized table).
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/quant_rows.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace selfspec::kernels::cuda {
+namespace {
+
+using detail::kFullMask;
+using detail::kWarpSize;
+using detail::require;
+using detail::str;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kQuantTile = 8;  // tokens of one GEMV launch
+
+struct Activations {
+  const std::int8_t* q = nullptr;
+  const float* dx = nullptr;
+  const float* s = nullptr;
+  const float* dxs = nullptr;
+  const std::int32_t* s32 = nullptr;
+  const std::int32_t* s16 = nullptr;
+  std::int64_t cols = 0;
+  std::int64_t groups = 0;
+};
+
+__device__ __forceinline__ Activations activations_view(const void* workspace, std::int64_t tokens,
+                                                        std::int64_t cols) {
+  const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
+  const auto* base = static_cast<const std::uint8_t*>(workspace);
+  Activations a;
+  a.q = reinterpret_cast<const std::int8_t*>(base + l.q);
+  a.dx = reinterpret_cast<const float*>(base + l.dx);
+  a.s = reinterpret_cast<const float*>(base + l.s);
+  a.dxs = reinterpret_cast<const float*>(base + l.dxs);
+  a.s32 = reinterpret_cast<const std::int32_t*>(base + l.s32);
+  a.s16 = reinterpret_cast<const std::int32_t*>(base + l.s16);
+  a.cols = cols;
+  a.groups = cols / kQuantGroupCols;
+  return a;
+}
+
+// ---- activations ------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads)
+    quantize_activations_kernel(const float* __restrict__ x, std::int64_t tokens, std::int64_t cols,
+                                std::uint8_t* __restrict__ workspace) {
+  detail::allow_dependents();
+  detail::wait_for_prerequisites();
+  const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
+  const std::int64_t groups = cols / kQuantGroupCols;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
+  for (std::int64_t tg = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
+       tg < tokens * groups; tg += warps) {  // warp-uniform
+    const std::int64_t t = tg / groups;
+    const std::int64_t g = tg - t * groups;
+    const float v = x[t * cols + g * kQuantGroupCols + lane];
+    float a = fabsf(v);
+    a = a > 0.0f ? a : 0.0f;  // a NaN never wins the max (the CPU's `v > amax ? v : amax`)
+    float amax = a;
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      const float other = __shfl_xor_sync(kFullMask, amax, offset);
+      amax = other > amax ? other : amax;
+    }
+    const float dx = __fdiv_rn(amax, 127.0f);
+    const float inv = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+    float w = __fmul_rn(v, inv);
+    w = w > -127.0f ? w : -127.0f;
+    w = w < 127.0f ? w : 127.0f;
+    const int q = __float2int_rn(w);
+    reinterpret_cast<std::int8_t*>(workspace + l.q)[t * cols + g * kQuantGroupCols + lane] =
+        static_cast<std::int8_t>(q);
+    int half_sum = q;  // sums over lanes 0-15 and 16-31 (offsets below 16 stay in the half)
+#pragma unroll
+    for (int offset = 8; offset > 0; offset /= 2) {
+      half_sum += __shfl_xor_sync(kFullMask, half_sum, offset);
+    }
+    const int other_half = __shfl_xor_sync(kFullMask, half_sum, 16);
+    if (lane == 0) {
+      const std::int32_t s32 = half_sum + other_half;
+      const float s = static_cast<float>(s32);
+      reinterpret_cast<float*>(workspace + l.dx)[tg] = dx;
+      reinterpret_cast<float*>(workspace + l.s)[tg] = s;
+      reinterpret_cast<float*>(workspace + l.dxs)[tg] = __fmul_rn(dx, s);
+      reinterpret_cast<std::int32_t*>(workspace + l.s32)[tg] = s32;
+      reinterpret_cast<std::int32_t*>(workspace + l.s16)[2 * tg] = half_sum;
+      reinterpret_cast<std::int32_t*>(workspace + l.s16)[2 * tg + 1] = other_half;
+    }
+  }
+}
+
+// ---- GEMV -------------------------------------------------------------------------------------
+
+// The integer sums of one group for one token: the group's stored values (4-bit: 16 bytes of
+// nibbles; otherwise 32 bytes) against the token's 32 quantized activations.
+template <int kBits>
+__device__ __forceinline__ QuantGroupSums group_sums(const uint4* quants, const uint4* xq) {
+  const uint4 x0 = __ldg(xq);
+  const uint4 x1 = __ldg(xq + 1);
+  const int xw[8] = {static_cast<int>(x0.x), static_cast<int>(x0.y), static_cast<int>(x0.z),
+                     static_cast<int>(x0.w), static_cast<int>(x1.x), static_cast<int>(x1.y),
+                     static_cast<int>(x1.z), static_cast<int>(x1.w)};
+  QuantGroupSums sums;
+  if constexpr (kBits == 4) {
+    const uint4 w = __ldg(quants);
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int lo = static_cast<int>(words[j] & 0x0F0F0F0Fu);         // columns 4j .. 4j + 3
+      const int hi = static_cast<int>((words[j] >> 4) & 0x0F0F0F0Fu);  // columns 16 + 4j ..
+      sums.half_a = __dp4a(lo, xw[j], sums.half_a);
+      sums.half_b = __dp4a(hi, xw[4 + j], sums.half_b);
+    }
+  } else {
+    const uint4 w0 = __ldg(quants);
+    const uint4 w1 = __ldg(quants + 1);
+    const int ww[8] = {static_cast<int>(w0.x), static_cast<int>(w0.y), static_cast<int>(w0.z),
+                       static_cast<int>(w0.w), static_cast<int>(w1.x), static_cast<int>(w1.y),
+                       static_cast<int>(w1.z), static_cast<int>(w1.w)};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sums.half_a = __dp4a(ww[k], xw[k], sums.half_a);
+#pragma unroll
+    for (int k = 4; k < 8; ++k) sums.half_b = __dp4a(ww[k], xw[k], sums.half_b);
+  }
+  sums.full = sums.half_a + sums.half_b;
+  return sums;
+}
+
+template <WeightFormat kFormat>
+__device__ __forceinline__ QuantGroupParams load_params(const std::uint8_t* p) {
+  QuantGroupParams params;
+  params.lo = __ldg(reinterpret_cast<const unsigned short*>(p));
+  if constexpr (kFormat == WeightFormat::kQ4_1 || kFormat == WeightFormat::kQ5_1) {
+    params.hi = __ldg(reinterpret_cast<const unsigned short*>(p) + 1);
+  }
+  return params;
+}
+
+// The shared memory of one warp: the round's terms per token and group, and the K formats'
+// segment ends (the segment's d and dmin where group j ends one, else NaN in d).
+template <int kTokens>
+struct RoundTerms {
+  QuantGroupTerms terms[kTokens][kWarpSize];
+  float seg_d[kWarpSize];
+  float seg_dmin[kWarpSize];
+};
+
+template <WeightFormat kFormat, int kTokens>
+__global__ void __launch_bounds__(kThreads)
+    quant_matmul_kernel(const std::uint8_t* __restrict__ rows_base, const QuantRowsLayout l,
+                        const std::uint8_t* __restrict__ activations, std::int64_t act_tokens,
+                        std::int64_t token_begin, float* __restrict__ y) {
+  __shared__ RoundTerms<kTokens> shared[kWarps];
+  constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
+                                kFormat == WeightFormat::kQ4_K
+                            ? 4
+                            : 8;
+  constexpr bool kKQuant = kFormat == WeightFormat::kQ4_K || kFormat == WeightFormat::kQ5_K ||
+                           kFormat == WeightFormat::kQ6_K;
+  detail::allow_dependents();
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp_in_block = static_cast<int>(threadIdx.x) / kWarpSize;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp_in_block;
+  if (row >= l.rows) return;  // warp-uniform; only __syncwarp below
+  const std::int64_t lead =
+      reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;  // weights: no wait
+  detail::wait_for_prerequisites();
+
+  const Activations a = activations_view(activations, act_tokens, l.cols);
+  RoundTerms<kTokens>& sh = shared[warp_in_block];
+  const std::uint8_t* quants = rows_base + l.quants + row * l.groups * l.quant_bytes;
+  const std::uint8_t* params = rows_base + l.params + row * l.groups * l.param_bytes;
+  const std::uint8_t* segments = rows_base + l.segments + row * l.max_segments * 4;
+  QuantRowState st;  // lane t < kTokens: token t's chain
+  for (std::int64_t round = 0; round * kWarpSize < l.groups; ++round) {
+    const std::int64_t g = round * kWarpSize + lane;
+    if (g < l.groups) {
+      const QuantGroupParams p = load_params<kFormat>(params + g * l.param_bytes);
+      const auto* group_quants = reinterpret_cast<const uint4*>(quants + g * l.quant_bytes);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        const std::int64_t tg = (token_begin + t) * a.groups + g;
+        const auto* xq =
+            reinterpret_cast<const uint4*>(a.q + (token_begin + t) * a.cols + g * kQuantGroupCols);
+        const QuantGroupSums sums = group_sums<kBits>(group_quants, xq);
+        sh.terms[t][lane] = quant_group_terms(kFormat, l.offset, p, sums, __ldg(a.dx + tg),
+                                              __ldg(a.s + tg), __ldg(a.dxs + tg), __ldg(a.s32 + tg),
+                                              __ldg(a.s16 + 2 * tg), __ldg(a.s16 + 2 * tg + 1));
+      }
+      if constexpr (kKQuant) {
+        const bool ends = quant_segment_ends(g, lead, l.groups);
+        const std::uint8_t* seg = segments + quant_segment_of(g, lead) * 4;
+        sh.seg_d[lane] = ends ? qr_f16(__ldg(reinterpret_cast<const unsigned short*>(seg)))
+                              : __int_as_float(0x7fffffff);
+        sh.seg_dmin[lane] =
+            ends ? qr_f16(__ldg(reinterpret_cast<const unsigned short*>(seg) + 1)) : 0.0f;
+      }
+    }
+    __syncwarp();
+    if (lane < kTokens) {
+      const std::int64_t in_round =
+          l.groups - round * kWarpSize < kWarpSize ? l.groups - round * kWarpSize : kWarpSize;
+      for (int j = 0; j < in_round; ++j) {
+        quant_group_apply(kFormat, sh.terms[lane][j], st);
+        if constexpr (kKQuant) {
+          const float d = sh.seg_d[j];
+          if (d == d) quant_segment_end(kFormat, d, sh.seg_dmin[j], st);  // not NaN: an end
+        }
+      }
+    }
+    __syncwarp();  // the round's terms are read before the next round writes them
+  }
+  if (lane < kTokens) y[(token_begin + lane) * l.rows + row] = st.y;
+}
+
+// ---- embedding --------------------------------------------------------------------------------
+
+template <WeightFormat kFormat>
+__global__ void quant_embedding_kernel(const std::uint8_t* __restrict__ rows_base,
+                                       const QuantRowsLayout l, std::int64_t vocab_begin,
+                                       const std::int32_t* tokens, std::int64_t n_tokens,
+                                       float* out) {
+  constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
+                                kFormat == WeightFormat::kQ4_K
+                            ? 4
+                            : 8;
+  detail::allow_dependents();
+  const std::int64_t lead = reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;
+  detail::wait_for_prerequisites();
+  const std::int64_t n = n_tokens * l.cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += stride) {
+    const std::int64_t t = e / l.cols;
+    const std::int64_t c = e - t * l.cols;
+    const std::int64_t row = static_cast<std::int64_t>(tokens[t]) - vocab_begin;
+    if (row < 0 || row >= l.rows) {
+      out[e] = 0.0f;
+      continue;
+    }
+    const std::int64_t g = c / kQuantGroupCols;
+    const int i = static_cast<int>(c - g * kQuantGroupCols);
+    const std::uint8_t* group = rows_base + l.quants + (row * l.groups + g) * l.quant_bytes;
+    int stored = 0;
+    if constexpr (kBits == 4) {
+      const int byte = group[i % 16];
+      stored = i < 16 ? byte & 0xF : byte >> 4;
+    } else if constexpr (kFormat == WeightFormat::kQ8_0) {
+      stored = static_cast<std::int8_t>(group[i]);
+    } else {
+      stored = group[i];
+    }
+    const QuantGroupParams p =
+        load_params<kFormat>(rows_base + l.params + (row * l.groups + g) * l.param_bytes);
+    std::uint16_t seg_d = 0;
+    std::uint16_t seg_dmin = 0;
+    if (l.k_quant) {
+      const auto* seg = reinterpret_cast<const unsigned short*>(
+          rows_base + l.segments + (row * l.max_segments + quant_segment_of(g, lead)) * 4);
+      seg_d = seg[0];
+      seg_dmin = seg[1];
+    }
+    out[e] = quant_dequantize(kFormat, stored, i, p, seg_d, seg_dmin);
+  }
+}
+
+// ---- host ---------------------------------------------------------------------------------------
+
+QuantRowsLayout checked_layout(const QuantWeight& w, const char* what) {
+  require(w.data != nullptr && w.rows > 0 && w.cols > 0 && w.cols % kQuantGroupCols == 0,
+          std::string(what) + ": bad quantized matrix (" + str(w.rows) + " x " + str(w.cols) + ")");
+  const QuantRowsLayout l = quant_rows_layout(w.format, w.rows, w.cols);
+  require(l.bits != 0,
+          std::string(what) + ": format " + str(static_cast<int>(w.format)) + " is not quantized");
+  require(detail::is_aligned(w.data, 256), std::string(what) + ": misaligned quantized rows");
+  return l;
+}
+
+template <WeightFormat kFormat>
+void launch_matmul(const QuantRowsLayout& l, const QuantWeight& w, const void* activations,
+                   std::int64_t tokens, float* y, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((l.rows + kWarps - 1) / kWarps);
+  const auto* base = static_cast<const std::uint8_t*>(w.data);
+  const auto* act = static_cast<const std::uint8_t*>(activations);
+  for (std::int64_t begin = 0; begin < tokens; begin += kQuantTile) {
+    const std::int64_t tile = tokens - begin < kQuantTile ? tokens - begin : kQuantTile;
+    switch (tile) {
+#define SELFSPEC_QUANT_TILE(T)                                                              \
+  case T:                                                                                   \
+    detail::launch_dependent(quant_matmul_kernel<kFormat, T>, dim3(blocks), dim3(kThreads), \
+                             stream, base, l, act, tokens, begin, y);                       \
+    break;
+      SELFSPEC_QUANT_TILE(1)
+      SELFSPEC_QUANT_TILE(2)
+      SELFSPEC_QUANT_TILE(3)
+      SELFSPEC_QUANT_TILE(4)
+      SELFSPEC_QUANT_TILE(5)
+      SELFSPEC_QUANT_TILE(6)
+      SELFSPEC_QUANT_TILE(7)
+      SELFSPEC_QUANT_TILE(8)
+#undef SELFSPEC_QUANT_TILE
+      default:
+        require(false, "quant_matmul: tile of " + str(tile) + " tokens");
+    }
+  }
+}
+
+template <WeightFormat kFormat>
+void launch_embedding(const QuantRowsLayout& l, const QuantWeight& table, std::int64_t vocab_begin,
+                      const std::int32_t* tokens, std::int64_t n_tokens, float* out,
+                      cudaStream_t stream) {
+  constexpr int kEmbeddingThreads = 256;
+  detail::launch_dependent(quant_embedding_kernel<kFormat>,
+                           dim3(detail::grid_stride_blocks(n_tokens * l.cols, kEmbeddingThreads)),
+                           dim3(kEmbeddingThreads), stream,
+                           static_cast<const std::uint8_t*>(table.data), l, vocab_begin, tokens,
+                           n_tokens, out);
+}
+
+// Calls f.template operator()<kFormat>() for the matrix's format.
+template <class F>
+void dispatch_format(WeightFormat format, F&& f) {
+  switch (format) {
+    case WeightFormat::kQ4_0:
+      return f.template operator()<WeightFormat::kQ4_0>();
+    case WeightFormat::kQ4_1:
+      return f.template operator()<WeightFormat::kQ4_1>();
+    case WeightFormat::kQ5_0:
+      return f.template operator()<WeightFormat::kQ5_0>();
+    case WeightFormat::kQ5_1:
+      return f.template operator()<WeightFormat::kQ5_1>();
+    case WeightFormat::kQ8_0:
+      return f.template operator()<WeightFormat::kQ8_0>();
+    case WeightFormat::kQ4_K:
+      return f.template operator()<WeightFormat::kQ4_K>();
+    case WeightFormat::kQ5_K:
+      return f.template operator()<WeightFormat::kQ5_K>();
+    case WeightFormat::kQ6_K:
+      return f.template operator()<WeightFormat::kQ6_K>();
+    default:
+      require(false,
+              "quantized kernel: format " + str(static_cast<int>(format)) + " is not quantized");
+  }
+}
+
+}  // namespace
+
+std::size_t quant_activations_bytes(std::int64_t tokens, std::int64_t cols) {
+  require(tokens >= 0 && cols > 0 && cols % kQuantGroupCols == 0,
+          "quantize_activations: " + str(tokens) + " tokens of " + str(cols) +
+              " columns (a positive multiple of 32)");
+  return static_cast<std::size_t>(quant_activations_layout(tokens, cols).bytes);
+}
+
+void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols, void* workspace,
+                          cudaStream_t stream) {
+  (void)quant_activations_bytes(tokens, cols);
+  if (tokens == 0) return;
+  require(x != nullptr && workspace != nullptr, "quantize_activations: null pointer");
+  require(detail::is_aligned(workspace, 256), "quantize_activations: misaligned workspace");
+  const std::int64_t warps = tokens * (cols / kQuantGroupCols);
+  const std::int64_t wanted = (warps + kWarps - 1) / kWarps;
+  const auto blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+  detail::launch_dependent(quantize_activations_kernel, dim3(blocks), dim3(kThreads), stream, x,
+                           tokens, cols, static_cast<std::uint8_t*>(workspace));
+}
+
+void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeight& w, float* y,
+                  cudaStream_t stream) {
+  const QuantRowsLayout l = checked_layout(w, "quant_matmul");
+  require(tokens >= 0, "quant_matmul: negative token count");
+  if (tokens == 0) return;
+  require(activations != nullptr && y != nullptr, "quant_matmul: null pointer");
+  require((l.rows + kWarps - 1) / kWarps <= 0x7fffffff, "quant_matmul: too many rows");
+  dispatch_format(w.format, [&]<WeightFormat kFormat>() {
+    launch_matmul<kFormat>(l, w, activations, tokens, y, stream);
+  });
+}
+
+void quant_embedding(const QuantWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,
+                     std::int64_t n_tokens, float* out, cudaStream_t stream) {
+  const QuantRowsLayout l = checked_layout(table, "quant_embedding");
+  require(n_tokens >= 0 && vocab_begin >= 0, "quant_embedding: bad arguments");
+  if (n_tokens == 0) return;
+  require(tokens != nullptr && out != nullptr, "quant_embedding: null pointer");
+  dispatch_format(table.format, [&]<WeightFormat kFormat>() {
+    launch_embedding<kFormat>(l, table, vocab_begin, tokens, n_tokens, out, stream);
+  });
+}
+
+}  // namespace selfspec::kernels::cuda

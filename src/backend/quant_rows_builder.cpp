@@ -1,0 +1,225 @@
+#include "backend/quant_rows_builder.hpp"
+
+#include "core/error.hpp"
+#include "kernels/cpu/packed_weights.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
+#include "kernels/cuda/quant_rows.hpp"
+
+#include <cstring>
+
+namespace selfspec {
+namespace {
+
+namespace kc = kernels::cpu;
+namespace kq = kernels::cuda;
+
+kq::QuantRowsHeader read_header(std::span<const std::byte> bytes) {
+  SELFSPEC_CHECK(bytes.size() >= static_cast<std::size_t>(kq::kQuantRowsHeaderBytes),
+                 "quantized rows: {} bytes, no header", bytes.size());
+  kq::QuantRowsHeader header;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  SELFSPEC_CHECK(header.magic == kq::kQuantRowsMagic, "quantized rows: bad header");
+  return header;
+}
+
+kq::QuantRowsLayout layout_of(const kq::QuantRowsHeader& header, std::size_t size) {
+  const auto format = static_cast<WeightFormat>(header.format);
+  const kq::QuantRowsLayout l = kq::quant_rows_layout(format, header.rows, header.cols);
+  SELFSPEC_CHECK(l.bits != 0 && static_cast<std::size_t>(l.bytes) == size,
+                 "quantized rows: {} [{} x {}] takes {} bytes, not {}", weight_format_name(format),
+                 header.rows, header.cols, l.bytes, size);
+  return l;
+}
+
+// The stored byte(s) of a group: quants as quant_rows.hpp lays them out.
+void store_quants(const kq::QuantRowsLayout& l, const kc::QuantGroupValues& g, std::byte* out) {
+  if (l.bits == 4) {
+    for (int i = 0; i < 16; ++i) {
+      out[i] = static_cast<std::byte>((g.u[static_cast<std::size_t>(i)] & 0xF) |
+                                      (g.u[static_cast<std::size_t>(i + 16)] & 0xF) << 4);
+    }
+    return;
+  }
+  for (int i = 0; i < 32; ++i) {
+    const int u = g.u[static_cast<std::size_t>(i)];
+    out[i] = static_cast<std::byte>(l.format == WeightFormat::kQ8_0 ? u - 128 : u);
+  }
+}
+
+// The stored value of column i of a group (u, or u − 128 for Q8_0).
+int stored_value(const kq::QuantRowsLayout& l, const std::byte* quants, int i) {
+  if (l.bits == 4) {
+    const auto byte = std::to_integer<int>(quants[i % 16]);
+    return i < 16 ? byte & 0xF : byte >> 4;
+  }
+  const auto byte = std::to_integer<std::uint8_t>(quants[i]);
+  return l.format == WeightFormat::kQ8_0 ? static_cast<std::int8_t>(byte) : byte;
+}
+
+void store_params(const kq::QuantRowsLayout& l, const kc::QuantGroupValues& g, std::byte* out) {
+  kq::QuantGroupParams p;
+  switch (l.format) {
+    case WeightFormat::kQ4_0:
+    case WeightFormat::kQ5_0:
+    case WeightFormat::kQ8_0:
+      p.lo = g.d;
+      break;
+    case WeightFormat::kQ4_1:
+    case WeightFormat::kQ5_1:
+      p.lo = g.d;
+      p.hi = g.m;
+      break;
+    case WeightFormat::kQ4_K:
+    case WeightFormat::kQ5_K:
+      p.lo = static_cast<std::uint16_t>(g.sc | g.mn << 8);
+      break;
+    case WeightFormat::kQ6_K:
+      p.lo = static_cast<std::uint16_t>(static_cast<std::uint8_t>(g.sc16[0]) |
+                                        static_cast<std::uint8_t>(g.sc16[1]) << 8);
+      break;
+    default:
+      break;
+  }
+  std::memcpy(out, &p, static_cast<std::size_t>(l.param_bytes));
+}
+
+kq::QuantGroupParams load_params(const kq::QuantRowsLayout& l, const std::byte* base,
+                                 std::int64_t row, std::int64_t g) {
+  kq::QuantGroupParams p;
+  std::memcpy(&p, base + l.params + (row * l.groups + g) * l.param_bytes,
+              static_cast<std::size_t>(l.param_bytes));
+  return p;
+}
+
+void load_segment(const kq::QuantRowsLayout& l, const std::byte* base, std::int64_t row,
+                  std::int64_t s, std::uint16_t& d, std::uint16_t& dmin) {
+  const std::byte* p = base + l.segments + (row * l.max_segments + s) * 4;
+  std::memcpy(&d, p, 2);
+  std::memcpy(&dmin, p + 2, 2);
+}
+
+}  // namespace
+
+std::vector<std::byte> build_quant_rows(const HostWeight& host) {
+  SELFSPEC_CHECK(is_quantized(host.format) && host.rows > 0 && host.cols > 0 &&
+                     host.cols % kq::kQuantGroupCols == 0,
+                 "quantized rows: {} [{} x {}] (a quantized format, columns a multiple of 32)",
+                 weight_format_name(host.format), host.rows, host.cols);
+  // The CPU's packed form first: its checks (finite scales) and its decoded values.
+  std::vector<std::byte> packed(static_cast<std::size_t>(
+      kc::packed_quant_bytes(host.format, host.rows, host.cols, host.skip)));
+  kc::pack_quant_rows({host.format, static_cast<const std::byte*>(host.data), host.rows,
+                       host.row_stride_bytes, host.skip, host.cols},
+                      packed);
+  const kc::PackedView view{host.format, packed.data(), host.rows, host.cols};
+  const kc::PanelGeometry geometry = kc::panel_geometry(view);
+
+  const kq::QuantRowsLayout l = kq::quant_rows_layout(host.format, host.rows, host.cols);
+  std::vector<std::byte> out(static_cast<std::size_t>(l.bytes));
+  kq::QuantRowsHeader header;
+  header.format = static_cast<std::uint32_t>(host.format);
+  header.rows = host.rows;
+  header.cols = host.cols;
+  header.lead_groups = geometry.lead_groups;
+  std::memcpy(out.data(), &header, sizeof header);
+
+  std::vector<kc::QuantGroupValues> groups(static_cast<std::size_t>(l.groups));
+  std::vector<kc::QuantSegmentValues> segments(static_cast<std::size_t>(geometry.segments()));
+  for (std::int64_t r = 0; r < host.rows; ++r) {
+    kc::decode_quant_row(view, r, groups, segments);
+    for (std::int64_t g = 0; g < l.groups; ++g) {
+      const kc::QuantGroupValues& values = groups[static_cast<std::size_t>(g)];
+      store_quants(l, values, out.data() + l.quants + (r * l.groups + g) * l.quant_bytes);
+      store_params(l, values, out.data() + l.params + (r * l.groups + g) * l.param_bytes);
+    }
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      std::byte* p =
+          out.data() + l.segments + (r * l.max_segments + static_cast<std::int64_t>(s)) * 4;
+      std::memcpy(p, &segments[s].d, 2);
+      std::memcpy(p + 2, &segments[s].dmin, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<std::byte> select_quant_rows(std::span<const std::byte> rows_bytes,
+                                         std::span<const std::int32_t> rows) {
+  const kq::QuantRowsHeader header = read_header(rows_bytes);
+  const kq::QuantRowsLayout from = layout_of(header, rows_bytes.size());
+  SELFSPEC_CHECK(!rows.empty(), "select rows: no rows");
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const kq::QuantRowsLayout to = kq::quant_rows_layout(from.format, n, from.cols);
+  std::vector<std::byte> out(static_cast<std::size_t>(to.bytes));
+  kq::QuantRowsHeader out_header = header;
+  out_header.rows = n;
+  std::memcpy(out.data(), &out_header, sizeof out_header);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t r = rows[static_cast<std::size_t>(i)];
+    SELFSPEC_CHECK(r >= 0 && r < from.rows, "select rows: row {} outside [0, {})", r, from.rows);
+    const auto copy = [&](std::int64_t from_section, std::int64_t to_section,
+                          std::int64_t row_bytes) {
+      std::memcpy(out.data() + to_section + i * row_bytes,
+                  rows_bytes.data() + from_section + r * row_bytes,
+                  static_cast<std::size_t>(row_bytes));
+    };
+    copy(from.quants, to.quants, from.groups * from.quant_bytes);
+    copy(from.params, to.params, from.groups * from.param_bytes);
+    copy(from.segments, to.segments, from.max_segments * 4);
+  }
+  return out;
+}
+
+void reference_quant_matmul(std::span<const std::byte> rows_bytes, const float* x,
+                            std::int64_t tokens, float* y) {
+  const kq::QuantRowsHeader header = read_header(rows_bytes);
+  const kq::QuantRowsLayout l = layout_of(header, rows_bytes.size());
+  kc::QuantizedActivations a;
+  kc::quantize_activations(x, tokens, l.cols, a);
+  const std::byte* base = rows_bytes.data();
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t n = 0; n < l.rows; ++n) {
+      kq::QuantRowState st;
+      for (std::int64_t g = 0; g < l.groups; ++g) {
+        const std::byte* quants = base + l.quants + (n * l.groups + g) * l.quant_bytes;
+        const std::int8_t* xq = a.q.data() + t * l.cols + g * kq::kQuantGroupCols;
+        kq::QuantGroupSums sums;
+        for (int i = 0; i < 32; ++i) {
+          const std::int32_t product = stored_value(l, quants, i) * xq[i];
+          sums.full += product;
+          (i < 16 ? sums.half_a : sums.half_b) += product;
+        }
+        const auto tg = static_cast<std::size_t>(t * l.groups + g);
+        kq::quant_group_step(l.format, l.offset, load_params(l, base, n, g), sums, a.dx[tg],
+                             a.s[tg], a.dxs[tg], a.s32[tg], a.s16[2 * tg], a.s16[2 * tg + 1], st);
+        if (l.k_quant && kq::quant_segment_ends(g, header.lead_groups, l.groups)) {
+          std::uint16_t d = 0;
+          std::uint16_t dmin = 0;
+          load_segment(l, base, n, kq::quant_segment_of(g, header.lead_groups), d, dmin);
+          kq::quant_segment_end(l.format, kq::qr_f16(d), kq::qr_f16(dmin), st);
+        }
+      }
+      y[t * l.rows + n] = st.y;
+    }
+  }
+}
+
+void reference_quant_dequantize_row(std::span<const std::byte> rows_bytes, std::int64_t row,
+                                    float* out) {
+  const kq::QuantRowsHeader header = read_header(rows_bytes);
+  const kq::QuantRowsLayout l = layout_of(header, rows_bytes.size());
+  SELFSPEC_CHECK(row >= 0 && row < l.rows, "dequantize: row {} outside [0, {})", row, l.rows);
+  const std::byte* base = rows_bytes.data();
+  for (std::int64_t g = 0; g < l.groups; ++g) {
+    std::uint16_t d = 0;
+    std::uint16_t dmin = 0;
+    if (l.k_quant) load_segment(l, base, row, kq::quant_segment_of(g, header.lead_groups), d, dmin);
+    const std::byte* quants = base + l.quants + (row * l.groups + g) * l.quant_bytes;
+    const kq::QuantGroupParams p = load_params(l, base, row, g);
+    for (int i = 0; i < 32; ++i) {
+      out[g * kq::kQuantGroupCols + i] =
+          kq::quant_dequantize(l.format, stored_value(l, quants, i), i, p, d, dmin);
+    }
+  }
+}
+
+}  // namespace selfspec

@@ -1,0 +1,35 @@
+// The CUDA backend's quantized rows (kernels/cuda/quant_rows.hpp) on the host: built from a GGUF
+// slice by way of the CPU's packed form (kernels/cpu/packed_weights.hpp decode_quant_row), so both
+// backends run on the same values; rows selected from them (a draft vocabulary's LM head); and the
+// scalar reference of their product and dequantization - the canonical sequence, one row at a
+// time - which the CPU tests hold equal to the CPU kernels and the GPU tests to the CUDA kernels,
+// bit for bit. Pure C++: it builds and is tested without CUDA.
+#pragma once
+
+#include "backend/backend.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace selfspec {
+
+// The quantized rows of a GGUF slice (host.format quantized; throws on a malformed block, as the
+// CPU packing does, naming the row and column).
+std::vector<std::byte> build_quant_rows(const HostWeight& host);
+
+// A new matrix of the given rows of `rows_bytes` (a matrix build_quant_rows made), in that order.
+std::vector<std::byte> select_quant_rows(std::span<const std::byte> rows_bytes,
+                                         std::span<const std::int32_t> rows);
+
+// y[t][n] = row n times token t of x [tokens × cols] by the canonical sequence, the activations
+// quantized as kernels/cpu/quant_matmul.hpp says; y is [tokens × rows].
+void reference_quant_matmul(std::span<const std::byte> rows_bytes, const float* x,
+                            std::int64_t tokens, float* y);
+
+// Row `row` dequantized (ggml's values) into out[cols].
+void reference_quant_dequantize_row(std::span<const std::byte> rows_bytes, std::int64_t row,
+                                    float* out);
+
+}  // namespace selfspec

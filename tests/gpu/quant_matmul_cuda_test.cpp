@@ -1,0 +1,301 @@
+// GGUF weights on the GPU (kernels/cuda/quant_matmul.cu over the quantized rows of
+// kernels/cuda/quant_rows.hpp), held bit for bit to the scalar reference
+// (backend/quant_rows_builder.hpp), which the CPU tests hold bit for bit to the CPU kernels:
+//  * the activation quantizer equals the CPU's (zeros, NaN, infinities and subnormals included);
+//  * every quantized format's product equals the reference at every token count 1..64 (so it is
+//    token-count invariant), on shapes with a partial block of warps and K-format slices that
+//    start inside a super-block;
+//  * the quantized embedding lookup equals the reference dequantization, zeros outside the shard;
+//  * end to end, a GGUF model in Q4_0, Q8_0, Q4_K and Q6_K run natively on the GPU gives the CPU
+//    backend's logits (quantized products bit-identical; attention and norms to rounding), its
+//    verification rows equal its decode steps bit for bit, and self-speculative greedy decoding
+//    equals plain decoding.
+#include "backend/quant_rows_builder.hpp"
+#include "comm/local_comm.hpp"
+#include "control/draft_length_controller.hpp"
+#include "core/error.hpp"
+#include "cuda_test_util.hpp"
+#include "decode/decoder.hpp"
+#include "draft/layer_skip_drafter.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
+#include "kernels/cuda/quant_rows.hpp"
+#include "model/llama_model.hpp"
+#include "model_io/gguf_export.hpp"
+#include "model_io/gguf_file.hpp"
+#include "model_io/gguf_model_config.hpp"
+#include "model_io/gguf_tensor_source.hpp"
+#include "tests/support/model_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/tiny_checkpoint.hpp"
+#include "tests/unit/kernels/quant_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace selfspec::kernels::cuda::test {
+namespace {
+
+using cpu::test::GgufMatrix;
+using cpu::test::random_gguf_matrix;
+
+struct Slice {
+  std::int64_t rows;
+  std::int64_t blocks;
+  std::int64_t skip;
+  std::int64_t cols;
+};
+
+std::vector<Slice> slices(WeightFormat format) {
+  if (quant_rows_layout(format, 1, 32).k_quant) {
+    return {{19, 2, 0, 512}, {21, 3, 96, 512}, {5, 2, 224, 64}, {130, 16, 0, 4096}};
+  }
+  return {{19, 8, 0, 256}, {33, 3, 0, 96}, {1, 40, 0, 1280}, {130, 128, 0, 4096}};
+}
+
+std::vector<float> activations(std::mt19937& rng, std::int64_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (float& v : x) v = pick(rng) == 0 ? 30.0f * normal(rng) : normal(rng);
+  if (n >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  return x;
+}
+
+// The quantized rows of a slice on the device.
+struct DeviceRows {
+  std::vector<std::byte> host;
+  DeviceBuffer<std::byte> device;
+  QuantWeight view;
+};
+
+DeviceRows upload_rows(const GgufMatrix& m, const Slice& s) {
+  DeviceRows d;
+  d.host = build_quant_rows({m.format, s.rows, s.cols, m.data.data(), m.row_bytes, s.skip});
+  d.device = DeviceBuffer<std::byte>(d.host);
+  d.view = QuantWeight{m.format, d.device.get(), s.rows, s.cols};
+  return d;
+}
+
+std::vector<float> gpu_product(const DeviceRows& rows, const std::vector<float>& x,
+                               std::int64_t tokens) {
+  DeviceBuffer<float> d_x(x);
+  DeviceBuffer<std::uint8_t> workspace(quant_activations_bytes(tokens, rows.view.cols));
+  DeviceBuffer<float> y(static_cast<std::size_t>(tokens * rows.view.rows));
+  y.poison();
+  quantize_activations(d_x.get(), tokens, rows.view.cols, workspace.get(), nullptr);
+  quant_matmul(workspace.get(), tokens, rows.view, y.get(), nullptr);
+  return y.download();
+}
+
+TEST(CudaQuantizeActivations, EqualsTheCpuQuantizerBitForBit) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(81);
+  const std::int64_t tokens = 5;
+  const std::int64_t cols = 320;
+  std::vector<float> x = activations(rng, tokens * cols);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[40 + 64] = std::numeric_limits<float>::infinity();
+  x[100] = -std::numeric_limits<float>::infinity();
+  x[200] = 1e-40f;  // subnormal
+  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(cols + 32 + i)] = 1e-42f;
+  cpu::QuantizedActivations cpu_act;
+  cpu::quantize_activations(x.data(), tokens, cols, cpu_act);
+  DeviceBuffer<float> d_x(x);
+  DeviceBuffer<std::uint8_t> workspace(quant_activations_bytes(tokens, cols));
+  workspace.poison();
+  quantize_activations(d_x.get(), tokens, cols, workspace.get(), nullptr);
+  const std::vector<std::uint8_t> gpu = workspace.download();
+  const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
+  const std::size_t groups = static_cast<std::size_t>(tokens * cols / 32);
+  EXPECT_EQ(
+      std::memcmp(gpu.data() + l.q, cpu_act.q.data(), static_cast<std::size_t>(tokens * cols)), 0)
+      << "q";
+  EXPECT_EQ(std::memcmp(gpu.data() + l.dx, cpu_act.dx.data(), groups * 4), 0) << "dx";
+  EXPECT_EQ(std::memcmp(gpu.data() + l.s, cpu_act.s.data(), groups * 4), 0) << "s";
+  EXPECT_EQ(std::memcmp(gpu.data() + l.dxs, cpu_act.dxs.data(), groups * 4), 0) << "dxs";
+  EXPECT_EQ(std::memcmp(gpu.data() + l.s32, cpu_act.s32.data(), groups * 4), 0) << "s32";
+  EXPECT_EQ(std::memcmp(gpu.data() + l.s16, cpu_act.s16.data(), groups * 8), 0) << "s16";
+}
+
+class CudaQuantMatmulTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(CudaQuantMatmulTest, EqualsTheReferenceAtEveryTokenCount) {
+  SELFSPEC_REQUIRE_GPU();
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(82);
+  for (const Slice& slice : slices(format)) {
+    SCOPED_TRACE(::testing::Message()
+                 << slice.rows << " rows, skip " << slice.skip << ", cols " << slice.cols);
+    const GgufMatrix m = random_gguf_matrix(rng, format, slice.rows, slice.blocks);
+    const DeviceRows rows = upload_rows(m, slice);
+    for (const std::int64_t tokens : {1, 2, 5, 8, 9, 17, 64}) {
+      const std::vector<float> x = activations(rng, tokens * slice.cols);
+      std::vector<float> reference(static_cast<std::size_t>(tokens * slice.rows));
+      reference_quant_matmul(rows.host, x.data(), tokens, reference.data());
+      EXPECT_TRUE(same_bits(gpu_product(rows, x, tokens), reference)) << tokens << " tokens";
+    }
+  }
+}
+
+TEST_P(CudaQuantMatmulTest, EmbeddingEqualsTheReferenceDequantization) {
+  SELFSPEC_REQUIRE_GPU();
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(83);
+  const Slice slice = slices(format)[1];
+  const GgufMatrix m = random_gguf_matrix(rng, format, slice.rows, slice.blocks);
+  const DeviceRows rows = upload_rows(m, slice);
+  const std::int64_t vocab_begin = 100;
+  const std::vector<std::int32_t> tokens = {100, 103, 99,
+                                            static_cast<std::int32_t>(100 + slice.rows - 1),
+                                            static_cast<std::int32_t>(100 + slice.rows)};
+  DeviceBuffer<std::int32_t> d_tokens(tokens);
+  DeviceBuffer<float> out(tokens.size() * static_cast<std::size_t>(slice.cols));
+  out.poison();
+  quant_embedding(rows.view, vocab_begin, d_tokens.get(), static_cast<std::int64_t>(tokens.size()),
+                  out.get(), nullptr);
+  const std::vector<float> gpu = out.download();
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::int64_t row = tokens[t] - vocab_begin;
+    std::vector<float> expected(static_cast<std::size_t>(slice.cols), 0.0f);
+    if (row >= 0 && row < slice.rows)
+      reference_quant_dequantize_row(rows.host, row, expected.data());
+    const std::vector<float> actual(
+        gpu.begin() + static_cast<std::ptrdiff_t>(t * slice.cols),
+        gpu.begin() + static_cast<std::ptrdiff_t>((t + 1) * slice.cols));
+    EXPECT_TRUE(same_bits(actual, expected)) << "token " << tokens[t];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaQuantMatmulTest, ::testing::ValuesIn(kQuantizedFormats),
+                         [](const auto& param_info) {
+                           return std::string(weight_format_name(param_info.param));
+                         });
+
+// ---- a GGUF model end to end ----
+
+struct GgufModel {
+  testing::TempDir dir{"cuda-gguf"};
+  std::unique_ptr<GgufFile> file;
+  ModelConfig config;
+};
+
+void write_gguf(const GgufModel& g, GgmlType type) {
+  testing::TinyModelSpec spec;
+  spec.hidden = 256;  // whole super-blocks for the K formats
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.layers = 3;
+  spec.intermediate = 512;
+  spec.vocab = 300;
+  spec.scale = 1.5;
+  testing::write_tiny_checkpoint(spec, g.dir.path());
+  const Checkpoint checkpoint = Checkpoint::open(g.dir.path());
+  export_gguf(CheckpointSource(checkpoint), testing::tiny_config(spec), g.dir / "model.gguf", type);
+}
+
+std::unique_ptr<LlamaModel> load_gguf_on(Backend& backend, const GgufFile& file,
+                                         const ModelConfig& config, Communicator& comm) {
+  const GgufTensorSource source(file, config);
+  const ShardPlan shard = ShardPlan::make(config, comm.size(), comm.rank());
+  return std::make_unique<LlamaModel>(
+      config, shard, LlamaWeights::load(source, config, shard, std::nullopt, backend), comm,
+      backend);
+}
+
+class CudaGgufModelTest : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    SELFSPEC_REQUIRE_GPU();
+    write_gguf(model_, GetParam());
+    model_.file = std::make_unique<GgufFile>(model_.dir / "model.gguf");
+    model_.config = model_config_from_gguf(*model_.file);
+    gpu_ = make_cuda_backend(0);
+    gpu_model_ = load_gguf_on(*gpu_, *model_.file, model_.config, comm_);
+    cpu_model_ = load_gguf_on(testing::cpu_backend(), *model_.file, model_.config, comm_);
+  }
+  GgufModel model_;
+  LocalComm comm_;
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<LlamaModel> gpu_model_;
+  std::unique_ptr<LlamaModel> cpu_model_;
+  const std::vector<std::int32_t> tokens_ = {1, 17, 4, 88, 23, 5, 61, 9, 42, 77, 13, 30, 2};
+};
+
+TEST_P(CudaGgufModelTest, RunsNativelyAndMatchesTheCpuBackend) {
+  EXPECT_TRUE(is_quantized(gpu_model_->weights().layers[0].w_gate.format))
+      << "the GPU dequantized the GGUF";
+  KvCache gpu_kv = gpu_model_->make_kv_cache(64);
+  KvCache cpu_kv = cpu_model_->make_kv_cache(64);
+  const std::vector<float> gpu = testing::forward_all_rows(*gpu_model_, gpu_kv, tokens_);
+  const std::vector<float> cpu = testing::forward_all_rows(*cpu_model_, cpu_kv, tokens_);
+  const std::vector<double> reference(cpu.begin(), cpu.end());
+  EXPECT_LT(testing::relative_max_error(gpu, reference), 1e-3);
+}
+
+TEST_P(CudaGgufModelTest, VerificationRowsEqualDecodeStepsAndSpeculationIsLossless) {
+  const std::vector<std::int32_t> prefix(tokens_.begin(), tokens_.begin() + 4);
+  const std::vector<std::int32_t> rest(tokens_.begin() + 4, tokens_.end());
+  KvCache batch_kv = gpu_model_->make_kv_cache(64);
+  testing::forward_all_rows(*gpu_model_, batch_kv, prefix);
+  const std::vector<float> batch = testing::forward_all_rows(*gpu_model_, batch_kv, rest);
+  KvCache single_kv = gpu_model_->make_kv_cache(64);
+  testing::forward_all_rows(*gpu_model_, single_kv, prefix);
+  const auto vocab = static_cast<std::size_t>(gpu_model_->vocab_local());
+  for (std::size_t t = 0; t < rest.size(); ++t) {
+    const std::vector<float> single =
+        testing::forward_all_rows(*gpu_model_, single_kv, std::span(rest).subspan(t, 1));
+    const std::vector<float> row(batch.begin() + static_cast<std::ptrdiff_t>(t * vocab),
+                                 batch.begin() + static_cast<std::ptrdiff_t>((t + 1) * vocab));
+    EXPECT_TRUE(testing::bit_identical(single, row)) << "token " << t;
+  }
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
+  KvCache kv = gpu_model_->make_kv_cache(128);
+  Decoder plain(*gpu_model_, comm_);
+  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
+  LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
+                           "test");
+  ControllerOptions controller_options;
+  controller_options.kind = "fixed";
+  controller_options.max_draft = 4;
+  auto controller = make_draft_length_controller(controller_options);
+  Decoder decoder(*gpu_model_, comm_, drafter, *controller);
+  KvCache spec_kv = gpu_model_->make_kv_cache(128);
+  EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected);
+}
+
+// The harness's CPU side on every machine: the GGUFs are written, read back quantized, and run.
+TEST(CudaGgufModelHarness, TheModelsLoadQuantizedOnTheCpu) {
+  for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    GgufModel model;
+    write_gguf(model, type);
+    model.file = std::make_unique<GgufFile>(model.dir / "model.gguf");
+    model.config = model_config_from_gguf(*model.file);
+    LocalComm comm;
+    const std::unique_ptr<LlamaModel> cpu =
+        load_gguf_on(testing::cpu_backend(), *model.file, model.config, comm);
+    EXPECT_TRUE(is_quantized(cpu->weights().layers[0].w_gate.format));
+    KvCache kv = cpu->make_kv_cache(16);
+    const std::vector<std::int32_t> tokens = {1, 5, 7};
+    for (const float v : testing::forward_all_rows(*cpu, kv, tokens)) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaGgufModelTest,
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                           GgmlType::kQ6_K),
+                         [](const auto& param_info) {
+                           return std::string(
+                               ggml_type_name(static_cast<std::uint32_t>(param_info.param)));
+                         });
+
+}  // namespace
+}  // namespace selfspec::kernels::cuda::test
