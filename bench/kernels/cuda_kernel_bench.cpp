@@ -8,15 +8,20 @@
 // + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512) reports TFLOP/s. Decode
 // attention (T = 1 over 160 / 1k / 4k / 16k cached slots, 32 query heads, 8 KV heads, head_dim
 // 128) rotates over KV-cache copies the same way and reports GB/s of K and V read. RoPE fused with
-// the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written. RMSNorm
+// the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written. The
+// quantized GEMV (GGUF formats as stored: Q4_0, Q8_0, Q4_K, Q6_K, 4096 x 4096 at T = 1, 4, 8;
+// activations quantized once per call) reports GB/s of its quantized rows read. RMSNorm
 // and add + RMSNorm report GB/s of data read and written; so do scatter_columns and compact_rows (a
 // whole-model KV cache keeping a verified tree's 8-node accepted path: LLaMA-70B TP-8 and
 // SmolLM2-135M shapes). Each benchmark iteration times kInner back-to-back launches between two
 // CUDA events on one stream and reports their mean as the iteration time. The theoretical peak
 // bandwidth of the device (2 x memory clock x bus width, from the device attributes) is printed and
 // attached to every result as peak_GB/s. Without a usable device the program says so and exits 0.
+#include "backend/quant_rows_builder.hpp"
 #include "core/cuda_check.hpp"
 #include "core/dtype.hpp"
+#include "kernels/cpu/ggml_dequantize.hpp"
+#include "kernels/cpu/ggml_quantize.hpp"
 #include "kernels/cuda/cublaslt_gemm.hpp"
 #include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
@@ -269,6 +274,57 @@ void bm_rope_write_kv(benchmark::State& state) {
   });
 }
 
+// A rows x cols matrix in `type` (random f32 values quantized by ggml's rules), as the CUDA
+// backend's quantized rows on the device, `copies` times back to back (to defeat the L2).
+struct QuantPool {
+  std::size_t bytes = 0;
+  std::size_t copies = 0;
+  std::unique_ptr<DeviceMemory> memory;
+  const void* copy(std::int64_t i) const {
+    return memory->get<std::uint8_t>() + static_cast<std::size_t>(i) % copies * bytes;
+  }
+};
+
+QuantPool make_quant_pool(GgmlType type, WeightFormat format, std::int64_t rows,
+                          std::int64_t cols) {
+  Random rng(19);
+  std::vector<float> values(static_cast<std::size_t>(rows * cols));
+  for (float& v : values) v = 0.02f * rng.next();
+  const std::uint64_t row_bytes = ggml_row_bytes(type, cols);
+  std::vector<std::byte> blocks(static_cast<std::size_t>(rows) * row_bytes);
+  quantize_ggml(type, values, blocks);
+  const std::vector<std::byte> host = build_quant_rows(
+      {format, rows, cols, blocks.data(), static_cast<std::int64_t>(row_bytes), 0});
+  QuantPool pool;
+  pool.bytes = host.size();
+  pool.copies = std::max<std::size_t>(2, (pool_bytes() + pool.bytes - 1) / pool.bytes);
+  pool.memory = std::make_unique<DeviceMemory>(pool.bytes * pool.copies);
+  for (std::size_t c = 0; c < pool.copies; ++c) {
+    SELFSPEC_CUDA_CHECK(cudaMemcpy(pool.memory->get<std::uint8_t>() + c * pool.bytes, host.data(),
+                                   pool.bytes, cudaMemcpyHostToDevice));
+  }
+  return pool;
+}
+
+void bm_quant_matmul(benchmark::State& state, GgmlType type, WeightFormat format, std::int64_t rows,
+                     std::int64_t cols, std::int64_t n_tokens) {
+  guarded(state, [&] {
+    const Stream stream;
+    const QuantPool weights = make_quant_pool(type, format, rows, cols);
+    const DeviceMemory x =
+        random_device(DType::kF32, static_cast<std::size_t>(n_tokens * cols), 20);
+    const DeviceMemory acts(quant_activations_bytes(n_tokens, cols));
+    const DeviceMemory y(static_cast<std::size_t>(n_tokens * rows) * sizeof(float));
+    const double bytes = static_cast<double>(weights.bytes);
+    run_timed(state, stream, bytes, 2.0 * static_cast<double>(n_tokens * rows * cols),
+              [&](std::int64_t call) {
+                quantize_activations(x.get<float>(), n_tokens, cols, acts.get(), stream.get());
+                const QuantWeight w{format, weights.copy(call), rows, cols};
+                quant_matmul(acts.get(), n_tokens, w, y.get<float>(), stream.get());
+              });
+  });
+}
+
 void bm_cublaslt(benchmark::State& state, std::int64_t rows, std::int64_t cols,
                  std::int64_t n_tokens) {
   guarded(state, [&] {
@@ -449,6 +505,19 @@ void register_benchmarks() {
     configure(benchmark::RegisterBenchmark(name.c_str(), [parts, rows](benchmark::State& s) {
       bm_matmul_fused(s, parts, rows, 4096);
     }));
+  }
+  for (const auto& [type, format] : {std::pair{GgmlType::kQ4_0, WeightFormat::kQ4_0},
+                                     std::pair{GgmlType::kQ8_0, WeightFormat::kQ8_0},
+                                     std::pair{GgmlType::kQ4_K, WeightFormat::kQ4_K},
+                                     std::pair{GgmlType::kQ6_K, WeightFormat::kQ6_K}}) {
+    for (const std::int64_t t : {1, 4, 8}) {
+      const std::string name = "quant_matmul/" + std::string(weight_format_name(format)) +
+                               "/4096x4096/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(name.c_str(), [type, format, t](benchmark::State& s) {
+        bm_quant_matmul(s, type, format, 4096, 4096, t);
+      }));
+      if (format != WeightFormat::kQ4_K) break;  // the T sweep for Q4_K only
+    }
   }
   configure(benchmark::RegisterBenchmark("rope_write_kv/32x128/T:1",
                                          [](benchmark::State& s) { bm_rope_write_kv(s); }));
