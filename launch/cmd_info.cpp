@@ -114,7 +114,8 @@ WeightPlan weight_plan(const InfoOptions& options, const ModelSource& source,
   checkpoint = source.gguf ? gguf_summary(source.model_path, source.config)
                            : safetensors_summary(source.model_path, source.config, stored);
   return plan_weights(source, parse_weights_dtype(options.weights_dtype),
-                      stored.value_or(source.config.torch_dtype.value_or(DType::kBF16)));
+                      stored.value_or(source.config.torch_dtype.value_or(DType::kBF16)),
+                      parse_quantized_weights_format(options.weights_dtype));
 }
 
 // "q4_k 757.8 MB, q6_k 354.0 MB, f32 579.6 kB": a rank's weights by format, largest first.

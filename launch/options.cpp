@@ -13,16 +13,32 @@ namespace selfspec::launch {
 
 namespace {
 
-const std::vector<std::string> kWeightsDtypes = {"auto", "native", "f32", "bf16", "f16"};
+// auto, native, the dense dtypes, and the quantized formats (synthetic weights stored quantized).
+std::vector<std::string> weights_dtype_choices() {
+  std::vector<std::string> choices = {"auto", "native", "f32", "bf16", "f16"};
+  for (const WeightFormat format : kQuantizedFormats) {
+    choices.emplace_back(weight_format_name(format));
+  }
+  return choices;
+}
 
 }  // namespace
 
 std::optional<DType> parse_weights_dtype(const std::string& text) {
-  if (text == "auto" || text == "native") return std::nullopt;
+  if (text == "auto" || text == "native" || parse_quantized_weights_format(text)) {
+    return std::nullopt;
+  }
   const std::optional<DType> dtype = parse_dtype(text);
-  SELFSPEC_CHECK(dtype.has_value(),
-                 "--weights-dtype: unknown dtype '{}' (auto, native, f32, bf16, f16)", text);
+  SELFSPEC_CHECK(dtype.has_value(), "--weights-dtype: unknown dtype '{}' ({})", text,
+                 fmt::join(weights_dtype_choices(), ", "));
   return dtype;
+}
+
+std::optional<WeightFormat> parse_quantized_weights_format(const std::string& text) {
+  for (const WeightFormat format : kQuantizedFormats) {
+    if (text == weight_format_name(format)) return format;
+  }
+  return std::nullopt;
 }
 
 void add_config_option(CLI::App& command) {
@@ -60,8 +76,11 @@ CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
 CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
                                       std::string_view auto_means) {
   return command
-      .add_option("--weights-dtype", dtype, fmt::format("weight dtype (auto: {})", auto_means))
-      ->check(CLI::IsMember(kWeightsDtypes))
+      .add_option("--weights-dtype", dtype,
+                  fmt::format("weight dtype (auto: {}; a quantized format: synthetic weights "
+                              "stored in it)",
+                              auto_means))
+      ->check(CLI::IsMember(weights_dtype_choices()))
       ->capture_default_str();
 }
 
@@ -238,6 +257,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.expected_tp = tp;
   options.tokenizer_path = tokenizer;
   options.weights_dtype = parse_weights_dtype(weights_dtype);
+  options.synthetic_matrix_format = parse_quantized_weights_format(weights_dtype);
   options.native_weights_required = weights_dtype == "native";
   options.ctx_size = ctx_size;
   options.device = device;

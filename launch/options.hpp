@@ -5,11 +5,12 @@
 #pragma once
 
 #include "core/dtype.hpp"
-#include "verify/sampler.hpp"
+#include "core/weight_format.hpp"
 #include "engine/engine.hpp"
 #include "launch/jsonl_writer.hpp"
 #include "launch/prompt_suite.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "verify/sampler.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json_fwd.hpp>
@@ -23,8 +24,11 @@
 
 namespace selfspec::launch {
 
-// "--weights-dtype auto|native|f32|bf16|f16": nullopt for auto and native (as stored).
+// "--weights-dtype auto|native|f32|bf16|f16|<quantized format>": nullopt for auto, native and a
+// quantized format (as stored).
 std::optional<DType> parse_weights_dtype(const std::string& text);
+// The quantized format a --weights-dtype value names (synthetic weights stored in it), or nullopt.
+std::optional<WeightFormat> parse_quantized_weights_format(const std::string& text);
 
 // Declares `--config FILE` on a command (run_config.hpp reads the file before parsing; the
 // declaration is for --help and so that CLI11 accepts the option).
@@ -42,8 +46,8 @@ std::optional<std::string> tp_unavailable_reason(int tp, bool mpi_built);
 CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
                                  std::string_view purpose);
 
-// --weights-dtype auto|native|f32|bf16|f16 (parse_weights_dtype); `auto_means` says what auto
-// picks.
+// --weights-dtype auto|native|f32|bf16|f16|q4_0|...|q6_k (parse_weights_dtype,
+// parse_quantized_weights_format); `auto_means` says what auto picks.
 CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
                                       std::string_view auto_means);
 

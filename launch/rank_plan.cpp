@@ -1,5 +1,7 @@
 #include "launch/rank_plan.hpp"
 
+#include "kernels/cpu/ggml_dequantize.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 #include "model_io/checkpoint_layout.hpp"
 #include "model_io/gguf_file.hpp"
 #include "model_io/gguf_tensor_source.hpp"
@@ -13,7 +15,28 @@
 
 namespace selfspec::launch {
 
-WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requested, DType fallback) {
+WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requested, DType fallback,
+                        std::optional<WeightFormat> synthetic_format) {
+  if (synthetic_format && source.synthetic) {
+    const WeightFormat quantized = *synthetic_format;
+    const WeightFormat dense = dense_format(fallback);
+    const std::int64_t block = ggml_block_elements(kernels::cpu::ggml_type_of(quantized));
+    auto shapes = std::make_shared<std::map<std::string, std::vector<std::int64_t>>>();
+    for (const ExpectedTensor& expected : expected_tensors(source.config)) {
+      (*shapes)[expected.name] = expected.shape;
+    }
+    WeightPlan plan;
+    plan.format_of = [shapes, quantized, dense, block](const std::string& name) {
+      const auto it = shapes->find(name);
+      const bool whole =
+          it != shapes->end() && it->second.size() == 2 && it->second[1] % block == 0;
+      return whole ? quantized : dense;
+    };
+    plan.intermediate_unit = 32;
+    plan.label = fmt::format("{} (synthetic)", weight_format_name(quantized));
+    plan.native = true;
+    return plan;
+  }
   if (requested || !source.gguf) {
     const DType dtype = requested.value_or(fallback);
     return {uniform_format(dtype), 1, std::string(dtype_name(dtype)), false};

@@ -33,7 +33,10 @@ struct WeightPlan {
 // `requested` (--weights-dtype) for every matrix; nullopt: a GGUF's tensors as the CPU backend
 // holds them (quantized types it runs as stored, other quantized types bf16, float types as
 // stored; the file is read for its tensor types), any other source `fallback` for every matrix.
-WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requested, DType fallback);
+// `synthetic_format` (--weights-dtype q4_k with synthetic weights): the matrices in that format
+// where their columns are whole blocks of it (as SyntheticSource stores them), `fallback` else.
+WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requested, DType fallback,
+                        std::optional<WeightFormat> synthetic_format = std::nullopt);
 
 struct RankPlan {
   ShardPlan shard;

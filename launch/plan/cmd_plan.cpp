@@ -82,7 +82,8 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   const std::int64_t context =
       options.ctx_size > 0 ? options.ctx_size : config.max_position_embeddings;
   const WeightPlan weights = plan_weights(source, parse_weights_dtype(options.weights_dtype),
-                                          config.torch_dtype.value_or(DType::kBF16));
+                                          config.torch_dtype.value_or(DType::kBF16),
+                                          parse_quantized_weights_format(options.weights_dtype));
   // A forward holds the prefill chunk or a verification of K drafts + 1 bonus token; logits for
   // the verified rows (prefill keeps only the last position's).
   const ForwardShape forward{std::max<std::int64_t>(options.prefill_chunk, options.max_draft + 1),

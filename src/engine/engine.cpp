@@ -72,6 +72,16 @@ Engine::Engine(EngineOptions options, Communicator& comm)
     backend_ = make_cpu_backend();
   }
   backend_->set_graphs_enabled(options_.cuda_graphs);
+  if (options_.synthetic_matrix_format) {
+    SELFSPEC_CHECK(source_.synthetic,
+                   "--weights-dtype {}: a quantized format is for synthetic weights "
+                   "(--architecture FILE or --synthetic); a GGUF's tensors keep their own formats "
+                   "(--weights-dtype auto)",
+                   weight_format_name(*options_.synthetic_matrix_format));
+    SELFSPEC_CHECK(native_quantized_weights(), "--weights-dtype {}: the {} backend does not run it",
+                   weight_format_name(*options_.synthetic_matrix_format),
+                   device_kind_name(backend_->kind()));
+  }
   if (options_.native_weights_required && source_.gguf && !native_quantized_weights()) {
     fail(
         "--weights-dtype native: the {} backend does not run quantized weights; use "
@@ -159,7 +169,8 @@ void Engine::check_context(std::int64_t n_prompt, std::int64_t max_new_tokens) c
 void Engine::with_tensor_source(const std::function<void(const TensorSource&)>& body) const {
   if (source_.synthetic) {
     const DType dtype = synthetic_weights_dtype(source_.config, options_.weights_dtype);
-    const std::unique_ptr<TensorSource> synthetic = make_synthetic_tensor_source(source_, dtype);
+    const std::unique_ptr<TensorSource> synthetic =
+        make_synthetic_tensor_source(source_, dtype, options_.synthetic_matrix_format);
     body(*synthetic);
   } else if (source_.gguf) {
     const GgufFile file(source_.model_path);
@@ -175,12 +186,16 @@ std::optional<DType> Engine::load_dtype() const {
   // Synthetic weights are made in their dtype; a GGUF's quantized blocks stay quantized where the
   // backend runs them, else dequantize into the requested dtype, bf16 unless told (f32 keeps the
   // file's values exactly); safetensors keep theirs.
+  if (source_.synthetic && options_.synthetic_matrix_format) return std::nullopt;  // as stored
   if (source_.synthetic) return synthetic_weights_dtype(source_.config, options_.weights_dtype);
   if (source_.gguf && !options_.weights_dtype && !native_quantized_weights()) return DType::kBF16;
   return options_.weights_dtype;
 }
 
 bool Engine::native_quantized_weights() const {
+  if (source_.synthetic && options_.synthetic_matrix_format) {
+    return backend_ != nullptr && backend_->runs_format(*options_.synthetic_matrix_format);
+  }
   return source_.gguf && !options_.weights_dtype && backend_ != nullptr &&
          backend_->runs_format(WeightFormat::kQ4_K);
 }

@@ -29,10 +29,12 @@ struct EngineOptions {
   ModelSourceOptions source;             // --model / --architecture / synthetic weights
   int expected_tp = 0;                   // --tp: must equal the job's world size (0: any)
   std::filesystem::path tokenizer_path;  // empty: the tokenizer of the model (its dir or GGUF)
-  // nullopt: as stored; a GGUF's quantized tensors run as stored ("native") on the CPU backend and
-  // are dequantized to bf16 for the CUDA backend.
+  // nullopt: as stored; a GGUF's quantized tensors run as stored ("native") on every backend.
   std::optional<DType> weights_dtype;
-  bool native_weights_required = false;  // --weights-dtype native: no bf16 fallback for a GPU
+  bool native_weights_required = false;  // --weights-dtype native: no bf16 fallback
+  // --weights-dtype q4_k (or another quantized format) with synthetic weights: their matrices
+  // stored in that format (seeded random blocks, model_io/synthetic_quantized.hpp), run as stored.
+  std::optional<WeightFormat> synthetic_matrix_format;
   // A quantized draft copy of the weights will be made (--draft-weights): the intermediate
   // dimension is cut at 32-feature groups, as for native quantized weights, so that the copy's
   // slices (and the tp-invariant reduction's chunks of them) are whole blocks.

@@ -108,11 +108,13 @@ DType synthetic_weights_dtype(const ModelConfig& config, std::optional<DType> re
   return config.torch_dtype.value_or(DType::kBF16);
 }
 
-std::unique_ptr<TensorSource> make_synthetic_tensor_source(const ModelSource& source, DType dtype) {
+std::unique_ptr<TensorSource> make_synthetic_tensor_source(
+    const ModelSource& source, DType dtype, std::optional<WeightFormat> matrix_format) {
   SyntheticModelSpec spec;
   spec.config = source.config;
   spec.dtype = dtype;
   spec.seed = source.seed;
+  spec.matrix_format = matrix_format;
   return std::make_unique<SyntheticSource>(std::move(spec));
 }
 

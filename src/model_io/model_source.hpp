@@ -48,6 +48,9 @@ ModelSource resolve_model_source(const ModelSourceOptions& options);
 DType synthetic_weights_dtype(const ModelConfig& config, std::optional<DType> requested);
 
 // Seeded random weights for a synthetic source.
-std::unique_ptr<TensorSource> make_synthetic_tensor_source(const ModelSource& source, DType dtype);
+// matrix_format: the matrices stored quantized in that format (synthetic_model.hpp).
+std::unique_ptr<TensorSource> make_synthetic_tensor_source(
+    const ModelSource& source, DType dtype,
+    std::optional<WeightFormat> matrix_format = std::nullopt);
 
 }  // namespace selfspec

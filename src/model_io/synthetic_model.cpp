@@ -3,8 +3,11 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/parallel.hpp"
+#include "kernels/cpu/ggml_dequantize.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 #include "model_io/checkpoint_layout.hpp"
 #include "model_io/safetensors_writer.hpp"
+#include "model_io/synthetic_quantized.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -190,11 +193,39 @@ DType SyntheticSource::dtype(const std::string& name) const {
 
 void SyntheticSource::read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
                            void* dst) const {
+  if (const std::optional<WeightFormat> format = quantized_format(name)) {
+    const std::vector<std::int64_t>& shape = shape_of(name);
+    synthetic_quantized_values(*format, fnv1a(name, spec_.seed), init_for(spec_, name).value,
+                               shape[0], shape[1], slice, dst_dtype, dst);
+    return;
+  }
   fill_synthetic_slice(spec_, name, shape_of(name), slice, dst_dtype, dst);
 }
 
 std::string SyntheticSource::describe() const {
+  if (spec_.matrix_format) {
+    return fmt::format("synthetic weights (seed {}, matrices {}, the rest {})", spec_.seed,
+                       weight_format_name(*spec_.matrix_format), dtype_name(spec_.dtype));
+  }
   return fmt::format("synthetic weights (seed {}, {})", spec_.seed, dtype_name(spec_.dtype));
+}
+
+std::optional<WeightFormat> SyntheticSource::quantized_format(const std::string& name) const {
+  if (!spec_.matrix_format) return std::nullopt;
+  const std::vector<std::int64_t>& shape = shape_of(name);
+  if (shape.size() != 2) return std::nullopt;
+  const std::int64_t block = ggml_block_elements(kernels::cpu::ggml_type_of(*spec_.matrix_format));
+  if (shape[1] % block != 0) return std::nullopt;  // not whole blocks: dense
+  return spec_.matrix_format;
+}
+
+QuantizedSlice SyntheticSource::read_quantized(const std::string& name,
+                                               const TensorSlice& slice) const {
+  const std::optional<WeightFormat> format = quantized_format(name);
+  SELFSPEC_CHECK(format.has_value(), "synthetic tensor '{}' is not stored quantized", name);
+  const std::vector<std::int64_t>& shape = shape_of(name);
+  return synthetic_quantized_slice(*format, fnv1a(name, spec_.seed), init_for(spec_, name).value,
+                                   shape[0], shape[1], slice);
 }
 
 std::uint64_t write_synthetic_model(const SyntheticModelSpec& spec,

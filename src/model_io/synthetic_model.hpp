@@ -13,6 +13,7 @@
 #pragma once
 
 #include "core/dtype.hpp"
+#include "core/weight_format.hpp"
 #include "model_io/model_config.hpp"
 #include "model_io/safetensors.hpp"
 #include "model_io/tensor_source.hpp"
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,10 @@ struct SyntheticModelSpec {
   std::vector<double> mlp_scale;
   // Multiplier of the LM head: larger values give peakier next-token distributions.
   double lm_head_scale = 1.0;
+  // The weight matrices stored quantized in this format (random blocks of the same deviation:
+  // model_io/synthetic_quantized.hpp), where their columns are whole blocks of it; nullopt: dense
+  // in `dtype`. Served by SyntheticSource only (make-model writes dense checkpoints).
+  std::optional<WeightFormat> matrix_format;
 };
 
 // A llama ModelConfig with the given geometry and defaults for everything else.
@@ -64,6 +70,8 @@ class SyntheticSource final : public TensorSource {
   void read(const std::string& name, const TensorSlice& slice, DType dst_dtype,
             void* dst) const override;
   std::string describe() const override;
+  std::optional<WeightFormat> quantized_format(const std::string& name) const override;
+  QuantizedSlice read_quantized(const std::string& name, const TensorSlice& slice) const override;
 
  private:
   const std::vector<std::int64_t>& shape_of(const std::string& name) const;

@@ -218,6 +218,31 @@ TEST_F(Launch, SyntheticWeightsGiveTheTokensOfTheCheckpointWithTheSameSeed) {
                "--layers 2 needs synthetic weights");
 }
 
+// --weights-dtype q4_k with synthetic weights: the matrices stored in Q4_K (random blocks) and run
+// as stored; `plan` and `info` count them in Q4_K; a checkpoint keeps its own formats.
+TEST_F(Launch, SyntheticWeightsStoredQuantizedRunAsStored) {
+  const auto model = dir_ / "q";
+  ASSERT_EQ(run(fmt::format("make-model --out {} --layers 2 --hidden 256 --heads 4 --kv-heads 2 "
+                            "--intermediate 512 --vocab 300 --seed 5",
+                            model.string()))
+                .exit_code,
+            0);
+  const std::string architecture = (model / "config.json").string();
+  CommandResult r = run(fmt::format(
+      "generate --architecture {} --weights-dtype q4_k --prompt-ids 1,17,4 --max-new-tokens 6 "
+      "--ignore-eos --json",
+      architecture));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["n_generated"], 6);
+  r = run(fmt::format("plan --architecture {} --weights-dtype q4_k --json", architecture));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("q4_k"));
+  expect_error(run(fmt::format("generate --model {} --weights-dtype q4_k --prompt-ids 1 "
+                               "--max-new-tokens 2",
+                               model.string())),
+               "a quantized format is for synthetic weights");
+}
+
 TEST_F(Launch, RunConfigsFeedGenerateAndBadKeysAreNamed) {
   const auto model = make_model("m");
   const auto config = dir_ / "run.yaml";

@@ -341,17 +341,19 @@ def read_json(s, path, what):
 
 # -- selfspec bench: decode --
 
-def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-7b"):
-    """The decode bench of `model`'s geometry (configs/models/<model>.yaml, synthetic bf16
-    weights), and v(gamma) for gamma = 1 .. verify_cost_max (0: not measured), with programmatic
-    dependent launch on or off."""
+def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-7b",
+                      weights="bf16", gen=128, reps=3):
+    """The decode bench of `model`'s geometry (configs/models/<model>.yaml, synthetic weights in
+    `weights`: bf16, or a quantized format such as q4_k, run as stored), and v(gamma) for
+    gamma = 1 .. verify_cost_max (0: not measured), with programmatic dependent launch on or
+    off."""
     label = f"graphs-{graphs}" + ("" if pdl else "-pdl-off")
-    short = "7b" if model == "llama-2-7b" else model
-    out = fresh_raw_file(c, f"bench-{short}-bf16-{label}.json")
+    short = {"llama-2-7b": "7b", "llama-2-70b": "70b"}.get(model, model)
+    out = fresh_raw_file(c, f"bench-{short}-{weights}-{label}.json")
     args = [c.program("selfspec"), "bench", "--architecture",
-            os.path.join(REPO, "configs", "models", f"{model}.yaml"), "--weights-dtype", "bf16",
-            "--device", "cuda", "--cuda-graphs", graphs, "--prompt-len", "128", "--gen", "128",
-            "--reps", "3", "--json", "--out", out]
+            os.path.join(REPO, "configs", "models", f"{model}.yaml"), "--weights-dtype", weights,
+            "--device", "cuda", "--cuda-graphs", graphs, "--prompt-len", "128", "--gen", str(gen),
+            "--reps", str(reps), "--json", "--out", out]
     if verify_cost_max > 0:
         args += ["--verify-cost-max", str(verify_cost_max), "--verify-cost-rounds", "3"]
     else:
@@ -380,6 +382,49 @@ def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-
     if r.get("cuda_graphs") != (graphs == "on"):
         s.fail(f"asked for --cuda-graphs {graphs}, the bench reports cuda_graphs "
                f"{r.get('cuda_graphs')}")
+
+
+# -- the planted demo on the GPU --
+
+def step_planted_demo(c, s):
+    """scripts/demo.sh's comparison on the GPU: the planted-redundancy model (made here by
+    make-model), its planted skip set, adaptive and Thompson controllers, autoregressive vs
+    self-speculative on the same prompts; the speedups (and losslessness) per controller."""
+    model = os.path.join(c.work, "models", "planted")
+    if not os.path.isfile(os.path.join(model, "skips.json")):
+        rc, _ = s.run([c.program("selfspec"), "make-model", "--out", model, "--preset",
+                       "planted-redundancy", "--seed", "1"], timeout=120)
+        if rc != 0:
+            s.fail(f"selfspec make-model --preset planted-redundancy exited with {rc}")
+            return
+    out = fresh_raw_file(c, "bench-planted-demo.json")
+    rc, _ = s.run([c.program("selfspec"), "bench", "--model", model, "--prompt-len", "64", "--gen",
+                   "128", "--prompts", "2", "--spec", "layer-skip", "--skip-config",
+                   os.path.join(model, "skips.json"), "--controller", "adaptive,thompson",
+                   "--device", "cuda", "--json", "--out", out], capture=True)
+    if rc != 0:
+        s.fail(f"selfspec bench exited with {rc}")
+        return
+    r = read_json(s, out, "bench JSON")
+    if r is None:
+        return
+    rows = []
+    autoregressive = (r.get("autoregressive") or {}).get("decode_tokens_per_s", 0.0)
+    for result in r.get("speculative", []):
+        rows.append({"controller": result.get("controller"),
+                     "speedup": round(result.get("speedup", 0.0), 3),
+                     "acceptance_rate": round(result.get("acceptance_rate", 0.0), 3),
+                     "mean_accepted_length": round(result.get("mean_accepted_length", 0.0), 2),
+                     "autoregressive_tok_s": round(autoregressive, 1),
+                     "speculative_tok_s": round(result.get("decode_tokens_per_s", 0.0), 1),
+                     "lossless_prompts": result.get("lossless_prompts"),
+                     "prompts": r.get("prompts")})
+        if not result.get("lossless"):
+            s.fail(f"{result.get('controller')}: {result.get('lossless_prompts')} of "
+                   f"{r.get('prompts')} prompts lossless")
+    s.figures["runs"] = rows
+    if not rows:
+        s.fail("the bench reports no speculative result")
 
 
 def decode_figures(r):

@@ -148,6 +148,8 @@ GENERATE_COLUMNS = (
     ("cli_speculative", ["model", "drafter", "tokens", "lossless", "drafted", "acceptance_rate",
                          "mean_accepted_length"]),
     ("cli_cpu_vs_gpu", ["model", "tokens", "agree", "first_difference"]),
+    ("planted_demo", ["controller", "speedup", "acceptance_rate", "mean_accepted_length",
+                      "autoregressive_tok_s", "speculative_tok_s", "lossless_prompts", "prompts"]),
 )
 KERNEL_COLUMNS = ["name", "time_us", "GB/s", "fraction_of_peak", "TFLOP/s"]
 NCCL_COLUMNS = ["hidden", "dtype", "tokens", "bytes", "stream_us", "graph_us"]
@@ -263,7 +265,7 @@ def decode_bench_section(by_name):
         rows.append(row)
     if not rows:
         return []
-    return ["## Decode, synthetic bf16 weights (LLaMA-2-7B geometry unless the step says)\n",
+    return ["## Decode, synthetic weights (LLaMA-2-7B geometry, bf16, unless the step says)\n",
             md_table(rows, DECODE_COLUMNS)]
 
 

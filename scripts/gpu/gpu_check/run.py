@@ -12,7 +12,7 @@ from functools import partial
 from .build import step_build, step_configure, step_kit, step_link_check
 from .checks import (CTEST_GROUPS, CTEST_REST, PDL_OFF_PATTERN, rest_pattern, run_ctest_group,
                      step_cli_cpu_vs_gpu, step_cli_graphs, step_cli_speculative,
-                     step_decode_bench, step_kernel_bench, step_nccl_bench)
+                     step_decode_bench, step_kernel_bench, step_nccl_bench, step_planted_demo)
 from .machine import REPO, kill_group, step_environment
 from .profile import step_ncu_decode, step_sanitizer
 from .report import EXIT_NO_DEVICE, EXIT_USAGE, RESULTS, verdict
@@ -155,6 +155,11 @@ def gpu_checks(c):
         ("bench_7b_graphs_on", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs on; "
          "v(gamma) for gamma = 1 .. 15", 200,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=15), False),
+        ("bench_7b_q4k", "decode bench, LLaMA-2-7B geometry, synthetic Q4_K run as stored, "
+         "graphs on; v(gamma) for gamma = 1 .. 8", 150,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=8, weights="q4_k"), False),
+        ("planted_demo", "the demo's planted model on the GPU: self-speculative vs autoregressive "
+         "(adaptive, Thompson)", 150, partial(step_planted_demo, c), False),
         ("kernel_bench", "cuda_kernel_bench (GB/s, TFLOP/s against the device peak)", 180,
          partial(step_kernel_bench, c), False),
         ("ncu_decode", "ncu --cache-control none: time per kernel of a 7B decode step", 150,
@@ -167,6 +172,10 @@ def gpu_checks(c):
          partial(step_decode_bench, c, graphs="on", pdl=False, verify_cost_max=8), False),
         ("sanitizer", "compute-sanitizer memcheck, synccheck, racecheck on the kernel tests", 150,
          partial(step_sanitizer, c), False),
+        ("bench_70b_q4k", "decode bench, LLaMA-2-70B geometry, synthetic Q4_K run as stored, on "
+         "one GPU", 200,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=0, model="llama-2-70b",
+                 weights="q4_k", gen=32, reps=1), False),
         ("bench_7b_graphs_off", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs off", 120,
          partial(step_decode_bench, c, graphs="off", verify_cost_max=0), False),
         ("nccl_bench", "nccl_bench, one rank (all-reduce latency at decode sizes)", 60,
