@@ -20,6 +20,7 @@
 #include "kernels/cpu/quant_matmul.hpp"
 #include "kernels/cuda/quant_rows.hpp"
 #include "model/llama_model.hpp"
+#include "model/llama_weights.hpp"
 #include "model_io/gguf_export.hpp"
 #include "model_io/gguf_file.hpp"
 #include "model_io/gguf_model_config.hpp"
@@ -269,6 +270,54 @@ TEST_P(CudaGgufModelTest, VerificationRowsEqualDecodeStepsAndSpeculationIsLossle
   Decoder decoder(*gpu_model_, comm_, drafter, *controller);
   KvCache spec_kv = gpu_model_->make_kv_cache(128);
   EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected);
+}
+
+// The model drafting as itself in fewer bits on the GPU (--draft-weights q4_0 / q8_0): a dense
+// model's quantized copy lives on the device in its format (not a second bf16 copy), and the
+// draft forwards that read it keep greedy decoding token-identical.
+TEST(CudaDraftWeights, AQuantizedCopyDraftsOnTheGpuLosslessly) {
+  SELFSPEC_REQUIRE_GPU();
+  testing::TempDir dir("cuda-draft-weights");
+  testing::TinyModelSpec spec;
+  spec.hidden = 128;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.layers = 3;
+  spec.intermediate = 256;
+  spec.vocab = 300;
+  spec.scale = 1.5;
+  spec.dtype = DType::kBF16;
+  testing::write_tiny_checkpoint(spec, dir.path());
+  LocalComm comm;
+  const std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  const std::unique_ptr<LlamaModel> model = testing::load_model_on(*gpu, dir.path(), comm);
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
+  KvCache kv = model->make_kv_cache(128);
+  Decoder plain(*model, comm);
+  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
+  for (const WeightFormat format : {WeightFormat::kQ4_0, WeightFormat::kQ8_0}) {
+    SCOPED_TRACE(weight_format_name(format));
+    const Checkpoint checkpoint = Checkpoint::open(dir.path());
+    model->attach_draft_weights(load_draft_weights(CheckpointSource(checkpoint), model->config(),
+                                                   model->shard(), format, *gpu));
+    ASSERT_NE(model->draft_weights(), nullptr);
+    EXPECT_EQ(model->draft_weights()->layers[0].w_up.format, format);
+    LayerSkipDrafter drafter(LayerPlan::full(3), "fewer bits");
+    ControllerOptions controller_options;
+    controller_options.kind = "fixed";
+    controller_options.max_draft = 4;
+    auto controller = make_draft_length_controller(controller_options);
+    GenerationOptions g = generation;
+    g.draft_weights = true;
+    Decoder decoder(*model, comm, drafter, *controller);
+    KvCache spec_kv = model->make_kv_cache(128);
+    const GenerationResult r = decoder.generate(prompt, g, spec_kv);
+    EXPECT_EQ(r.tokens, expected);
+    EXPECT_GT(r.stats.accepted, 0) << "the quantized copy never drafted an accepted token";
+  }
 }
 
 // The harness's CPU side on every machine: the GGUFs are written, read back quantized, and run.

@@ -43,7 +43,7 @@ CTEST_GROUPS = [
     ("ctest_gguf_native",
      "GGUF formats as stored: quantizer and quantized GEMV vs the CPU's bits, embedding, a GGUF "
      "model end to end",
-     r"CudaQuantizeActivations|CudaQuantMatmul|CudaGgufModel"),
+     r"CudaQuantizeActivations|CudaQuantMatmul|CudaGgufModel|CudaDraftWeights"),
     ("ctest_two_ranks_one_gpu",
      "two tensor-parallel ranks as threads sharing the GPU: sharded forwards, vocab-sharded "
      "logits, device-side verification, lossless at TP 2",
