@@ -25,6 +25,7 @@
 #include "kernels/cuda/cublaslt_gemm.hpp"
 #include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/cuda_stream.hpp"
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -75,17 +76,7 @@ class DeviceMemory {
   std::unique_ptr<void, Free> data_;
 };
 
-class Stream {
- public:
-  Stream() { SELFSPEC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() { (void)cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
+using Stream = CudaStream;
 
 using Event = CudaEvent;
 

@@ -202,6 +202,133 @@ __device__ __forceinline__ int visible_new_slots(const Params& p, std::int64_t t
   return *s_count;
 }
 
+// Rank -> cache slot of one query: its past slots, then its visible new slots in order.
+struct VisibleSlots {
+  std::int64_t n_past = 0;
+  const int* new_slots = nullptr;  // tree: the visible new-token indices; nullptr: causal
+  __device__ __forceinline__ std::int64_t slot(std::int64_t rank) const {
+    if (rank < n_past) return rank;
+    const std::int64_t j = rank - n_past;
+    return n_past + (new_slots != nullptr ? new_slots[j] : j);
+  }
+};
+
+// One warp's online softmax over its groups of 8 ranks of [r_begin, r_end) (ranks 8·warp,
+// 8·warp + 32, ... from r_begin), in that order: the running max m, sum l and weighted values.
+template <int kDims>
+struct WarpSoftmax {
+  float m = -INFINITY;
+  float l = 0.0f;
+  float acc[kDims] = {};
+};
+
+template <int kDims, bool kContiguous>
+__device__ __forceinline__ WarpSoftmax<kDims> warp_softmax(
+    const Params& p, const float (&q_reg)[kDims], const float* k_head, const float* v_head,
+    const VisibleSlots& visible, std::int64_t r_begin, std::int64_t r_end, int lane, int warp) {
+  WarpSoftmax<kDims> w;
+  for (std::int64_t g = r_begin + warp * kGroup; g < r_end; g += kWarps * kGroup) {
+    std::int64_t slots[kGroup];
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) slots[u] = visible.slot(g + u < r_end ? g + u : r_end - 1);
+    float keys[kGroup][kDims];
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) {
+      load_head_vector<kDims, kContiguous>(k_head + slots[u] * p.head_dim, lane, p.head_dim,
+                                           keys[u]);
+    }
+    float score[kGroup];
+    float group_max = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) {
+      float partial = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kDims; ++j) partial = fmaf(q_reg[j], keys[u][j], partial);
+      score[u] = detail::warp_sum(partial) * p.scale;  // every lane, used or not
+      if (g + u < r_end) group_max = fmaxf(group_max, score[u]);
+    }
+    float values[kGroup][kDims];
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) {
+      load_head_vector<kDims, kContiguous>(v_head + slots[u] * p.head_dim, lane, p.head_dim,
+                                           values[u]);
+    }
+    const float m_new = fmaxf(w.m, group_max);
+    const float correction = expf(w.m - m_new);  // 0 for the first group (m = -inf)
+    w.l *= correction;
+#pragma unroll
+    for (int j = 0; j < kDims; ++j) w.acc[j] *= correction;
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) {
+      if (g + u < r_end) {
+        const float weight = expf(score[u] - m_new);
+        w.l += weight;
+#pragma unroll
+        for (int j = 0; j < kDims; ++j) w.acc[j] = fmaf(weight, values[u][j], w.acc[j]);
+      }
+    }
+    w.m = m_new;
+  }
+  return w;
+}
+
+// The block's warps combined in warp order (a warp with no rank has l = 0 and is left out): the
+// split's max M, sum L, and each warp's factor expf(m_w − M) for A[d] = Σ factor_w acc_w[d].
+struct SplitCombination {
+  float m = -INFINITY;
+  float l = 0.0f;
+  float factor[kWarps] = {};
+};
+
+__device__ __forceinline__ SplitCombination combine_warps(const float (&s_m)[kWarps],
+                                                          const float (&s_l)[kWarps]) {
+  SplitCombination c;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    if (s_l[w] > 0.0f) c.m = fmaxf(c.m, s_m[w]);
+  }
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    c.factor[w] = s_l[w] > 0.0f ? expf(s_m[w] - c.m) : 0.0f;
+    c.l = fmaf(c.factor[w], s_l[w], c.l);
+  }
+  return c;
+}
+
+template <int kDims>
+__device__ __forceinline__ float combined_value(const SplitCombination& c,
+                                                const float (&s_acc)[kWarps][kDims * kWarpSize],
+                                                std::int64_t d) {
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total = fmaf(c.factor[w], s_acc[w][d], total);
+  return total;
+}
+
+// The last block of a query: its splits' partials merged in split order (read past L1, __ldcg:
+// other blocks wrote them), out[d] = Σ_s expf(M_s − M*) A_s[d] / Σ_s expf(M_s − M*) L_s.
+__device__ __forceinline__ void merge_splits(const Workspace& ws, std::int64_t first_unit,
+                                             std::int64_t n_splits, std::int64_t head_dim,
+                                             float* out) {
+  float merged_m = -INFINITY;
+  for (std::int64_t s = 0; s < n_splits; ++s) {
+    merged_m = fmaxf(merged_m, __ldcg(ws.m + first_unit + s));
+  }
+  float merged_l = 0.0f;
+  for (std::int64_t s = 0; s < n_splits; ++s) {
+    merged_l = fmaf(expf(__ldcg(ws.m + first_unit + s) - merged_m), __ldcg(ws.l + first_unit + s),
+                    merged_l);
+  }
+  for (std::int64_t d = threadIdx.x; d < head_dim; d += kThreads) {
+    float total = 0.0f;
+    for (std::int64_t s = 0; s < n_splits; ++s) {
+      const float f = expf(__ldcg(ws.m + first_unit + s) - merged_m);
+      total = fmaf(f, __ldcg(ws.o + (first_unit + s) * head_dim + d), total);
+    }
+    out[d] = total / merged_l;
+  }
+}
+
 template <int kDims, bool kContiguous>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, const Workspace ws) {
   __shared__ int s_new[kMaxTreeTokens];
@@ -234,97 +361,29 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, con
   if (split >= n_splits) return;  // block-uniform, after the only barrier so far
   const std::int64_t r_begin = split * size;
   const std::int64_t r_end = r_begin + size < n_visible ? r_begin + size : n_visible;
-  const bool tree = p.tree_mask != nullptr;
-  const auto slot_of = [&](std::int64_t rank) -> std::int64_t {
-    if (rank < n_past) return rank;
-    const std::int64_t j = rank - n_past;
-    return n_past + (tree ? s_new[j] : j);
-  };
+  const VisibleSlots visible{n_past, p.tree_mask != nullptr ? s_new : nullptr};
 
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const std::int64_t kv_head = h / p.group;
   const std::int64_t head_stride = p.capacity * p.head_dim;
-  const float* k_head = p.k_cache + kv_head * head_stride;
-  const float* v_head = p.v_cache + kv_head * head_stride;
+  const std::int64_t kv_offset = (h / p.group) * head_stride;
   float q_reg[kDims];
   load_head_vector<kDims, kContiguous>(p.q + (t * p.n_heads + h) * p.head_dim, lane, p.head_dim,
                                        q_reg);
+  const WarpSoftmax<kDims> mine = warp_softmax<kDims, kContiguous>(
+      p, q_reg, p.k_cache + kv_offset, p.v_cache + kv_offset, visible, r_begin, r_end, lane, warp);
 
-  float m = -INFINITY;
-  float l = 0.0f;
-  float acc[kDims];
-#pragma unroll
-  for (int j = 0; j < kDims; ++j) acc[j] = 0.0f;
-  for (std::int64_t g = r_begin + warp * kGroup; g < r_end; g += kWarps * kGroup) {
-    std::int64_t slots[kGroup];
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) slots[u] = slot_of(g + u < r_end ? g + u : r_end - 1);
-    float keys[kGroup][kDims];
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) {
-      load_head_vector<kDims, kContiguous>(k_head + slots[u] * p.head_dim, lane, p.head_dim,
-                                           keys[u]);
-    }
-    float score[kGroup];
-    float group_max = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) {
-      float partial = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kDims; ++j) partial = fmaf(q_reg[j], keys[u][j], partial);
-      score[u] = detail::warp_sum(partial) * p.scale;  // every lane, used or not
-      if (g + u < r_end) group_max = fmaxf(group_max, score[u]);
-    }
-    float values[kGroup][kDims];
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) {
-      load_head_vector<kDims, kContiguous>(v_head + slots[u] * p.head_dim, lane, p.head_dim,
-                                           values[u]);
-    }
-    const float m_new = fmaxf(m, group_max);
-    const float correction = expf(m - m_new);  // 0 for the first group (m = -inf)
-    l *= correction;
-#pragma unroll
-    for (int j = 0; j < kDims; ++j) acc[j] *= correction;
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) {
-      if (g + u < r_end) {
-        const float weight = expf(score[u] - m_new);
-        l += weight;
-#pragma unroll
-        for (int j = 0; j < kDims; ++j) acc[j] = fmaf(weight, values[u][j], acc[j]);
-      }
-    }
-    m = m_new;
-  }
-
-  // Combine the warps in warp order (a warp with no rank has l = 0 and is left out).
   if (lane == 0) {
-    s_m[warp] = m;
-    s_l[warp] = l;
+    s_m[warp] = mine.m;
+    s_l[warp] = mine.l;
   }
 #pragma unroll
-  for (int j = 0; j < kDims; ++j) s_acc[warp][lane_dim<kDims, kContiguous>(lane, j)] = acc[j];
+  for (int j = 0; j < kDims; ++j) s_acc[warp][lane_dim<kDims, kContiguous>(lane, j)] = mine.acc[j];
   __syncthreads();
-  float big_m = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    if (s_l[w] > 0.0f) big_m = fmaxf(big_m, s_m[w]);
-  }
-  float factor[kWarps];
-  float big_l = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    factor[w] = s_l[w] > 0.0f ? expf(s_m[w] - big_m) : 0.0f;
-    big_l = fmaf(factor[w], s_l[w], big_l);
-  }
+  const SplitCombination c = combine_warps(s_m, s_l);
   if (n_splits == 1) {
     for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) {
-      float total = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) total = fmaf(factor[w], s_acc[w][d], total);
-      out[d] = total / big_l;
+      out[d] = combined_value<kDims>(c, s_acc, d) / c.l;
     }
     return;
   }
@@ -333,14 +392,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, con
   const std::int64_t first_unit = pair * p.grid_splits;
   const std::int64_t unit = first_unit + split;
   for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) {
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) total = fmaf(factor[w], s_acc[w][d], total);
-    ws.o[unit * p.head_dim + d] = total;
+    ws.o[unit * p.head_dim + d] = combined_value<kDims>(c, s_acc, d);
   }
   if (threadIdx.x == 0) {
-    ws.m[unit] = big_m;
-    ws.l[unit] = big_l;
+    ws.m[unit] = c.m;
+    ws.l[unit] = c.l;
   }
   __threadfence();  // the partial is visible device-wide before the counter says so
   __syncthreads();
@@ -352,24 +408,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, con
   if (!s_last) return;
   __threadfence();
   if (threadIdx.x == 0) ws.counters[pair] = 0;  // ready for the next launch
-
-  // Merge in split order; the other blocks' partials are read past L1 (__ldcg).
-  float merged_m = -INFINITY;
-  for (std::int64_t s = 0; s < n_splits; ++s)
-    merged_m = fmaxf(merged_m, __ldcg(ws.m + first_unit + s));
-  float merged_l = 0.0f;
-  for (std::int64_t s = 0; s < n_splits; ++s) {
-    merged_l = fmaf(expf(__ldcg(ws.m + first_unit + s) - merged_m), __ldcg(ws.l + first_unit + s),
-                    merged_l);
-  }
-  for (std::int64_t d = threadIdx.x; d < p.head_dim; d += kThreads) {
-    float total = 0.0f;
-    for (std::int64_t s = 0; s < n_splits; ++s) {
-      const float f = expf(__ldcg(ws.m + first_unit + s) - merged_m);
-      total = fmaf(f, __ldcg(ws.o + (first_unit + s) * p.head_dim + d), total);
-    }
-    out[d] = total / merged_l;
-  }
+  merge_splits(ws, first_unit, n_splits, p.head_dim, out);
 }
 
 template <int kDims, bool kContiguous>

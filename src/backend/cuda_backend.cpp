@@ -41,6 +41,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -65,7 +66,9 @@ kcu::QuantWeight quant_weight(const BackendWeight& w) {
   return {w.format, w.data, w.rows, w.cols};
 }
 
-// The whole launch shape, as the graph map's key (launch_key is its hash).
+// The whole launch shape, as the graph map's key (launch_key is its hash, computed once). The
+// map is searched with a LaunchShape itself (heterogeneous lookup), so a forward builds a key
+// only when its shape is new.
 struct GraphKey {
   std::vector<std::uint64_t> plan_words;
   std::int64_t n_tokens = 0;
@@ -77,6 +80,7 @@ struct GraphKey {
   bool early_exit = false;
   bool draft_weights = false;
   bool segmented = false;
+  std::uint64_t hash = 0;
 
   explicit GraphKey(const LaunchShape& shape)
       : plan_words(shape.plan_words.begin(), shape.plan_words.end()),
@@ -88,27 +92,28 @@ struct GraphKey {
         draft_vocabulary(shape.draft_vocabulary),
         early_exit(shape.early_exit),
         draft_weights(shape.draft_weights),
-        segmented(shape.segmented) {}
-  bool operator==(const GraphKey&) const = default;
-  LaunchShape shape() const {
-    LaunchShape s;
-    s.plan_words = plan_words;
-    s.n_tokens = n_tokens;
-    s.tree_mask = tree_mask;
-    s.logit_rows = logit_rows;
-    s.kv_cache = kv_cache;
-    s.kv_capacity = kv_capacity;
-    s.draft_vocabulary = draft_vocabulary;
-    s.early_exit = early_exit;
-    s.draft_weights = draft_weights;
-    s.segmented = segmented;
-    return s;
+        segmented(shape.segmented),
+        hash(launch_key(shape)) {}
+  // Every field launch_key hashes (recordable apart), compared in full.
+  bool matches(const LaunchShape& shape) const {
+    return std::ranges::equal(plan_words, shape.plan_words) && n_tokens == shape.n_tokens &&
+           tree_mask == shape.tree_mask && std::ranges::equal(logit_rows, shape.logit_rows) &&
+           kv_cache == shape.kv_cache && kv_capacity == shape.kv_capacity &&
+           draft_vocabulary == shape.draft_vocabulary && early_exit == shape.early_exit &&
+           draft_weights == shape.draft_weights && segmented == shape.segmented;
   }
+  bool operator==(const GraphKey&) const = default;
 };
 struct GraphKeyHash {
-  std::size_t operator()(const GraphKey& key) const {
-    return static_cast<std::size_t>(launch_key(key.shape()));
-  }
+  using is_transparent = void;
+  std::size_t operator()(const GraphKey& key) const { return key.hash; }
+  std::size_t operator()(const LaunchShape& shape) const { return launch_key(shape); }
+};
+struct GraphKeyEqual {
+  using is_transparent = void;
+  bool operator()(const GraphKey& a, const GraphKey& b) const { return a == b; }
+  bool operator()(const GraphKey& a, const LaunchShape& b) const { return a.matches(b); }
+  bool operator()(const LaunchShape& a, const GraphKey& b) const { return b.matches(a); }
 };
 
 void release_device(void* p) {
@@ -402,7 +407,7 @@ class CudaBackend final : public Backend {
       return;
     }
     // Not used after the launches: a growing buffer clears graphs_.
-    Graph& graph = graphs_.try_emplace(GraphKey(shape)).first->second;
+    Graph& graph = graph_of(shape);
     if (graph.exec != nullptr) {
       replay(graph.exec, inputs);
     } else if (graph.failed || graph.seen++ == 0) {
@@ -506,7 +511,7 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t exec = nullptr;
     const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
-    Graph& entry = graphs_.try_emplace(GraphKey(shape)).first->second;
+    Graph& entry = graph_of(shape);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
       entry.failed = true;
@@ -616,7 +621,13 @@ class CudaBackend final : public Backend {
     bool failed = false;  // instantiation failed: always eager
     cudaGraphExec_t exec = nullptr;
   };
-  std::unordered_map<GraphKey, Graph, GraphKeyHash> graphs_;
+  std::unordered_map<GraphKey, Graph, GraphKeyHash, GraphKeyEqual> graphs_;
+  // The graph record of `shape`, made on its first sight.
+  Graph& graph_of(const LaunchShape& shape) {
+    const auto it = graphs_.find(shape);
+    if (it != graphs_.end()) return it->second;
+    return graphs_.emplace(GraphKey(shape), Graph{}).first->second;
+  }
   bool warned_instantiation_ = false;
   bool graphs_enabled_ = true;
   bool capturing_ = false;

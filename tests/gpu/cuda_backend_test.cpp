@@ -13,6 +13,7 @@
 #include "draft/layer_skip_drafter.hpp"
 #include "draft/tree_widths.hpp"
 #include "model/attention_mask.hpp"
+#include "tests/support/decoding_runs.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -50,6 +51,11 @@ std::vector<Variant> variants() {
   f16.dtype = DType::kF16;
   f16.kv_heads = 8;
   return {{"gqa_f32", gqa}, {"bias_bf16", bias}, {"mha_f16", f16}};
+}
+
+// The layer-skip draft of the speculative tests: layer 1's attention and layer 0's MLP skipped.
+LayerPlan skip_layer_1_attention() {
+  return LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0});
 }
 
 class CudaBackendTest : public ::testing::TestWithParam<Variant> {
@@ -102,18 +108,8 @@ TEST_P(CudaBackendTest, PrefillThroughCublasLtMatchesTheCpuBackend) {
 
 TEST_P(CudaBackendTest, VerificationRowsAreBitIdenticalToDecodeSteps) {
   // Prefill 4 tokens, then 9 tokens at once (a verification) vs one at a time (decode).
-  const std::vector<std::int32_t> prefix(tokens_.begin(), tokens_.begin() + 4);
-  const std::vector<std::int32_t> rest(tokens_.begin() + 4, tokens_.end());
-  KvCache batch_kv = gpu_model_->make_kv_cache(64);
-  forward_all_rows(*gpu_model_, batch_kv, prefix);
-  const std::vector<float> batch = forward_all_rows(*gpu_model_, batch_kv, rest);
-  KvCache single_kv = gpu_model_->make_kv_cache(64);
-  forward_all_rows(*gpu_model_, single_kv, prefix);
-  for (std::size_t t = 0; t < rest.size(); ++t) {
-    const std::vector<float> single =
-        forward_all_rows(*gpu_model_, single_kv, std::span(rest).subspan(t, 1));
-    EXPECT_TRUE(bit_identical(single, row(batch, t))) << "token " << t;
-  }
+  expect_batch_rows_equal_decode_steps(*gpu_model_, std::span(tokens_).first(4),
+                                       std::span(tokens_).subspan(4), 64);
 }
 
 TEST_P(CudaBackendTest, VerificationsOfUpTo64TokensAreBitIdenticalToDecodeSteps) {
@@ -121,20 +117,10 @@ TEST_P(CudaBackendTest, VerificationsOfUpTo64TokensAreBitIdenticalToDecodeSteps)
   // at a time.
   std::vector<std::int32_t> sequence;
   for (int i = 0; i < 68; ++i) sequence.push_back((i * 53 + 7) % 301);
-  const std::vector<std::int32_t> prefix(sequence.begin(), sequence.begin() + 4);
   for (const std::size_t n : {std::size_t{17}, std::size_t{40}, std::size_t{64}}) {
     SCOPED_TRACE(::testing::Message() << n << " tokens");
-    const std::vector<std::int32_t> rest(sequence.begin() + 4, sequence.begin() + 4 + n);
-    KvCache batch_kv = gpu_model_->make_kv_cache(80);
-    forward_all_rows(*gpu_model_, batch_kv, prefix);
-    const std::vector<float> batch = forward_all_rows(*gpu_model_, batch_kv, rest);
-    KvCache single_kv = gpu_model_->make_kv_cache(80);
-    forward_all_rows(*gpu_model_, single_kv, prefix);
-    for (std::size_t t = 0; t < rest.size(); ++t) {
-      const std::vector<float> single =
-          forward_all_rows(*gpu_model_, single_kv, std::span(rest).subspan(t, 1));
-      EXPECT_TRUE(bit_identical(single, row(batch, t))) << "token " << t;
-    }
+    expect_batch_rows_equal_decode_steps(*gpu_model_, std::span(sequence).first(4),
+                                         std::span(sequence).subspan(4, n), 80);
   }
 }
 
@@ -246,19 +232,17 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
   generation.max_new_tokens = 40;
   generation.ignore_eos = true;
   const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
-  KvCache kv = gpu_model_->make_kv_cache(64);
-  Decoder plain(*gpu_model_, comm_);
-  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
+  const std::vector<std::int32_t> expected =
+      autoregressive(*gpu_model_, comm_, prompt, generation, 64);
   for (const char* kind : {"fixed", "adaptive", "thompson"}) {
-    LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
-                             "test");
     ControllerOptions controller_options;
     controller_options.kind = kind;
     controller_options.max_draft = 8;
-    auto controller = make_draft_length_controller(controller_options);
-    Decoder decoder(*gpu_model_, comm_, drafter, *controller);
-    KvCache spec_kv = gpu_model_->make_kv_cache(64);
-    EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected) << kind;
+    EXPECT_EQ(speculative(*gpu_model_, comm_, prompt, generation, skip_layer_1_attention(),
+                          controller_options, nullptr, nullptr, 64)
+                  .tokens,
+              expected)
+        << kind;
   }
 }
 
@@ -269,22 +253,18 @@ TEST_P(CudaBackendTest, SelfSpeculativeTreesOfUpTo64NodesEqualAutoregressive) {
   generation.max_new_tokens = 40;
   generation.ignore_eos = true;
   const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
-  KvCache kv = gpu_model_->make_kv_cache(192);
-  Decoder plain(*gpu_model_, comm_);
-  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
+  const std::int64_t capacity = 192;  // room for a tree's nodes past the new tokens
+  const std::vector<std::int32_t> expected =
+      autoregressive(*gpu_model_, comm_, prompt, generation, capacity);
+  ControllerOptions controller_options;
+  controller_options.kind = "fixed";
+  controller_options.max_draft = 8;
   for (const int max_nodes : {20, 40, 63}) {
-    LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
-                             "test");
-    ControllerOptions controller_options;
-    controller_options.kind = "fixed";
-    controller_options.max_draft = 8;
-    auto controller = make_draft_length_controller(controller_options);
     GenerationOptions g = generation;
     g.tree = TreeWidths::parse("0.6:8,1:4");
     g.tree_max_nodes = max_nodes;
-    Decoder decoder(*gpu_model_, comm_, drafter, *controller);
-    KvCache spec_kv = gpu_model_->make_kv_cache(192);
-    const GenerationResult r = decoder.generate(prompt, g, spec_kv);
+    const GenerationResult r = speculative(*gpu_model_, comm_, prompt, g, skip_layer_1_attention(),
+                                           controller_options, nullptr, nullptr, capacity);
     EXPECT_EQ(r.tokens, expected) << "tree of at most " << max_nodes << " nodes";
     EXPECT_GT(r.stats.alternatives, 16) << "the trees stayed small";
   }

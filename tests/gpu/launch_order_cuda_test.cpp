@@ -5,6 +5,7 @@
 // kernel that read its input before waiting, or wrote before its predecessor finished reading,
 // would break the chain's bits.
 #include "cuda_test_util.hpp"
+#include "kernels/cuda/cuda_stream.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,18 +16,6 @@
 
 namespace selfspec::kernels::cuda::test {
 namespace {
-
-class Stream {
- public:
-  Stream() { SELFSPEC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() { (void)cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
 
 // A LLaMA-like block chain over small matrices, `rounds` times: norm, fused q|k|v GEMV, RoPE and
 // KV write, attention, o GEMV, add + norm, fused gate|up GEMV, SwiGLU, down GEMV.
@@ -100,7 +89,7 @@ std::vector<float> run_chain(cudaStream_t stream, int rounds) {
 
 TEST(CudaLaunchOrder, DependentLaunchesGiveThePlainLaunchesBits) {
   SELFSPEC_REQUIRE_GPU();
-  const Stream stream;
+  const CudaStream stream;
   const std::vector<float> plain = run_chain(nullptr, 24);
   const std::vector<float> dependent = run_chain(stream.get(), 24);
   EXPECT_TRUE(same_bits(dependent, plain));

@@ -12,11 +12,10 @@
 // collectives (NCCL's can be; these communicators' cannot).
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
-#include "decode/decoder.hpp"
 #include "decode/decoding_run.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "draft/tree_widths.hpp"
 #include "tests/gpu/cuda_staged_comm.hpp"
+#include "tests/support/decoding_runs.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -144,33 +143,30 @@ void expect_lossless_at_two_ranks(DeviceKind device, std::span<const CommKind> k
                      << (kind == CommKind::kHostStaged ? "host-staged" : "device-staged") << " / "
                      << logits_mode_name(mode) << " / tree " << tree);
         std::vector<std::vector<std::int32_t>> plain(kRanks);
-        std::vector<std::vector<std::int32_t>> speculative(kRanks);
+        std::vector<std::vector<std::int32_t>> drafted(kRanks);
         std::vector<std::string> paths(kRanks);
         const int device_collectives =
             run_ranks_on(device, kind, dir, [&](LlamaModel& model, Communicator& comm) {
               const auto r = static_cast<std::size_t>(comm.rank());
               GenerationOptions g = generation;
               g.logits = mode;
-              KvCache kv = model.make_kv_cache(160);
-              Decoder decoder(model, comm);
-              plain[r] = decoder.generate(prompt, g, kv).tokens;
-              LayerSkipDrafter drafter(
-                  LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}), "test");
+              plain[r] = autoregressive(model, comm, prompt, g, 160);
               ControllerOptions controller_options;
               controller_options.kind = "fixed";
               controller_options.max_draft = 4;
-              auto controller = make_draft_length_controller(controller_options);
               g.tree = TreeWidths::parse(tree);
               g.tree_max_nodes = 40;
-              Decoder spec(model, comm, drafter, *controller);
-              KvCache spec_kv = model.make_kv_cache(160);
-              speculative[r] = spec.generate(prompt, g, spec_kv).tokens;
+              drafted[r] =
+                  speculative(model, comm, prompt, g,
+                              LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
+                              controller_options, nullptr, nullptr, 160)
+                      .tokens;
               paths[r] = std::string(verification_path(model, mode));
             });
         ASSERT_EQ(plain[0].size(), static_cast<std::size_t>(generation.max_new_tokens));
-        EXPECT_EQ(speculative[0], plain[0]) << "lossless at TP 2";
+        EXPECT_EQ(drafted[0], plain[0]) << "lossless at TP 2";
         EXPECT_EQ(plain[1], plain[0]) << "both ranks generate the same tokens";
-        EXPECT_EQ(speculative[1], speculative[0]);
+        EXPECT_EQ(drafted[1], drafted[0]);
         if (kind == CommKind::kDeviceStaged) {
           EXPECT_GT(device_collectives, 0) << "the device collectives were never used";
         }

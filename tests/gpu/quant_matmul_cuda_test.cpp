@@ -15,8 +15,6 @@
 #include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
-#include "decode/decoder.hpp"
-#include "draft/layer_skip_drafter.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
 #include "kernels/cuda/quant_rows.hpp"
 #include "model/llama_model.hpp"
@@ -25,6 +23,7 @@
 #include "model_io/gguf_file.hpp"
 #include "model_io/gguf_model_config.hpp"
 #include "model_io/gguf_tensor_source.hpp"
+#include "tests/support/decoding_runs.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -239,37 +238,22 @@ TEST_P(CudaGgufModelTest, RunsNativelyAndMatchesTheCpuBackend) {
 }
 
 TEST_P(CudaGgufModelTest, VerificationRowsEqualDecodeStepsAndSpeculationIsLossless) {
-  const std::vector<std::int32_t> prefix(tokens_.begin(), tokens_.begin() + 4);
-  const std::vector<std::int32_t> rest(tokens_.begin() + 4, tokens_.end());
-  KvCache batch_kv = gpu_model_->make_kv_cache(64);
-  testing::forward_all_rows(*gpu_model_, batch_kv, prefix);
-  const std::vector<float> batch = testing::forward_all_rows(*gpu_model_, batch_kv, rest);
-  KvCache single_kv = gpu_model_->make_kv_cache(64);
-  testing::forward_all_rows(*gpu_model_, single_kv, prefix);
-  const auto vocab = static_cast<std::size_t>(gpu_model_->vocab_local());
-  for (std::size_t t = 0; t < rest.size(); ++t) {
-    const std::vector<float> single =
-        testing::forward_all_rows(*gpu_model_, single_kv, std::span(rest).subspan(t, 1));
-    const std::vector<float> row(batch.begin() + static_cast<std::ptrdiff_t>(t * vocab),
-                                 batch.begin() + static_cast<std::ptrdiff_t>((t + 1) * vocab));
-    EXPECT_TRUE(testing::bit_identical(single, row)) << "token " << t;
-  }
+  testing::expect_batch_rows_equal_decode_steps(*gpu_model_, std::span(tokens_).first(4),
+                                                std::span(tokens_).subspan(4), 64);
   GenerationOptions generation;
   generation.max_new_tokens = 40;
   generation.ignore_eos = true;
   const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
-  KvCache kv = gpu_model_->make_kv_cache(128);
-  Decoder plain(*gpu_model_, comm_);
-  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
-  LayerSkipDrafter drafter(LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
-                           "test");
+  const std::vector<std::int32_t> expected =
+      testing::autoregressive(*gpu_model_, comm_, prompt, generation, 128);
   ControllerOptions controller_options;
   controller_options.kind = "fixed";
   controller_options.max_draft = 4;
-  auto controller = make_draft_length_controller(controller_options);
-  Decoder decoder(*gpu_model_, comm_, drafter, *controller);
-  KvCache spec_kv = gpu_model_->make_kv_cache(128);
-  EXPECT_EQ(decoder.generate(prompt, generation, spec_kv).tokens, expected);
+  EXPECT_EQ(testing::speculative(*gpu_model_, comm_, prompt, generation,
+                                 LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0}),
+                                 controller_options, nullptr, nullptr, 128)
+                .tokens,
+            expected);
 }
 
 // The model drafting as itself in fewer bits on the GPU (--draft-weights q4_0 / q8_0): a dense
@@ -295,9 +279,8 @@ TEST(CudaDraftWeights, AQuantizedCopyDraftsOnTheGpuLosslessly) {
   generation.max_new_tokens = 40;
   generation.ignore_eos = true;
   const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
-  KvCache kv = model->make_kv_cache(128);
-  Decoder plain(*model, comm);
-  const std::vector<std::int32_t> expected = plain.generate(prompt, generation, kv).tokens;
+  const std::vector<std::int32_t> expected =
+      testing::autoregressive(*model, comm, prompt, generation, 128);
   for (const WeightFormat format : {WeightFormat::kQ4_0, WeightFormat::kQ8_0}) {
     SCOPED_TRACE(weight_format_name(format));
     const Checkpoint checkpoint = Checkpoint::open(dir.path());
@@ -305,16 +288,13 @@ TEST(CudaDraftWeights, AQuantizedCopyDraftsOnTheGpuLosslessly) {
                                                    model->shard(), format, *gpu));
     ASSERT_NE(model->draft_weights(), nullptr);
     EXPECT_EQ(model->draft_weights()->layers[0].w_up.format, format);
-    LayerSkipDrafter drafter(LayerPlan::full(3), "fewer bits");
     ControllerOptions controller_options;
     controller_options.kind = "fixed";
     controller_options.max_draft = 4;
-    auto controller = make_draft_length_controller(controller_options);
     GenerationOptions g = generation;
     g.draft_weights = true;
-    Decoder decoder(*model, comm, drafter, *controller);
-    KvCache spec_kv = model->make_kv_cache(128);
-    const GenerationResult r = decoder.generate(prompt, g, spec_kv);
+    const GenerationResult r = testing::speculative(*model, comm, prompt, g, LayerPlan::full(3),
+                                                    controller_options, nullptr, nullptr, 128);
     EXPECT_EQ(r.tokens, expected);
     EXPECT_GT(r.stats.accepted, 0) << "the quantized copy never drafted an accepted token";
   }

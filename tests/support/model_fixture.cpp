@@ -82,6 +82,21 @@ bool bit_identical(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+void expect_batch_rows_equal_decode_steps(LlamaModel& model, std::span<const std::int32_t> prefix,
+                                          std::span<const std::int32_t> rest,
+                                          std::int64_t capacity) {
+  KvCache batch_kv = model.make_kv_cache(capacity);
+  forward_all_rows(model, batch_kv, prefix);
+  const std::vector<float> batch = forward_all_rows(model, batch_kv, rest);
+  KvCache single_kv = model.make_kv_cache(capacity);
+  forward_all_rows(model, single_kv, prefix);
+  const auto vocab = static_cast<std::size_t>(model.vocab_local());
+  for (std::size_t t = 0; t < rest.size(); ++t) {
+    const std::vector<float> single = forward_all_rows(model, single_kv, rest.subspan(t, 1));
+    EXPECT_TRUE(bit_identical(single, std::span(batch).subspan(t * vocab, vocab))) << "token " << t;
+  }
+}
+
 void expect_kv_equals_fresh_run(LlamaModel& model, const KvCache& kv,
                                 std::span<const std::int32_t> sequence) {
   ASSERT_GE(sequence.size(), static_cast<std::size_t>(kv.length()));

@@ -50,6 +50,13 @@ double relative_max_error(std::span<const float> a, std::span<const double> b);
 
 bool bit_identical(std::span<const float> a, std::span<const float> b);
 
+// Expects (gtest) the logits of `rest` forwarded at once after `prefix` (a verification) to equal,
+// row for row and bit for bit, those of `rest` forwarded one token at a time after `prefix`
+// (decode steps), each run in a fresh cache of `capacity` slots.
+void expect_batch_rows_equal_decode_steps(LlamaModel& model, std::span<const std::int32_t> prefix,
+                                          std::span<const std::int32_t> rest,
+                                          std::int64_t capacity);
+
 // Expects (gtest) every layer's K and V rows [0, kv.length()) to equal, bit for bit, those of a
 // fresh cache filled by one forward of the first kv.length() tokens of `sequence`: what rollbacks,
 // restored scoring windows and the like must leave behind.

@@ -26,6 +26,7 @@
 #include "model_io/exit_head_files.hpp"
 #include "model_io/model_identity.hpp"
 #include "model_io/safetensors.hpp"
+#include "tests/support/decoding_runs.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -43,31 +44,6 @@
 
 namespace selfspec::testing {
 namespace {
-
-std::vector<std::int32_t> autoregressive(LlamaModel& model, Communicator& comm,
-                                         const std::vector<std::int32_t>& prompt,
-                                         const GenerationOptions& options) {
-  KvCache kv =
-      model.make_kv_cache(static_cast<std::int64_t>(prompt.size()) + options.max_new_tokens);
-  Decoder decoder(model, comm);
-  return decoder.generate(prompt, options, kv).tokens;
-}
-
-GenerationResult speculative(LlamaModel& model, Communicator& comm,
-                             const std::vector<std::int32_t>& prompt,
-                             const GenerationOptions& generation, const LayerPlan& plan,
-                             const ControllerOptions& controller_options, KvCache* kv_out = nullptr,
-                             Drafter* other_drafter = nullptr) {
-  KvCache kv =
-      model.make_kv_cache(static_cast<std::int64_t>(prompt.size()) + generation.max_new_tokens);
-  LayerSkipDrafter skip_drafter(plan, "test");
-  Drafter& drafter = other_drafter != nullptr ? *other_drafter : skip_drafter;
-  auto controller = make_draft_length_controller(controller_options);
-  Decoder decoder(model, comm, drafter, *controller);
-  GenerationResult result = decoder.generate(prompt, generation, kv);
-  if (kv_out != nullptr) *kv_out = std::move(kv);
-  return result;
-}
 
 // A Cali-TS acceptance predictor with random weights (its decisions vary with the hidden states).
 std::shared_ptr<const AcceptancePredictor> random_predictor(std::int64_t hidden_size) {
