@@ -14,6 +14,7 @@
 #include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/report.hpp"
+#include "launch/speculative_cli.hpp"
 #include "speculative/speculative_setup.hpp"
 
 #include <fmt/format.h>
@@ -39,7 +40,8 @@ struct GenerateOptions {
   ChatCli chat;
   std::int64_t prefill_chunk = 512;
   OutputCli output;
-  SpeculativeOptions spec;
+  SpeculativeCli spec;
+  std::string trace;  // --trace: one JSON line per self-speculative round
 };
 
 // What one generation produced; for self-speculative decoding also the controller's state at the
@@ -66,14 +68,14 @@ Generated decode_speculative(Engine& engine, const SpeculativeSetup& setup,
                              const TokenCallback& on_token) {
   const std::unique_ptr<Drafter> drafter = setup.make_drafter(options.sampling.seed);
   const std::unique_ptr<DraftLengthController> controller =
-      setup.make_controller(options.spec.controller.kind, options.sampling.seed);
+      setup.make_controller(setup.config().controllers.front(), options.sampling.seed);
   const std::vector<std::int32_t>& vocab_ids = setup.draft_vocab_ids().front();
   GenerationOptions spec = setup.generation(
       generation, setup.draft_vocabulary(static_cast<std::int64_t>(vocab_ids.size())));
   std::ofstream trace;  // --trace: rank 0 writes one JSON line per round
-  if (engine.comm().is_root() && !options.spec.trace.empty()) {
-    trace.open(options.spec.trace, std::ios::trunc);
-    SELFSPEC_CHECK(trace.good(), "--trace {}: cannot open for writing", options.spec.trace);
+  if (engine.comm().is_root() && !options.trace.empty()) {
+    trace.open(options.trace, std::ios::trunc);
+    SELFSPEC_CHECK(trace.good(), "--trace {}: cannot open for writing", options.trace);
     spec.on_round = [&trace](const RoundReport& round) { trace << to_json(round).dump() << "\n"; };
   }
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
@@ -137,21 +139,21 @@ std::vector<std::int32_t> prepare_prompt(Engine& engine, const GenerateOptions& 
                                options.prompt_ids, !options.no_bos);
 }
 
-GenerationOptions generation_options(const GenerateOptions& options, const Engine& engine) {
+GenerationOptions generation_options(const GenerateOptions& options, const Engine& engine,
+                                     const SpeculativeConfig& spec) {
   GenerationOptions generation;
   generation.max_new_tokens = options.max_new_tokens;
   generation.sampling = options.sampling.params();
   generation.ignore_eos = options.ignore_eos;
   generation.eos_ids = engine.eos_ids();
   generation.prefill_chunk = options.prefill_chunk;
-  generation.logits = options.spec.logits_modes().front();
+  generation.logits = spec.logits.front();
   generation.interrupt = pending_stop_signal;
   return generation;
 }
 
-void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
-                 std::size_t prompt_tokens, const Generated& generated,
-                 const SpeculativeSetup& setup, int status) {
+void log_summary(const Engine& engine, int tp, std::size_t prompt_tokens,
+                 const Generated& generated, const SpeculativeSetup& setup, int status) {
   const GenerationResult& result = generated.result;
   const GenerationTimings& t = result.timings;
   log::info(
@@ -165,13 +167,14 @@ void log_summary(const GenerateOptions& options, const Engine& engine, int tp,
     log::info(
         "self-speculative ({}, {} controller, {} logits, draft vocabulary {}): acceptance "
         "{:.3f}, {:.2f} tokens per verification, {} draft + {} verification forwards",
-        setup.label(), options.spec.controller.kind, options.spec.logits,
+        setup.label(), setup.config().controllers.front(),
+        setup.config().logits.front() == LogitsMode::kGather ? "gather" : "local",
         generated.draft_vocab > 0 ? std::to_string(generated.draft_vocab) : std::string("full"),
         stats.acceptance_rate(), stats.mean_accepted_length(), stats.draft_forwards,
         stats.verify_forwards);
   }
   if (!generated.drafter_state.is_null()) {
-    log::info("drafter {}: {}", options.spec.spec, generated.drafter_state.dump());
+    log::info("drafter {}: {}", setup.config().drafter, generated.drafter_state.dump());
   }
   if (result.interrupt_signal != 0) {
     log::warn("stopped by {} after {} generated token(s); exiting with status {}",
@@ -212,15 +215,14 @@ nlohmann::json generation_record(const GenerateOptions& options, const Engine& e
 
 int run_generate(const GenerateOptions& options, CLI::App& command) {
   return run_job(options.engine.threads, [&](Job& job) {
+    const SpeculativeConfig spec = options.spec.config();
     EngineOptions engine_options = options.engine.engine_options();
-    engine_options.quantized_draft_weights = options.spec.quantized_draft_weights();
+    engine_options.quantized_draft_weights = spec.quantized_draft_weights();
     Engine engine(engine_options, job.comm());
     const std::vector<std::int32_t> prompt = prepare_prompt(engine, options, command);
     engine.check_context(static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
-    SpeculativeSetup setup(options.spec, command, engine);
-    SELFSPEC_CHECK(!setup.enabled() || setup.draft_vocab_ids().size() == 1,
-                   "--draft-vocab-size: generate takes one size, not a list");
-    const GenerationOptions generation = generation_options(options, engine);
+    SpeculativeSetup setup(spec, engine, options.spec.kinds());
+    const GenerationOptions generation = generation_options(options, engine, spec);
     const std::unique_ptr<JsonlWriter> jsonl = options.output.open_jsonl(job.is_root());
 
     engine.load();
@@ -242,7 +244,7 @@ int run_generate(const GenerateOptions& options, CLI::App& command) {
     if (tokenizer != nullptr) text = tokenizer->decode(generated.result.tokens, true);
     printer.finish();
     const int tp = job.comm().size();
-    log_summary(options, engine, tp, prompt.size(), generated, setup, status);
+    log_summary(engine, tp, prompt.size(), generated, setup, status);
     if (options.output.json || jsonl) {
       const nlohmann::json record =
           generation_record(options, engine, tp, prompt.size(), generated, text, setup);
@@ -280,6 +282,8 @@ void add_generate_command(CLI::App& app, CommandBody& run) {
   add_prefill_chunk_option(*command, options->prefill_chunk);
   options->output.add_to(*command, "the streamed text", "the JSON record");
   options->spec.add_to(*command);
+  command->add_option("--trace", options->trace,
+                      "write one JSON line per self-speculative round to this file");
   command->callback([options, command, &run] {
     if (command->count("--prompt") == 0 && command->count("--prompt-ids") == 0) {
       throw CLI::RequiredError("--prompt or --prompt-ids");

@@ -21,6 +21,7 @@
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
+#include "launch/speculative_cli.hpp"
 #include "launch/suite_prompts.hpp"
 #include "model_io/draft_vocab_file.hpp"
 #include "search/calibration_set.hpp"
@@ -144,16 +145,17 @@ struct WinnerSpeed {
   bool lossless = true;
 };
 
-// The winner drafts as `--spec layer-skip --skip-attn A --skip-mlp M --controller C --max-draft K`
-// would (the plan's skipped sublayers as lists, so every rank has them without a shared file).
+// The winner drafts as a layer-skip config of the plan's skipped sublayers (as lists, so every
+// rank has them without a shared file), controller C and K = --max-draft.
 WinnerSpeed measure_winner(Engine& engine, const LayerPlan& plan,
                            const std::vector<CalibrationSequence>& set, const SearchSkipsOptions& o,
                            const DraftVocabulary* vocabulary) {
-  const std::unique_ptr<SpeculativeSetup> setup = SpeculativeSetup::from_arguments(
-      {"--spec", "layer-skip", "--skip-attn",
-       fmt::format("{}", fmt::join(plan.skipped_attention(), ",")), "--skip-mlp",
-       fmt::format("{}", fmt::join(plan.skipped_mlp(), ",")), "--controller", o.controller,
-       "--max-draft", std::to_string(o.max_draft)},
+  const auto setup = std::make_unique<SpeculativeSetup>(
+      speculative_config({{"spec", "layer-skip"},
+                          {"skip-attn", plan.skipped_attention()},
+                          {"skip-mlp", plan.skipped_mlp()},
+                          {"controller", o.controller},
+                          {"max-draft", o.max_draft}}),
       engine);
   setup->attach(engine);
   LlamaModel& model = engine.model();
@@ -378,8 +380,8 @@ void add_search_options(CLI::App& command, SearchSkipsOptions& o) {
   command.add_option("--window", o.window, "matchness window: tokens scored per draft forward")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command.add_option("--max-draft", o.max_draft, "longest draft the objective considers (γ)")
-      ->check(CLI::Range(1, 63))
+  add_max_draft_option(command, o.max_draft)
+      ->description("longest draft the objective considers (γ)")
       ->capture_default_str();
   command
       .add_option("--min-skip-ratio", o.min_skip_ratio,

@@ -53,6 +53,7 @@
 #include "launch/jsonl_writer.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
+#include "launch/speculative_cli.hpp"
 #include "launch/suite_prompts.hpp"
 #include "model/forward_timing.hpp"
 #include "speculative/speculative_setup.hpp"
@@ -84,7 +85,7 @@ struct BenchOptions {
   double bandwidth_mb = 0.0;
   std::string out;
   OutputCli output;
-  SpeculativeOptions spec;
+  SpeculativeCli spec;
   std::vector<std::string> prompts_files;  // --prompts-file: a prompt suite instead of random ids
   PromptSelection selection;
   bool ignore_eos = false;     // with --prompts-file; random prompts always ignore EOS
@@ -100,13 +101,14 @@ struct Bench {
   const BenchOptions& options;
   Job& job;
   Engine& engine;
+  const SpeculativeConfig& spec;          // the self-speculative settings (speculative_cli)
   std::optional<SpeculativeSetup> setup;  // drafters, controllers, draft vocabularies
   SamplingParams sampling;
   GenerationOptions generation;
   std::vector<SuitePrompt> suite;  // --prompts-file: the selected prompts, in run order
 
   Communicator& comm() const { return job.comm(); }
-  bool speculative() const { return options.spec.enabled(); }
+  bool speculative() const { return spec.enabled(); }
   // How tables name the skip set: "'NAME' (K of 2L sublayers)", or asd's "(chosen per prompt)".
   std::string skip_summary() const {
     const std::string label = setup->label();
@@ -180,7 +182,7 @@ MemoryBandwidth measure_bandwidth(Communicator& comm, const BenchOptions& option
 Prompts random_prompts(const Bench& bench) {
   const BenchOptions& options = bench.options;
   const auto vocab = static_cast<std::int32_t>(bench.engine.config().vocab_size);
-  const int n_prompts = options.spec.enabled() ? options.prompts : 1;
+  const int n_prompts = bench.speculative() ? options.prompts : 1;
   boost::random::mt19937_64 rng(options.sampling.seed);
   boost::random::uniform_int_distribution<std::int32_t> pick(std::min<std::int32_t>(3, vocab - 1),
                                                              vocab - 1);
@@ -219,8 +221,8 @@ struct RunMatrix {
 std::vector<SpecTotals> speculative_configurations(const Bench& bench) {
   std::vector<SpecTotals> specs;
   if (!bench.speculative()) return specs;
-  for (const std::string& kind : bench.options.spec.controller_kinds()) {
-    for (LogitsMode mode : bench.options.spec.logits_modes()) {
+  for (const std::string& kind : bench.spec.controllers) {
+    for (LogitsMode mode : bench.spec.logits) {
       for (const std::vector<std::int32_t>& ids : bench.setup->draft_vocab_ids()) {
         specs.push_back({});
         specs.back().controller = kind;
@@ -553,7 +555,7 @@ nlohmann::json suite_bench_json(const Bench& bench, const RunMatrix& m) {
   out["prompts"] = bench.suite.size();
   out["ignore_eos"] = options.ignore_eos;
   out["chat"] = options.chat.chat;
-  ControllerOptions controller = options.spec.controller;
+  ControllerOptions controller = bench.spec.controller;
   controller.predictor = bench.setup->predictor();  // for σ_M when it comes from the predictor
   out["controller_options"] = to_json(controller);
   out["autoregressive"] = to_json(m.ar);
@@ -634,7 +636,7 @@ void print_suite_header(std::FILE* to, const Bench& bench, const RunMatrix& m) {
              bench.suite.size(), options.selection.split, tasks, options.gen,
              options.ignore_eos ? "" : " (stopping at end of sequence)", bench.comm().size(),
              num_threads(), m.ar.tokens_per_second(), bench.skip_summary(),
-             options.spec.controller.max_draft);
+             bench.spec.controller.max_draft);
 }
 
 // Rank 0: the JSON object on stdout (--json) and in --out, the summary record (--out-jsonl).
@@ -678,10 +680,10 @@ void report(const Bench& bench, const BenchResult& r, int status, JsonlWriter* j
 
 // Checks the options against the model and picks the prompts' source, before any weight is read:
 // random ids of --prompt-len, or the suite's selection.
-void prepare(Bench& bench, const CLI::App& command) {
+void prepare(Bench& bench) {
   const BenchOptions& options = bench.options;
   if (options.suite()) {
-    SELFSPEC_CHECK(options.spec.enabled(),
+    SELFSPEC_CHECK(bench.speculative(),
                    "--prompts-file compares autoregressive with self-speculative decoding: give "
                    "--spec layer-skip and a skip set, --spec swift or --spec asd");
     bench.suite = select_prompts(read_prompt_suite(options.prompts_files), options.selection);
@@ -689,7 +691,7 @@ void prepare(Bench& bench, const CLI::App& command) {
     SELFSPEC_CHECK(options.prompt_len >= 1, "--prompt-len must be >= 1");
     bench.engine.check_context(options.prompt_len, options.gen);
   }
-  bench.setup.emplace(options.spec, command, bench.engine);
+  bench.setup.emplace(bench.spec, bench.engine, options.spec.kinds());
   bench.sampling = options.sampling.params();
 }
 
@@ -702,18 +704,19 @@ GenerationOptions generation_options(const Bench& bench) {
   generation.ignore_eos = !options.suite() || options.ignore_eos;
   if (options.suite()) generation.eos_ids = bench.engine.eos_ids();
   generation.sampling = bench.sampling;
-  generation.logits = options.spec.logits_modes().front();
+  generation.logits = bench.spec.logits.front();
   generation.interrupt = pending_stop_signal;
   return generation;
 }
 
-int run_bench(const BenchOptions& options, const CLI::App& command) {
+int run_bench(const BenchOptions& options) {
   return run_job(options.engine.threads, [&](Job& job) {
+    const SpeculativeConfig spec = options.spec.config();
     EngineOptions engine_options = options.engine.engine_options();
-    engine_options.quantized_draft_weights = options.spec.quantized_draft_weights();
+    engine_options.quantized_draft_weights = spec.quantized_draft_weights();
     Engine engine(engine_options, job.comm());
-    Bench bench{options, job, engine, std::nullopt, {}, {}, {}};
-    prepare(bench, command);
+    Bench bench{options, job, engine, spec, std::nullopt, {}, {}, {}};
+    prepare(bench);
     bench.generation = generation_options(bench);
     BenchResult result;
     Prompts prompts;
@@ -817,7 +820,7 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
       ->capture_default_str();
   command
       ->add_option("--verify-cost-max", options->verify_cost_max, "the largest gamma of v(gamma)")
-      ->check(CLI::Range(1, 63))
+      ->check(CLI::Range(1, kMaxDraftTokens))
       ->capture_default_str();
   add_prompt_suite_options(*command, *options)
       ->excludes(prompt_len)
@@ -831,10 +834,8 @@ void add_bench_command(CLI::App& app, CommandBody& run) {
   command->add_option("--out", options->out, "also write the JSON result to this file");
   options->output.add_to(*command, "the summary table (which then goes to stderr)",
                          "one record per finished run, then the summary,");
-  options->spec.add_to(*command, /*lists=*/true, /*trace=*/false);
-  command->callback([options, command, &run] {
-    run = [options, command] { return run_bench(*options, *command); };
-  });
+  options->spec.add_to(*command, /*lists=*/true);
+  command->callback([options, &run] { run = [options] { return run_bench(*options); }; });
 }
 
 }  // namespace selfspec::launch

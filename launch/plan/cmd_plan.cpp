@@ -13,9 +13,9 @@
 #include "launch/plan/plan_cost.hpp"
 #include "launch/rank_plan.hpp"
 #include "launch/report.hpp"
+#include "launch/speculative_cli.hpp"
 #include "model/shard_plan.hpp"
 #include "model_io/model_source.hpp"
-#include "speculative/speculative_options.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

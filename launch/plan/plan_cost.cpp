@@ -2,11 +2,12 @@
 // (launch/plan/comm_cost_model.hpp; formulas and sources there).
 #include "launch/plan/plan_cost.hpp"
 
+#include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
 #include "core/human_units.hpp"
-#include "decode/control_message.hpp"
+#include "core/setting_spec.hpp"
 #include "draft/skip_set.hpp"
-#include "speculative/list_options.hpp"
+#include "launch/speculative_cli.hpp"
 
 #include <fmt/format.h>
 
@@ -82,7 +83,7 @@ void add_plan_cost_options(CLI::App& command, PlanCostOptions& options) {
       ->capture_default_str();
   command
       .add_option("--draft-len", options.draft_len, "with --comm-table: draft tokens per round K")
-      ->check(CLI::Range(1, ControlMessage::kMaxTokens - 1))
+      ->check(CLI::Range(1, kMaxDraftTokens))
       ->capture_default_str();
   command
       .add_option("--skip-fraction,--skip-uniform", options.skip_fraction,
@@ -99,7 +100,7 @@ void add_plan_cost_options(CLI::App& command, PlanCostOptions& options) {
       .add_option("--logits", options.logits,
                   "with --comm-table: how rank 0 reads the logits, local or gather (of a list, "
                   "the first)")
-      ->check(member_or_list({"gather", "local"}, true))
+      ->check(setting_validator(*find_setting(speculative_settings(), "logits"), true))
       ->capture_default_str();
 }
 

@@ -22,6 +22,7 @@
 #include "launch/job.hpp"
 #include "launch/options.hpp"
 #include "launch/prompt_suite.hpp"
+#include "launch/speculative_cli.hpp"
 #include "launch/suite_prompts.hpp"
 #include "launch/training_data/cali_data.hpp"
 #include "model/exit_head.hpp"
@@ -156,10 +157,12 @@ int run_collect_cali_data(const CollectCaliDataOptions& o) {
         select_prompts(read_prompt_suite(o.prompts_files), o.selection);
     const auto prompts = tokenize_suite(engine, o.chat, suite, o.generate, "--generate");
     // Early-exit drafting of K = --max-draft tokens every round (the fixed controller).
-    const std::unique_ptr<SpeculativeSetup> setup = SpeculativeSetup::from_arguments(
-        {"--spec", "early-exit", "--exit-head", o.exit_head, "--controller", "fixed", "--max-draft",
-         std::to_string(o.max_draft)},
-        engine);
+    const auto setup =
+        std::make_unique<SpeculativeSetup>(speculative_config({{"spec", "early-exit"},
+                                                               {"exit-head", o.exit_head},
+                                                               {"controller", "fixed"},
+                                                               {"max-draft", o.max_draft}}),
+                                           engine);
     engine.load();
     setup->attach(engine);
     const int exit_layer = setup->kind().exit_layer();

@@ -26,6 +26,8 @@
 // AR > α before a second token is drafted again. Clamped, every step moves the operating point.
 #include "control/adaptive_threshold_controller.hpp"
 
+#include "control/controller_kind.hpp"
+
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -65,6 +67,74 @@ void AdaptiveThresholdController::update(int drafted, int accepted) {
 
 nlohmann::json AdaptiveThresholdController::state() const {
   return {{"gamma", gamma_}, {"ar", acceptance_rate_}, {"rounds", rounds_}};
+}
+
+namespace {
+
+class AdaptiveKind final : public ControllerKind {
+ public:
+  std::string_view name() const override { return "adaptive"; }
+  std::string_view help() const override { return "Draft & Verify's adaptive threshold"; }
+  std::vector<SettingSpec> settings() const override {
+    const ControllerOptions d;
+    return {
+        {.key = "gamma0",
+         .type = SettingType::kNumber,
+         .help = "adaptive controller: initial threshold γ0",
+         .fallback = d.gamma0,
+         .min = 0.0,
+         .max = 1.0},
+        {.key = "epsilon",
+         .type = SettingType::kNumber,
+         .help = "adaptive controller: step ε",
+         .fallback = d.epsilon,
+         .min = 0.0},
+        {.key = "beta1",
+         .type = SettingType::kNumber,
+         .help = "adaptive controller: AR smoothing β1",
+         .fallback = d.beta1,
+         .min = 0.0,
+         .max = 1.0,
+         .max_open = true},
+        {.key = "beta2",
+         .type = SettingType::kNumber,
+         .help = "adaptive controller: γ smoothing β2",
+         .fallback = d.beta2,
+         .min = 0.0,
+         .max = 1.0,
+         .max_open = true},
+        {.key = "target-acceptance",
+         .type = SettingType::kNumber,
+         .help = "adaptive controller: target acceptance rate α",
+         .fallback = d.target_acceptance,
+         .min = 0.0,
+         .max = 1.0,
+         .min_open = true},
+    };
+  }
+  void read(const nlohmann::json& given, ControllerOptions& options) const override {
+    options.gamma0 = given.value("gamma0", options.gamma0);
+    options.epsilon = given.value("epsilon", options.epsilon);
+    options.beta1 = given.value("beta1", options.beta1);
+    options.beta2 = given.value("beta2", options.beta2);
+    options.target_acceptance = given.value("target-acceptance", options.target_acceptance);
+  }
+  nlohmann::json write(const ControllerOptions& options) const override {
+    return {{"gamma0", options.gamma0},
+            {"epsilon", options.epsilon},
+            {"beta1", options.beta1},
+            {"beta2", options.beta2},
+            {"target-acceptance", options.target_acceptance}};
+  }
+  std::unique_ptr<DraftLengthController> make(const ControllerOptions& options) const override {
+    return std::make_unique<AdaptiveThresholdController>(options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerKind> make_adaptive_controller_kind() {
+  return std::make_unique<AdaptiveKind>();
 }
 
 }  // namespace selfspec

@@ -32,6 +32,8 @@
 // σ² = 0.01 / 0.2225, σ = 0.21200.
 #include "control/calibrated_thompson_controller.hpp"
 
+#include "control/controller_kind.hpp"
+
 #include "core/error.hpp"
 
 #include <boost/random/bernoulli_distribution.hpp>
@@ -115,6 +117,62 @@ nlohmann::json CalibratedThompsonController::state() const {
           {"sigma", last_.stddev},
           {"sigma_m", sigma_m_},
           {"sigma_s", sigma_s_}};
+}
+
+namespace {
+
+class CaliTsKind final : public ControllerKind {
+ public:
+  std::string_view name() const override { return "cali-ts"; }
+  std::string_view help() const override {
+    return "EESD's calibrated Thompson sampling, with --cali-predictor";
+  }
+  std::vector<SettingSpec> settings() const override {
+    const ControllerOptions d;
+    return {{.key = "cali-predictor",
+             .type = SettingType::kFile,
+             .help = "cali-ts controller: the acceptance predictor (scripts/train_exit_head.py "
+                     "--predictor)"},
+            {.key = "cali-sigma-m",
+             .type = SettingType::kNumber,
+             .help = "cali-ts controller: σ_M, the prediction's error (default: the predictor's "
+                     "held-out error)",
+             .min = 0.0,
+             .min_open = true},
+            {.key = "cali-sigma-s",
+             .type = SettingType::kNumber,
+             .help = "cali-ts controller: σ_S, the per-round acceptance mean's deviation",
+             .fallback = d.sigma_s,
+             .min = 0.0,
+             .min_open = true},
+            {.key = "cali-theta0",
+             .type = SettingType::kNumber,
+             .help = "cali-ts controller: the prior θ̂_0",
+             .fallback = d.theta0,
+             .min = 0.0,
+             .max = 1.0}};
+  }
+  bool refuses_foreign_settings() const override { return true; }
+  bool needs_predictor() const override { return true; }
+  void read(const nlohmann::json& given, ControllerOptions& options) const override {
+    options.sigma_m = given.value("cali-sigma-m", options.sigma_m);
+    options.sigma_s = given.value("cali-sigma-s", options.sigma_s);
+    options.theta0 = given.value("cali-theta0", options.theta0);
+  }
+  nlohmann::json write(const ControllerOptions& options) const override {
+    nlohmann::json out = {{"cali-sigma-s", options.sigma_s}, {"cali-theta0", options.theta0}};
+    if (options.sigma_m >= 0.0) out["cali-sigma-m"] = options.sigma_m;  // < 0: the predictor's
+    return out;
+  }
+  std::unique_ptr<DraftLengthController> make(const ControllerOptions& options) const override {
+    return std::make_unique<CalibratedThompsonController>(options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerKind> make_cali_ts_controller_kind() {
+  return std::make_unique<CaliTsKind>();
 }
 
 }  // namespace selfspec

@@ -8,6 +8,8 @@
 // continue iff confidence >= γ (and drafted < K).
 #include "control/confidence_threshold_controller.hpp"
 
+#include "control/controller_kind.hpp"
+
 #include "core/error.hpp"
 
 namespace selfspec {
@@ -33,6 +35,37 @@ void ConfidenceThresholdController::update(int drafted, int accepted) {
 
 nlohmann::json ConfidenceThresholdController::state() const {
   return {{"gamma", gamma_}};
+}
+
+namespace {
+
+class ThresholdKind final : public ControllerKind {
+ public:
+  std::string_view name() const override { return "threshold"; }
+  std::string_view help() const override { return "stop below a draft confidence"; }
+  std::vector<SettingSpec> settings() const override {
+    return {{.key = "threshold",
+             .type = SettingType::kNumber,
+             .help = "threshold controller: stop drafting below this draft confidence",
+             .fallback = ControllerOptions{}.threshold,
+             .min = 0.0,
+             .max = 1.0}};
+  }
+  void read(const nlohmann::json& given, ControllerOptions& options) const override {
+    options.threshold = given.value("threshold", options.threshold);
+  }
+  nlohmann::json write(const ControllerOptions& options) const override {
+    return {{"threshold", options.threshold}};
+  }
+  std::unique_ptr<DraftLengthController> make(const ControllerOptions& options) const override {
+    return std::make_unique<ConfidenceThresholdController>(options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerKind> make_threshold_controller_kind() {
+  return std::make_unique<ThresholdKind>();
 }
 
 }  // namespace selfspec

@@ -22,6 +22,11 @@
 namespace selfspec {
 
 class AcceptancePredictor;
+class ControllerKinds;
+
+// The one draft limit: at most this many tokens drafted per round (the papers' K). A control
+// message carries 64 tokens: the drafts and the target's own token (decode/control_message.hpp).
+inline constexpr int kMaxDraftTokens = 63;
 
 class DraftLengthController {
  public:
@@ -59,14 +64,15 @@ class DraftLengthController {
   virtual nlohmann::json state() const = 0;
 };
 
-// Every controller's options; each uses its own subset. Defaults from the papers:
+// Every controller's options; each uses its own subset, declared with its ranges in its kind
+// (control/controller_kind.hpp, in the controller's file). Defaults from the papers:
 // Draft & Verify Table 7 (K = 12, γ0 = 0.6, ε = 0.01, β1 = 0.5, β2 = 0.9, α = 0.85 — Table 7's
 // most common target; 0.90 for LLaMA-2-13B on CNN/DM, 0.70–0.90 elsewhere); EESD gives no prior
 // values, so the Beta prior defaults to the uniform Beta(1, 1), and Cali-TS's σ_S and θ̂_0 to
 // 0.25 and 0.5 (calibrated_thompson_controller.cpp says why).
 struct ControllerOptions {
-  std::string kind = "adaptive";  // fixed | threshold | adaptive | thompson | cali-ts
-  int max_draft = 12;             // K
+  std::string kind = "adaptive";  // a registered kind (control/controller_kinds.cpp)
+  int max_draft = 12;             // K, in [1, kMaxDraftTokens]
   double threshold = 0.6;         // γ of the static threshold controller
   // adaptive threshold (Draft & Verify eqs. 2–4)
   double gamma0 = 0.6;
@@ -83,13 +89,20 @@ struct ControllerOptions {
   double sigma_s = 0.25;  // σ_S
   double theta0 = 0.5;    // θ̂_0
   std::uint64_t seed = 0;
+  // The settings of a kind that keeps its own (ControllerKind::read's default), e.g. a kind
+  // added outside the built-in registry.
+  nlohmann::json params = nlohmann::json::object();
 
-  // Throws selfspec::Error naming the option when a value is out of range.
+  // Throws selfspec::Error naming the option, its range and the value when max_draft or a
+  // built-in kind's setting is out of the range its kind declares.
   void validate() const;
 };
 
-// Throws selfspec::Error for an unknown kind (listing the known ones).
+// The controller of kind options.kind among `kinds` (default: the built-in ones). Throws
+// selfspec::Error for an unknown kind (listing the known ones) or an invalid option.
 std::unique_ptr<DraftLengthController> make_draft_length_controller(
     const ControllerOptions& options);
+std::unique_ptr<DraftLengthController> make_draft_length_controller(
+    const ControllerOptions& options, const ControllerKinds& kinds);
 
 }  // namespace selfspec

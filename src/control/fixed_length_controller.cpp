@@ -3,6 +3,8 @@
 // verification results change nothing.
 #include "control/fixed_length_controller.hpp"
 
+#include "control/controller_kind.hpp"
+
 #include "core/error.hpp"
 
 namespace selfspec {
@@ -27,6 +29,27 @@ void FixedLengthController::update(int drafted, int accepted) {
 
 nlohmann::json FixedLengthController::state() const {
   return {{"k", max_draft_}};
+}
+
+namespace {
+
+class FixedKind final : public ControllerKind {
+ public:
+  std::string_view name() const override { return "fixed"; }
+  std::string_view help() const override { return "always K tokens"; }
+  void read(const nlohmann::json& /*given*/, ControllerOptions& /*options*/) const override {}
+  nlohmann::json write(const ControllerOptions& /*options*/) const override {
+    return nlohmann::json::object();
+  }
+  std::unique_ptr<DraftLengthController> make(const ControllerOptions& options) const override {
+    return std::make_unique<FixedLengthController>(options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerKind> make_fixed_controller_kind() {
+  return std::make_unique<FixedKind>();
 }
 
 }  // namespace selfspec

@@ -29,6 +29,8 @@
 // (counting one failure per rejection would give θ* = a).
 #include "control/thompson_sampling_controller.hpp"
 
+#include "control/controller_kind.hpp"
+
 #include "core/error.hpp"
 
 #include <boost/random/bernoulli_distribution.hpp>
@@ -73,6 +75,45 @@ void ThompsonSamplingController::update(int drafted, int accepted) {
 
 nlohmann::json ThompsonSamplingController::state() const {
   return {{"alpha", alpha_}, {"beta", beta_}, {"posterior_mean", posterior_mean()}};
+}
+
+namespace {
+
+class ThompsonKind final : public ControllerKind {
+ public:
+  std::string_view name() const override { return "thompson"; }
+  std::string_view help() const override { return "EESD's Beta-Thompson sampling"; }
+  std::vector<SettingSpec> settings() const override {
+    const ControllerOptions d;
+    return {{.key = "prior-alpha",
+             .type = SettingType::kNumber,
+             .help = "thompson controller: Beta prior α0",
+             .fallback = d.prior_alpha,
+             .min = 0.0,
+             .min_open = true},
+            {.key = "prior-beta",
+             .type = SettingType::kNumber,
+             .help = "thompson controller: Beta prior β0",
+             .fallback = d.prior_beta,
+             .min = 0.0,
+             .min_open = true}};
+  }
+  void read(const nlohmann::json& given, ControllerOptions& options) const override {
+    options.prior_alpha = given.value("prior-alpha", options.prior_alpha);
+    options.prior_beta = given.value("prior-beta", options.prior_beta);
+  }
+  nlohmann::json write(const ControllerOptions& options) const override {
+    return {{"prior-alpha", options.prior_alpha}, {"prior-beta", options.prior_beta}};
+  }
+  std::unique_ptr<DraftLengthController> make(const ControllerOptions& options) const override {
+    return std::make_unique<ThompsonSamplingController>(options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerKind> make_thompson_controller_kind() {
+  return std::make_unique<ThompsonKind>();
 }
 
 }  // namespace selfspec

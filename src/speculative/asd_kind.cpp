@@ -18,16 +18,21 @@ class AsdKind final : public DrafterKind {
     return "Draft on the Fly: a skip set per prompt from its cosine similarities";
   }
 
-  void add_options(CLI::App& group, bool /*lists*/) override {
-    group
-        .add_option("--asd-alpha", asd_.alpha,
-                    "asd: skip attention sublayers whose average input/output cosine over the "
-                    "prompt is >= alpha, in (0, 1)")
-        ->capture_default_str();
-    group.add_option("--asd-m", asd_.m, "asd: also skip every m-th layer (1-based), m >= 1")
-        ->capture_default_str();
-    group.add_option("--asd-n", asd_.n, "asd: never skip the last n layers, n >= 0")
-        ->capture_default_str();
+  std::vector<SettingSpec> settings() const override {
+    const AsdParams d;
+    return {{.key = "asd-alpha",
+             .type = SettingType::kNumber,
+             .help = "asd: skip attention sublayers whose average input/output cosine over the "
+                     "prompt is >= alpha, in (0, 1)",
+             .fallback = d.alpha},
+            {.key = "asd-m",
+             .type = SettingType::kInt,
+             .help = "asd: also skip every m-th layer (1-based), m >= 1",
+             .fallback = d.m},
+            {.key = "asd-n",
+             .type = SettingType::kInt,
+             .help = "asd: never skip the last n layers, n >= 0",
+             .fallback = d.n}};
   }
 
   std::string foreign_options_message() const override {
@@ -37,9 +42,14 @@ class AsdKind final : public DrafterKind {
     return " (--spec asd chooses its skip set per prompt)";
   }
 
-  void validate(const CLI::App& /*command*/) const override { asd_.validate(); }
+  void configure(const nlohmann::json& given) override {
+    asd_.alpha = given.value("asd-alpha", asd_.alpha);
+    asd_.m = given.value("asd-m", asd_.m);
+    asd_.n = given.value("asd-n", asd_.n);
+    asd_.validate();
+  }
 
-  void prepare(const CLI::App& /*command*/, const ModelConfig& config) override {
+  void prepare(const ModelConfig& config) override {
     asd_.validate(static_cast<int>(config.num_layers));
   }
 

@@ -1,14 +1,13 @@
-// A drafter kind: one drafting method as a user chooses it (`--spec NAME`), in one file: its own
-// options, their checks, the files it loads into the model, the Drafter it makes, and how reports
-// name and describe it. The kinds are registered in one place (speculative/drafter_kinds.cpp) and
-// put together by SpeculativeOptions (the options of a command) and SpeculativeSetup (what one
-// run drafts with), which generate, bench, collect-cali-data and search-skips share.
+// A drafter kind: one drafting method as a user chooses it (`--spec NAME`, a run config's
+// `spec:`, a request's "spec"), in one file: its own settings (key, type, range, default:
+// core/setting_spec.hpp), their combination, the files it loads into the model, the Drafter it
+// makes, and how reports name and describe it. The kinds are registered in one place
+// (speculative/drafter_kinds.cpp); a SpeculativeConfig names one and carries its settings, and
+// SpeculativeSetup makes a fresh instance of it for each setup.
 //
-// The calls, in the order a command makes them (only the kind chosen with --spec gets the calls
-// after add_options):
-//   add_options()  when the command is declared: binds the kind's options (--skip-config,
-//                  --asd-alpha, --exit-head, ...) into the self-speculative option group.
-//   validate()     after parsing, before any weight is read: the options' combination and values.
+// The calls, in order (only the kind a config chooses gets them):
+//   configure()    its settings as given (each checked against settings() and typed), before any
+//                  weight is read: their combination.
 //   prepare()      before any weight is read, once the model's configuration is known: checks
 //                  against it and reads small files (a skip set).
 //   attach()       after Engine::load: loads the kind's files into the model (an exit head).
@@ -18,8 +17,8 @@
 #include "draft/drafter.hpp"
 #include "draft/skip_set.hpp"
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include "core/setting_spec.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -46,23 +45,23 @@ class DrafterKind {
   virtual std::string_view name() const = 0;
   // What --spec's help says of it.
   virtual std::string_view help() const = 0;
-  // Binds the kind's options into `group` (lists: bench's comma-separated comparisons).
-  virtual void add_options(CLI::App& group, bool lists) = 0;
-  // What a refusal says when the kind's options come with another --spec, e.g.
+  // Its own settings (--skip-config, --asd-alpha, --exit-head, ...).
+  virtual std::vector<SettingSpec> settings() const { return {}; }
+  // What a refusal says when the kind's settings come with another --spec, e.g.
   // "--asd-alpha/--asd-m/--asd-n need --spec asd".
   virtual std::string foreign_options_message() const = 0;
-  // The chosen kind: why it takes no other kind's options, appended to such a refusal, e.g.
+  // The chosen kind: why it takes no other kind's settings, appended to such a refusal, e.g.
   // " (--spec asd chooses its skip set per prompt)"; empty by default.
   virtual std::string_view declines_others() const { return ""; }
-  // The chosen kind, before any weight is read: the combination and values of its options.
-  // Throws selfspec::Error naming the option.
-  virtual void validate(const CLI::App& command) const { (void)command; }
+  // Whether the kind drafts with lookup alone and so needs --lookup N.
+  virtual bool needs_lookup() const { return false; }
+  // The chosen kind, before any weight is read: its settings that were given (the others take
+  // their defaults), checked one by one already; the kind keeps them and checks their
+  // combination. Throws selfspec::Error naming the setting.
+  virtual void configure(const nlohmann::json& given) { (void)given; }
   // The chosen kind, before any weight is read: checks against the model's configuration, and
   // reads what it needs of small files (a skip set, an exit head's header).
-  virtual void prepare(const CLI::App& command, const ModelConfig& config) {
-    (void)command;
-    (void)config;
-  }
+  virtual void prepare(const ModelConfig& config) { (void)config; }
   // The chosen kind, after Engine::load: loads its files into the engine's model.
   virtual void attach(Engine& engine) { (void)engine; }
   // N when the draft forwards exit early after the model's first N layers (Cali-TS's predictor

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -23,7 +24,7 @@ SELFSPEC_DRAFTER_KINDS(SELFSPEC_DECLARE_KIND)
 
 DrafterKinds builtin_drafter_kinds() {
   DrafterKinds kinds;
-#define SELFSPEC_ADD_KIND(name) kinds.add(make_##name##_kind());
+#define SELFSPEC_ADD_KIND(name) kinds.add(&make_##name##_kind);
   SELFSPEC_DRAFTER_KINDS(SELFSPEC_ADD_KIND)
 #undef SELFSPEC_ADD_KIND
   return kinds;
@@ -31,62 +32,54 @@ DrafterKinds builtin_drafter_kinds() {
 
 #undef SELFSPEC_DRAFTER_KINDS
 
-DrafterKinds::DrafterKinds(std::vector<std::unique_ptr<DrafterKind>> kinds) {
-  for (auto& kind : kinds) add(std::move(kind));
-}
-
-void DrafterKinds::add(std::unique_ptr<DrafterKind> kind) {
-  SELFSPEC_CHECK(kind != nullptr, "a drafter kind is null");
-  SELFSPEC_CHECK(kind->name() != "none" &&
-                     std::none_of(entries_.begin(), entries_.end(),
-                                  [&](const Entry& e) { return e.kind->name() == kind->name(); }),
-                 "drafter kind '{}' is registered twice", kind->name());
-  entries_.push_back({std::move(kind), {}});
+void DrafterKinds::add(Factory factory) {
+  SELFSPEC_CHECK(factory != nullptr, "a drafter kind's factory is empty");
+  const std::unique_ptr<DrafterKind> kind = factory();
+  SELFSPEC_CHECK(kind != nullptr, "a drafter kind's factory made nothing");
+  const std::string name(kind->name());
+  SELFSPEC_CHECK(name != "none" && std::find(names_.begin(), names_.end(), name) == names_.end(),
+                 "drafter kind '{}' is registered twice", name);
+  factories_.push_back(std::move(factory));
+  names_.push_back(name);
 }
 
 std::vector<std::string> DrafterKinds::choices() const {
   std::vector<std::string> names{"none"};
-  for (const Entry& e : entries_) names.emplace_back(e.kind->name());
+  names.insert(names.end(), names_.begin(), names_.end());
   return names;
 }
 
 std::string DrafterKinds::help() const {
   std::string text = "drafting method: none (autoregressive)";
-  for (std::size_t i = 0; i < entries_.size(); ++i) {
-    text += fmt::format("{} {} ({})", i + 1 == entries_.size() ? " or" : ",",
-                        entries_[i].kind->name(), entries_[i].kind->help());
+  for (std::size_t i = 0; i < factories_.size(); ++i) {
+    text += fmt::format("{} {} ({})", i + 1 == factories_.size() ? " or" : ",", names_[i],
+                        factories_[i]()->help());
   }
   return text;
 }
 
-void DrafterKinds::add_options(CLI::App& group, bool lists) {
-  for (Entry& e : entries_) {
-    const std::vector<CLI::Option*> before = group.get_options();
-    e.kind->add_options(group, lists);
-    for (const CLI::Option* option : group.get_options()) {
-      if (std::find(before.begin(), before.end(), option) == before.end()) {
-        e.options.push_back(option);
-      }
-    }
-  }
-}
-
-DrafterKind* DrafterKinds::find(std::string_view name) const {
+std::unique_ptr<DrafterKind> DrafterKinds::make(std::string_view name) const {
   if (name == "none") return nullptr;
-  for (const Entry& e : entries_) {
-    if (e.kind->name() == name) return e.kind.get();
+  for (std::size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == name) return factories_[i]();
   }
   fail("--spec must be one of {} (got '{}')", fmt::join(choices(), ", "), name);
 }
 
-void DrafterKinds::refuse_foreign_options(const DrafterKind* chosen) const {
-  for (const Entry& e : entries_) {
-    if (e.kind.get() == chosen) continue;
-    const bool given = std::any_of(e.options.begin(), e.options.end(),
-                                   [](const CLI::Option* o) { return o->count() > 0; });
-    SELFSPEC_CHECK(!given, "{}{}", e.kind->foreign_options_message(),
-                   chosen != nullptr ? chosen->declines_others() : std::string_view());
+std::string DrafterKinds::owner_of(std::string_view key) const {
+  for (std::size_t i = 0; i < factories_.size(); ++i) {
+    const std::vector<SettingSpec> specs = factories_[i]()->settings();
+    if (find_setting(specs, key) != nullptr) return names_[i];
   }
+  return {};
+}
+
+std::vector<SettingSpec> DrafterKinds::settings() const {
+  std::vector<SettingSpec> out;
+  for (const Factory& factory : factories_) {
+    for (SettingSpec& spec : factory()->settings()) out.push_back(std::move(spec));
+  }
+  return out;
 }
 
 }  // namespace selfspec

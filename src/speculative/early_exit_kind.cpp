@@ -26,19 +26,18 @@ class EarlyExitKind final : public DrafterKind {
     return "the first N layers and a trained exit head, --exit-head";
   }
 
-  void add_options(CLI::App& group, bool /*lists*/) override {
-    group
-        .add_option("--exit-head", exit_head_,
-                    "early-exit: the exit head file (scripts/train_exit_head.py, or a "
-                    "collection's init_layer.safetensors); N is read from it")
-        ->check(CLI::ExistingFile);
-    group
-        .add_option("--exit-head-dtype", exit_head_dtype_,
-                    "early-exit: the exit head's weights in memory, a dtype or a format it is "
-                    "quantized to at load (auto: the model's load dtype; q8_0 under native "
-                    "quantized weights)")
-        ->check(CLI::IsMember(weight_format_choices("auto")))
-        ->capture_default_str();
+  std::vector<SettingSpec> settings() const override {
+    return {{.key = "exit-head",
+             .type = SettingType::kFile,
+             .help = "early-exit: the exit head file (scripts/train_exit_head.py, or a "
+                     "collection's init_layer.safetensors); N is read from it"},
+            {.key = "exit-head-dtype",
+             .type = SettingType::kChoice,
+             .help = "early-exit: the exit head's weights in memory, a dtype or a format it is "
+                     "quantized to at load (auto: the model's load dtype; q8_0 under native "
+                     "quantized weights)",
+             .fallback = "auto",
+             .choices = weight_format_choices("auto")}};
   }
 
   std::string foreign_options_message() const override {
@@ -48,14 +47,14 @@ class EarlyExitKind final : public DrafterKind {
     return " (--spec early-exit drafts with the first N layers and its exit head)";
   }
 
-  void validate(const CLI::App& command) const override {
-    SELFSPEC_CHECK(command.count("--exit-head") > 0,
+  void configure(const nlohmann::json& given) override {
+    SELFSPEC_CHECK(given.contains("exit-head"),
                    "--spec early-exit and --exit-head FILE go together");
+    exit_head_ = given["exit-head"].get<std::string>();
+    exit_head_dtype_ = given.value("exit-head-dtype", exit_head_dtype_);
   }
 
-  void prepare(const CLI::App& /*command*/, const ModelConfig& /*config*/) override {
-    info_ = read_exit_head_info(exit_head_);
-  }
+  void prepare(const ModelConfig& /*config*/) override { info_ = read_exit_head_info(exit_head_); }
 
   void attach(Engine& engine) override {
     engine.model().attach_exit_head(load_exit_head(exit_head_, engine.config(),

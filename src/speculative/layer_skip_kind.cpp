@@ -17,45 +17,52 @@ class LayerSkipKind final : public DrafterKind {
   std::string_view name() const override { return "layer-skip"; }
   std::string_view help() const override { return "a fixed skip set"; }
 
-  void add_options(CLI::App& group, bool /*lists*/) override {
-    group
-        .add_option("--skip-config", skip_config_,
-                    "skip set file (YAML/JSON {attention: [...], mlp: [...]}, configs/skips/)")
-        ->check(CLI::ExistingFile);
-    group.add_option("--skip-attn", skip_attn_, "attention sublayers to skip, e.g. 3,5,9");
-    group.add_option("--skip-mlp", skip_mlp_, "MLP sublayers to skip, e.g. 6,10");
-    group
-        .add_option("--skip-uniform", skip_uniform_,
-                    "skip this fraction of the 2L sublayers, spread uniformly (SWIFT's start)")
-        ->check(CLI::Range(0.0, 0.99));
+  std::vector<SettingSpec> settings() const override {
+    return {{.key = "skip-config",
+             .type = SettingType::kFile,
+             .help = "skip set file (YAML/JSON {attention: [...], mlp: [...]}, configs/skips/)"},
+            {.key = "skip-attn",
+             .type = SettingType::kIntList,
+             .help = "attention sublayers to skip, e.g. 3,5,9",
+             .min = 0},
+            {.key = "skip-mlp",
+             .type = SettingType::kIntList,
+             .help = "MLP sublayers to skip, e.g. 6,10",
+             .min = 0},
+            {.key = "skip-uniform",
+             .type = SettingType::kNumber,
+             .help = "skip this fraction of the 2L sublayers, spread uniformly (SWIFT's start)",
+             .min = 0.0,
+             .max = 0.99}};
   }
 
   std::string foreign_options_message() const override {
     return "--skip-config/--skip-attn/--skip-mlp/--skip-uniform need --spec layer-skip";
   }
 
-  void validate(const CLI::App& command) const override {
-    const bool file = command.count("--skip-config") > 0;
-    const bool lists = command.count("--skip-attn") > 0 || command.count("--skip-mlp") > 0;
-    const bool uniform = command.count("--skip-uniform") > 0;
+  void configure(const nlohmann::json& given) override {
+    const bool file = given.contains("skip-config");
+    const bool lists = given.contains("skip-attn") || given.contains("skip-mlp");
+    const bool uniform = given.contains("skip-uniform");
     SELFSPEC_CHECK(
         static_cast<int>(file) + static_cast<int>(lists) + static_cast<int>(uniform) == 1,
         "--spec layer-skip needs exactly one skip set: --skip-config FILE, or "
         "--skip-attn/--skip-mlp LISTS, or --skip-uniform R");
+    given_ = given;
   }
 
-  void prepare(const CLI::App& command, const ModelConfig& config) override {
+  void prepare(const ModelConfig& config) override {
     const int num_layers = static_cast<int>(config.num_layers);
     SkipSet skips;
-    if (command.count("--skip-config") > 0) {
-      skips = load_skip_set(skip_config_);
-    } else if (command.count("--skip-uniform") > 0) {
-      skips = uniform_skip_set(num_layers, skip_uniform_);
+    if (given_.contains("skip-config")) {
+      skips = load_skip_set(given_["skip-config"].get<std::string>());
+    } else if (given_.contains("skip-uniform")) {
+      skips = uniform_skip_set(num_layers, given_["skip-uniform"].get<double>());
     } else {
       skips.name = "cli";
       skips.source = "--skip-attn/--skip-mlp";
-      skips.attention = parse_layer_list(skip_attn_, "--skip-attn");
-      skips.mlp = parse_layer_list(skip_mlp_, "--skip-mlp");
+      skips.attention = given_.value("skip-attn", std::vector<int>{});
+      skips.mlp = given_.value("skip-mlp", std::vector<int>{});
     }
     skips.plan(num_layers);  // range check against this model, naming the set and index
     skips_ = std::move(skips);
@@ -87,8 +94,7 @@ class LayerSkipKind final : public DrafterKind {
     return *skips_;
   }
 
-  std::string skip_config_, skip_attn_, skip_mlp_;
-  double skip_uniform_ = -1.0;
+  nlohmann::json given_ = nlohmann::json::object();
   std::optional<SkipSet> skips_;
 };
 

@@ -6,8 +6,6 @@
 #include "draft/plain_step_drafter.hpp"
 #include "speculative/drafter_kind.hpp"
 
-#include <CLI/CLI.hpp>
-
 namespace selfspec {
 namespace {
 
@@ -17,12 +15,8 @@ class LookupKind final : public DrafterKind {
   std::string_view help() const override {
     return "lookup drafts alone (--lookup N): copied text, plain steps elsewhere";
   }
-  void add_options(CLI::App& /*group*/, bool /*lists*/) override {}  // --lookup is shared
   std::string foreign_options_message() const override { return ""; }
-  void validate(const CLI::App& command) const override {
-    SELFSPEC_CHECK(command.count("--lookup") > 0,
-                   "--spec lookup drafts with --lookup N (the longest n-gram matched, e.g. 3)");
-  }
+  bool needs_lookup() const override { return true; }  // --lookup is shared
   std::unique_ptr<Drafter> make_drafter(int num_layers, std::uint64_t /*seed*/) const override {
     return std::make_unique<PlainStepDrafter>(num_layers);
   }

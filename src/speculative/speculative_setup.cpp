@@ -17,58 +17,36 @@
 
 namespace selfspec {
 
-SpeculativeSetup::SpeculativeSetup(const SpeculativeOptions& options, const CLI::App& command,
-                                   const Engine& engine)
-    : options_(options), num_layers_(static_cast<int>(engine.config().num_layers)) {
-  options_.validate(command);
-  kind_ = options_.chosen();
+SpeculativeSetup::SpeculativeSetup(SpeculativeConfig config, const Engine& engine,
+                                   const SpeculativeKinds& kinds)
+    : config_(std::move(config)),
+      controller_kinds_(kinds.controllers),
+      kind_(kinds.drafters.make(config_.drafter)),
+      num_layers_(static_cast<int>(engine.config().num_layers)) {
   if (kind_ == nullptr) return;
-  kind_->prepare(command, engine.config());
-  const std::vector<std::string> controllers = options_.controller_kinds();
-  const bool cali =
-      std::find(controllers.begin(), controllers.end(), "cali-ts") != controllers.end();
-  SELFSPEC_CHECK(!cali || kind_->exit_layer() > 0,
+  kind_->configure(config_.drafter_settings);
+  kind_->prepare(engine.config());
+  bool predictor = false;
+  for (const std::string& name : config_.controllers) {
+    predictor = predictor || controller_kinds_->find(name).needs_predictor();
+  }
+  SELFSPEC_CHECK(!predictor || kind_->exit_layer() > 0,
                  "--controller cali-ts needs --spec early-exit (its predictor reads the exit "
                  "head's hidden states)");
-  choose_draft_vocabularies(command, engine);
+  choose_draft_vocabularies(engine);
 }
 
-SpeculativeSetup::SpeculativeSetup(OwnedOptions owned, const CLI::App& command,
-                                   const Engine& engine)
-    : SpeculativeSetup(*owned.options, command, engine) {
-  owned_ = std::move(owned.options);
-}
-
-std::unique_ptr<SpeculativeSetup> SpeculativeSetup::from_arguments(
-    const std::vector<std::string>& arguments, const Engine& engine) {
-  auto options = std::make_unique<SpeculativeOptions>();
-  CLI::App command("self-speculative setup");
-  options->add_to(command);
-  std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());  // CLI11's order
-  try {
-    command.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    fail("self-speculative options '{}': {}", fmt::join(arguments, " "), e.what());
-  }
-  return std::make_unique<SpeculativeSetup>(OwnedOptions{std::move(options)}, command, engine);
-}
-
-void SpeculativeSetup::choose_draft_vocabularies(const CLI::App& command, const Engine& engine) {
+void SpeculativeSetup::choose_draft_vocabularies(const Engine& engine) {
   DraftVocabRanking ranking;
-  if (command.count("--draft-vocab") > 0) {
-    ranking.ids = load_draft_vocab_file(options_.draft_vocab, "--draft-vocab").ids;
-    ranking.origin = "--draft-vocab " + options_.draft_vocab;
+  if (!config_.draft_vocab.file.empty()) {
+    ranking.ids = load_draft_vocab_file(config_.draft_vocab.file, "--draft-vocab").ids;
+    ranking.origin = "--draft-vocab " + config_.draft_vocab.file;
   } else {
     ranking = kind_->draft_vocab_ranking();
   }
   std::vector<std::optional<std::int64_t>> sizes;
-  if (command.count("--draft-vocab-size") > 0) {
-    for (const std::int64_t size : parse_draft_vocab_sizes(options_.draft_vocab_size)) {
-      sizes.emplace_back(size);
-    }
-  } else {
-    sizes.emplace_back(std::nullopt);  // every ranked id, or the full head without a ranking
-  }
+  for (const std::int64_t size : config_.draft_vocab.sizes) sizes.emplace_back(size);
+  if (sizes.empty()) sizes.emplace_back(std::nullopt);  // every ranked id, or the full head
   const std::vector<std::int32_t> eos = engine.eos_ids();
   for (const std::optional<std::int64_t>& size : sizes) {
     if (size == 0 || (!size && ranking.ids.empty())) {
@@ -86,10 +64,10 @@ void SpeculativeSetup::choose_draft_vocabularies(const CLI::App& command, const 
 void SpeculativeSetup::attach(Engine& engine) {
   if (kind_ == nullptr) return;
   kind_->attach(engine);
-  if (options_.draft_weights != "none") attach_draft_weights(engine);
-  if (!options_.cali_predictor.empty()) {
+  if (config_.draft_weights != "none") attach_draft_weights(engine);
+  if (!config_.cali_predictor.empty()) {
     predictor_ = load_acceptance_predictor(
-        options_.cali_predictor,
+        config_.cali_predictor,
         {engine.model_identity(), kind_->exit_layer(), engine.config().hidden_size});
   }
   for (const std::vector<std::int32_t>& ids : vocab_ids_) {
@@ -99,9 +77,8 @@ void SpeculativeSetup::attach(Engine& engine) {
 }
 
 void SpeculativeSetup::attach_draft_weights(Engine& engine) const {
-  const std::optional<WeightFormat> format = parse_weight_format(options_.draft_weights);
-  SELFSPEC_CHECK(format.has_value(), "--draft-weights: unknown format '{}'",
-                 options_.draft_weights);
+  const std::optional<WeightFormat> format = parse_weight_format(config_.draft_weights);
+  SELFSPEC_CHECK(format.has_value(), "--draft-weights: unknown format '{}'", config_.draft_weights);
   std::optional<DraftWeights> draft;
   engine.with_tensor_source([&](const TensorSource& source) {
     draft = load_draft_weights(source, engine.config(), engine.shard(), *format, engine.backend());
@@ -111,10 +88,10 @@ void SpeculativeSetup::attach_draft_weights(Engine& engine) const {
     log::warn(
         "--draft-weights {}: the model's weights are held in {} already, so the draft reads the "
         "same values as the target (it only costs memory); choose a smaller format",
-        options_.draft_weights, weight_format_name(target.format));
+        config_.draft_weights, weight_format_name(target.format));
   }
   log::info("draft weights: {} in {} (target {} in {})", human_bytes(draft->bytes()),
-            options_.draft_weights, human_bytes(engine.model().weights().bytes()),
+            config_.draft_weights, human_bytes(engine.model().weights().bytes()),
             weight_format_name(target.format));
   engine.model().attach_draft_weights(std::move(*draft));
 }
@@ -126,15 +103,15 @@ const DrafterKind& SpeculativeSetup::kind() const {
 
 std::unique_ptr<Drafter> SpeculativeSetup::make_drafter(std::uint64_t sampling_seed) const {
   std::unique_ptr<Drafter> drafter = kind().make_drafter(num_layers_, sampling_seed);
-  if (options_.lookup == 0) return drafter;
+  if (!config_.lookup.enabled()) return drafter;
   return std::make_unique<LookupDrafter>(
-      std::move(drafter),
-      NgramLookupOptions{options_.lookup, options_.lookup_min_ngram, options_.lookup_max_draft});
+      std::move(drafter), NgramLookupOptions{config_.lookup.max_ngram, config_.lookup.min_ngram,
+                                             config_.lookup.max_draft});
 }
 
 ControllerOptions SpeculativeSetup::controller_options(const std::string& kind,
                                                        std::uint64_t sampling_seed) const {
-  ControllerOptions options = options_.controller;
+  ControllerOptions options = config_.controller;
   options.kind = kind;
   options.seed = sampling_seed ^ kControllerSeedSalt;
   options.predictor = predictor_;
@@ -143,17 +120,17 @@ ControllerOptions SpeculativeSetup::controller_options(const std::string& kind,
 
 std::unique_ptr<DraftLengthController> SpeculativeSetup::make_controller(
     const std::string& kind, std::uint64_t sampling_seed) const {
-  return make_draft_length_controller(controller_options(kind, sampling_seed));
+  return make_draft_length_controller(controller_options(kind, sampling_seed), *controller_kinds_);
 }
 
 GenerationOptions SpeculativeSetup::generation(GenerationOptions generation,
                                                const DraftVocabulary* vocabulary) const {
-  generation.tree = TreeWidths::parse(options_.tree, "--tree");
-  generation.tree_max_nodes = options_.tree_max_nodes;
-  generation.debug_sync = options_.debug_sync;
+  generation.tree = TreeWidths::parse(config_.tree.widths, "--tree");
+  generation.tree_max_nodes = config_.tree.max_nodes;
+  generation.debug_sync = config_.debug_sync;
   generation.draft_vocabulary = vocabulary;
-  generation.draft_weights = options_.draft_weights != "none";
-  generation.lookup_drafts = options_.lookup > 0;
+  generation.draft_weights = config_.draft_weights != "none";
+  generation.lookup_drafts = config_.lookup.enabled();
   return generation;
 }
 
@@ -173,7 +150,24 @@ const SkipSet* SpeculativeSetup::skip_set() const {
 }
 
 nlohmann::json SpeculativeSetup::describe() const {
-  return options_.describe(num_layers_);
+  std::vector<std::string> modes;
+  for (const LogitsMode mode : config_.logits) {
+    modes.emplace_back(mode == LogitsMode::kGather ? "gather" : "local");
+  }
+  nlohmann::json out = {{"drafter", config_.drafter},
+                        {"controller", fmt::format("{}", fmt::join(config_.controllers, ","))},
+                        {"max_draft", config_.controller.max_draft},
+                        {"logits", fmt::format("{}", fmt::join(modes, ","))},
+                        {"tree", TreeWidths::parse(config_.tree.widths, "--tree").describe()}};
+  if (config_.tree.widths != "none") out["tree_max_nodes"] = config_.tree.max_nodes;
+  if (config_.draft_weights != "none") out["draft_weights"] = config_.draft_weights;
+  if (config_.lookup.enabled()) {
+    out["lookup"] = {{"max_ngram", config_.lookup.max_ngram},
+                     {"min_ngram", config_.lookup.min_ngram},
+                     {"max_draft", config_.lookup.max_draft}};
+  }
+  if (kind_ != nullptr) kind_->describe(out, num_layers_);
+  return out;
 }
 
 }  // namespace selfspec

@@ -1,10 +1,10 @@
-// What self-speculative runs draft with, built once per command from its SpeculativeOptions:
-// the chosen drafter kind prepared against the model (its skip set or exit head), the Cali-TS
-// predictor, the pruned draft vocabularies, and the factories of drafters and draft-length
-// controllers. generate, bench, collect-cali-data and search-skips build drafters and controllers
-// here and nowhere else.
+// What self-speculative runs draft with, built from a SpeculativeConfig (speculative_config.hpp):
+// a fresh instance of the chosen drafter kind prepared against the model (its skip set or exit
+// head), the Cali-TS predictor, the pruned draft vocabularies, and the factories of drafters and
+// draft-length controllers. generate, bench, collect-cali-data, search-skips and examples/ build
+// drafters and controllers here and nowhere else.
 //
-//   SpeculativeSetup setup(options, command, engine);  // before any weight is read: every check
+//   SpeculativeSetup setup(config, engine);             // before any weight is read: every check
 //   engine.load();
 //   setup.attach(engine);                               // exit head, predictor, vocabularies
 //   auto drafter = setup.make_drafter(seed);            // per run (bench: per configuration)
@@ -15,9 +15,8 @@
 #include "control/draft_length_controller.hpp"
 #include "decode/generation_options.hpp"
 #include "model/draft_vocabulary.hpp"
-#include "speculative/speculative_options.hpp"
+#include "speculative/speculative_config.hpp"
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -34,23 +33,12 @@ inline constexpr std::uint64_t kControllerSeedSalt = 0x7468656d70736f6eull;
 
 class SpeculativeSetup {
  public:
-  // Before any weight is read: validates `options` (as parsed from `command`), prepares the
-  // chosen kind against the engine's model configuration, and chooses the draft vocabularies'
-  // ids. With --spec none, enabled() is false and nothing else may be asked. `options` must
-  // outlive the setup.
-  SpeculativeSetup(const SpeculativeOptions& options, const CLI::App& command,
-                   const Engine& engine);
-  // For commands that draft with a method of their own instead of the user's --spec
-  // (collect-cali-data drafts with its exit head, search-skips measures its winner): the setup
-  // that `arguments` would give on a command line, e.g. {"--spec", "layer-skip", "--skip-attn",
-  // "1,3"}, checked as a user's options are.
-  static std::unique_ptr<SpeculativeSetup> from_arguments(const std::vector<std::string>& arguments,
-                                                          const Engine& engine);
-  // from_arguments' constructor: the setup owns its options.
-  struct OwnedOptions {
-    std::unique_ptr<SpeculativeOptions> options;
-  };
-  SpeculativeSetup(OwnedOptions owned, const CLI::App& command, const Engine& engine);
+  // Before any weight is read: prepares the chosen kind against the engine's model
+  // configuration and chooses the draft vocabularies' ids. With drafter "none", enabled() is
+  // false and nothing else may be asked. `kinds` must name the config's kinds.
+  SpeculativeSetup(SpeculativeConfig config, const Engine& engine,
+                   const SpeculativeKinds& kinds = {});
+  SpeculativeSetup(SpeculativeSetup&&) = delete;
 
   // After Engine::load, before any KV cache is made: loads the kind's files into the model (an
   // exit head), the Cali-TS predictor (checked against the model and the exit head) and the
@@ -58,13 +46,13 @@ class SpeculativeSetup {
   void attach(Engine& engine);
 
   bool enabled() const { return kind_ != nullptr; }
-  const SpeculativeOptions& options() const { return options_; }
+  const SpeculativeConfig& config() const { return config_; }
   const DrafterKind& kind() const;
 
   // A drafter for a run (bench: for one configuration's runs, so that a drafter that learns
   // carries what it learned from prompt to prompt).
   std::unique_ptr<Drafter> make_drafter(std::uint64_t sampling_seed) const;
-  // The options of the `kind` controller (--controller, or one of a bench's list), seeded from
+  // The options of the `kind` controller (one of config().controllers), seeded from
   // the sampling seed (kControllerSeedSalt), with the predictor for cali-ts.
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
   std::unique_ptr<DraftLengthController> make_controller(const std::string& kind,
@@ -87,17 +75,19 @@ class SpeculativeSetup {
   // The one skip set of every prompt (--spec layer-skip), or nullptr.
   const SkipSet* skip_set() const;
   int num_layers() const { return num_layers_; }
-  // SpeculativeOptions::describe for this model.
+  // A report's "spec" object: {"drafter", "controller", "max_draft", "logits", "tree"
+  // [, "tree_max_nodes"][, "draft_weights"][, "lookup"]} and the kind's own fields (its skip set,
+  // parameters or exit head).
   nlohmann::json describe() const;
 
  private:
-  void choose_draft_vocabularies(const CLI::App& command, const Engine& engine);
+  void choose_draft_vocabularies(const Engine& engine);
   // --draft-weights: the quantized copy, made from the model's tensors and attached to it.
   void attach_draft_weights(Engine& engine) const;
 
-  std::unique_ptr<SpeculativeOptions> owned_;  // from_arguments' options
-  const SpeculativeOptions& options_;
-  DrafterKind* kind_ = nullptr;
+  SpeculativeConfig config_;
+  const ControllerKinds* controller_kinds_;
+  std::unique_ptr<DrafterKind> kind_;
   int num_layers_ = 0;
   std::vector<std::vector<std::int32_t>> vocab_ids_;
   std::vector<std::unique_ptr<DraftVocabulary>> vocabularies_;

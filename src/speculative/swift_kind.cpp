@@ -17,31 +17,36 @@ class SwiftKind final : public DrafterKind {
   std::string_view name() const override { return "swift"; }
   std::string_view help() const override { return "SWIFT's on-the-fly skip-set search"; }
 
-  void add_options(CLI::App& group, bool /*lists*/) override {
-    group
-        .add_option("--swift-ratio", swift_.skip_ratio,
-                    "swift: share r of the 2L sublayers skipped")
-        ->capture_default_str();
-    group.add_option("--swift-window", swift_.window, "swift: tokens γ matchness is scored over")
-        ->capture_default_str();
-    group
-        .add_option("--swift-bayes-every", swift_.bayes_every,
-                    "swift: a Bayesian step every β optimisation steps (random ones between)")
-        ->capture_default_str();
-    group.add_option("--swift-max-steps", swift_.max_steps, "swift: most optimisation steps S")
-        ->capture_default_str();
-    group
-        .add_option("--swift-patience", swift_.patience,
-                    "swift: steps without improvement before the search stops")
-        ->capture_default_str();
-    group
-        .add_option("--swift-stop", swift_.stop_matchness,
-                    "swift: the search stops once the best set's matchness reaches this")
-        ->capture_default_str();
-    group
-        .add_option("--swift-min-window", swift_.min_window,
-                    "swift: tokens the target must have produced before the first step")
-        ->capture_default_str();
+  std::vector<SettingSpec> settings() const override {
+    const SwiftOptions d;
+    return {{.key = "swift-ratio",
+             .type = SettingType::kNumber,
+             .help = "swift: share r of the 2L sublayers skipped",
+             .fallback = d.skip_ratio},
+            {.key = "swift-window",
+             .type = SettingType::kInt,
+             .help = "swift: tokens γ matchness is scored over",
+             .fallback = d.window},
+            {.key = "swift-bayes-every",
+             .type = SettingType::kInt,
+             .help = "swift: a Bayesian step every β optimisation steps (random ones between)",
+             .fallback = d.bayes_every},
+            {.key = "swift-max-steps",
+             .type = SettingType::kInt,
+             .help = "swift: most optimisation steps S",
+             .fallback = d.max_steps},
+            {.key = "swift-patience",
+             .type = SettingType::kInt,
+             .help = "swift: steps without improvement before the search stops",
+             .fallback = d.patience},
+            {.key = "swift-stop",
+             .type = SettingType::kNumber,
+             .help = "swift: the search stops once the best set's matchness reaches this",
+             .fallback = d.stop_matchness},
+            {.key = "swift-min-window",
+             .type = SettingType::kInt,
+             .help = "swift: tokens the target must have produced before the first step",
+             .fallback = d.min_window}};
   }
 
   std::string foreign_options_message() const override {
@@ -52,7 +57,16 @@ class SwiftKind final : public DrafterKind {
            "skips)";
   }
 
-  void validate(const CLI::App& /*command*/) const override { swift_.validate(); }
+  void configure(const nlohmann::json& given) override {
+    swift_.skip_ratio = given.value("swift-ratio", swift_.skip_ratio);
+    swift_.window = given.value("swift-window", swift_.window);
+    swift_.bayes_every = given.value("swift-bayes-every", swift_.bayes_every);
+    swift_.max_steps = given.value("swift-max-steps", swift_.max_steps);
+    swift_.patience = given.value("swift-patience", swift_.patience);
+    swift_.stop_matchness = given.value("swift-stop", swift_.stop_matchness);
+    swift_.min_window = given.value("swift-min-window", swift_.min_window);
+    swift_.validate();
+  }
 
   std::unique_ptr<Drafter> make_drafter(int num_layers, std::uint64_t seed) const override {
     SwiftOptions options = swift_;

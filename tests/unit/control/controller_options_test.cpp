@@ -1,6 +1,7 @@
 // ControllerOptions::validate() and make_draft_length_controller(): the defaults are the papers'
 // (Draft & Verify Table 7; a uniform Beta(1, 1) prior for EESD), every out-of-range option is
-// rejected with a message naming it and the offending value, and the factory knows four kinds.
+// rejected with a message naming it, the range its kind declares and the offending value, and the
+// factory knows the registered kinds.
 #include "control/adaptive_threshold_controller.hpp"
 #include "control/draft_length_controller.hpp"
 #include "control/fixed_length_controller.hpp"
@@ -46,7 +47,7 @@ TEST(ControllerOptions, DefaultsAreTheTable7ValuesAndValid) {
 TEST(ControllerOptions, BoundaryValuesAreAccepted) {
   for (const auto& edit : std::vector<std::function<void(ControllerOptions&)>>{
            [](ControllerOptions& o) { o.max_draft = 1; },
-           [](ControllerOptions& o) { o.max_draft = 64; },
+           [](ControllerOptions& o) { o.max_draft = kMaxDraftTokens; },
            [](ControllerOptions& o) { o.threshold = 0.0; },
            [](ControllerOptions& o) { o.threshold = 1.0; },
            [](ControllerOptions& o) { o.gamma0 = 0.0; },
@@ -73,40 +74,43 @@ TEST(ControllerOptions, OutOfRangeValuesNameTheOptionAndValue) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   const std::vector<BadOption> cases = {
-      {[](ControllerOptions& o) { o.kind = "greedy"; },
-       "--controller must be one of fixed, threshold, adaptive, thompson, cali-ts (got 'greedy')"},
-      {[](ControllerOptions& o) { o.max_draft = 0; }, "--max-draft must be in [1, 64] (got 0)"},
-      {[](ControllerOptions& o) { o.max_draft = 65; }, "--max-draft must be in [1, 64] (got 65)"},
+      {[](ControllerOptions& o) { o.max_draft = 0; },
+       "--max-draft must be an integer in [1, 63] (got 0)"},
+      {[](ControllerOptions& o) { o.max_draft = 64; },
+       "--max-draft must be an integer in [1, 63] (got 64)"},
       {[](ControllerOptions& o) { o.threshold = -0.1; },
-       "--threshold must be in [0, 1] (got -0.1)"},
+       "--threshold must be a number in [0, 1] (got -0.1)"},
       {[](ControllerOptions& o) { o.threshold = 1.01; },
-       "--threshold must be in [0, 1] (got 1.01)"},
-      {[=](ControllerOptions& o) { o.threshold = nan; }, "--threshold must be in [0, 1] (got nan)"},
-      {[](ControllerOptions& o) { o.gamma0 = 1.5; }, "--gamma0 must be in [0, 1] (got 1.5)"},
+       "--threshold must be a number in [0, 1] (got 1.01)"},
+      {[=](ControllerOptions& o) { o.threshold = nan; },
+       "--threshold must be a number in [0, 1] (got nan)"},
+      {[](ControllerOptions& o) { o.gamma0 = 1.5; },
+       "--gamma0 must be a number in [0, 1] (got 1.5)"},
       {[](ControllerOptions& o) { o.epsilon = -0.01; },
-       "--epsilon must be finite and >= 0 (got -0.01)"},
-      {[=](ControllerOptions& o) { o.epsilon = inf; },
-       "--epsilon must be finite and >= 0 (got inf)"},
-      {[](ControllerOptions& o) { o.beta1 = 1.0; }, "--beta1 must be in [0, 1) (got 1)"},
-      {[](ControllerOptions& o) { o.beta1 = -0.5; }, "--beta1 must be in [0, 1) (got -0.5)"},
-      {[](ControllerOptions& o) { o.beta2 = 1.0; }, "--beta2 must be in [0, 1) (got 1)"},
+       "--epsilon must be a number >= 0 (got -0.01)"},
+      {[=](ControllerOptions& o) { o.epsilon = inf; }, "--epsilon must be a number >= 0 (got inf)"},
+      {[](ControllerOptions& o) { o.beta1 = 1.0; }, "--beta1 must be a number in [0, 1) (got 1)"},
+      {[](ControllerOptions& o) { o.beta1 = -0.5; },
+       "--beta1 must be a number in [0, 1) (got -0.5)"},
+      {[](ControllerOptions& o) { o.beta2 = 1.0; }, "--beta2 must be a number in [0, 1) (got 1)"},
       {[](ControllerOptions& o) { o.target_acceptance = 1.5; },
-       "--target-acceptance must be in (0, 1] (got 1.5)"},
+       "--target-acceptance must be a number in (0, 1] (got 1.5)"},
       {[](ControllerOptions& o) { o.target_acceptance = 0.0; },
-       "--target-acceptance must be in (0, 1] (got 0)"},
+       "--target-acceptance must be a number in (0, 1] (got 0)"},
       {[](ControllerOptions& o) { o.prior_alpha = 0.0; },
-       "--prior-alpha must be finite and > 0 (got 0)"},
+       "--prior-alpha must be a number > 0 (got 0)"},
       {[=](ControllerOptions& o) { o.prior_alpha = inf; },
-       "--prior-alpha must be finite and > 0 (got inf)"},
+       "--prior-alpha must be a number > 0 (got inf)"},
       {[](ControllerOptions& o) { o.prior_beta = -1.0; },
-       "--prior-beta must be finite and > 0 (got -1)"},
+       "--prior-beta must be a number > 0 (got -1)"},
       {[=](ControllerOptions& o) { o.prior_beta = nan; },
-       "--prior-beta must be finite and > 0 (got nan)"},
+       "--prior-beta must be a number > 0 (got nan)"},
       {[](ControllerOptions& o) { o.sigma_m = 0.0; },
-       "--cali-sigma-m must be finite and > 0 (got 0)"},
+       "--cali-sigma-m must be a number > 0 (got 0)"},
       {[](ControllerOptions& o) { o.sigma_s = 0.0; },
-       "--cali-sigma-s must be finite and > 0 (got 0)"},
-      {[](ControllerOptions& o) { o.theta0 = 1.5; }, "--cali-theta0 must be in [0, 1] (got 1.5)"},
+       "--cali-sigma-s must be a number > 0 (got 0)"},
+      {[](ControllerOptions& o) { o.theta0 = 1.5; },
+       "--cali-theta0 must be a number in [0, 1] (got 1.5)"},
   };
   for (const BadOption& bad : cases) {
     ControllerOptions options;

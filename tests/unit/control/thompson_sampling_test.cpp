@@ -99,7 +99,7 @@ TEST(ThompsonSamplingController, ContinueProbabilityIsThePosteriorMean) {
   // Beta(30, 10): P(continue) = E[θ] = 0.75. 200000 decisions with a fixed seed; the binomial
   // tolerance z·sqrt(p(1 − p)/N) = 4.8916·0.000968 = 0.0047 has a false-alarm rate of 1e-6.
   constexpr int kDraws = 200000;
-  ThompsonSamplingController controller(thompson_options(30.0, 10.0, 12345, 64));
+  ThompsonSamplingController controller(thompson_options(30.0, 10.0, 12345, kMaxDraftTokens));
   const double frequency = continue_frequency(controller, kDraws);
   const double tolerance = kZ1e6 * std::sqrt(0.75 * 0.25 / kDraws);
   EXPECT_NEAR(frequency, 0.75, tolerance);
@@ -112,16 +112,16 @@ TEST(ThompsonSamplingController, TinyPriorsStillGiveThePosteriorMean) {
   // underflows to 0/0, where the controller uses the posterior mean (1/3): either way
   // P(continue) = 1/3.
   constexpr int kDraws = 100000;
-  ThompsonSamplingController controller(thompson_options(0.001, 0.002, 99, 64));
+  ThompsonSamplingController controller(thompson_options(0.001, 0.002, 99, kMaxDraftTokens));
   const double frequency = continue_frequency(controller, kDraws);
   const double p = 1.0 / 3.0;
   EXPECT_NEAR(frequency, p, kZ1e6 * std::sqrt(p * (1.0 - p) / kDraws));
 }
 
 TEST(ThompsonSamplingController, SameSeedSameDecisions) {
-  ThompsonSamplingController first(thompson_options(1.0, 1.0, 2024, 64));
-  ThompsonSamplingController second(thompson_options(1.0, 1.0, 2024, 64));
-  ThompsonSamplingController other(thompson_options(1.0, 1.0, 2025, 64));
+  ThompsonSamplingController first(thompson_options(1.0, 1.0, 2024, kMaxDraftTokens));
+  ThompsonSamplingController second(thompson_options(1.0, 1.0, 2024, kMaxDraftTokens));
+  ThompsonSamplingController other(thompson_options(1.0, 1.0, 2025, kMaxDraftTokens));
   int differences = 0;
   for (int i = 0; i < 1000; ++i) {
     const int drafted = 1 + i % 10;

@@ -1,8 +1,8 @@
 // Adding a drafter kind is one file and one registry line: a toy kind ("--spec every-other":
-// skip the MLP of every other layer, with an option of its own) written here as a product kind
-// would be, registered beside the built-in ones, parsed from a command line, and run through
+// skip the MLP of every other layer, with a setting of its own) written here as a product kind
+// would be, registered beside the built-in ones, given as JSON settings, and run through
 // SpeculativeSetup like every other kind: its drafter's greedy output equals plain decoding, its
-// option is refused without its --spec, and the built-in kinds still refuse theirs with it.
+// setting is refused without its --spec, and the built-in kinds still refuse theirs with it.
 #include "comm/local_comm.hpp"
 #include "core/error.hpp"
 #include "decode/decoder.hpp"
@@ -29,13 +29,20 @@ class EveryOtherKind final : public DrafterKind {
  public:
   std::string_view name() const override { return "every-other"; }
   std::string_view help() const override { return "skip the MLP of every other layer"; }
-  void add_options(CLI::App& group, bool /*lists*/) override {
-    group.add_option("--every-other-first", first_, "the first layer whose MLP is skipped");
+  std::vector<SettingSpec> settings() const override {
+    return {{.key = "every-other-first",
+             .type = SettingType::kInt,
+             .help = "the first layer whose MLP is skipped",
+             .fallback = 1,
+             .min = 0}};
   }
   std::string foreign_options_message() const override {
     return "--every-other-first needs --spec every-other";
   }
-  void prepare(const CLI::App& /*command*/, const ModelConfig& config) override {
+  void configure(const nlohmann::json& given) override {
+    first_ = given.value("every-other-first", first_);
+  }
+  void prepare(const ModelConfig& config) override {
     SELFSPEC_CHECK(first_ >= 0 && first_ < config.num_layers,
                    "--every-other-first must be a layer in [0, {})", config.num_layers);
   }
@@ -58,16 +65,14 @@ class ToyDrafterKind : public ::testing::Test {
   ToyDrafterKind() {
     write_tiny_checkpoint(speculative_tiny_spec(4), dir_.path());
     engine_ = std::make_unique<Engine>(engine_options(), comm_);
-    kinds_.add(std::make_unique<EveryOtherKind>());  // the registry line
+    kinds_.drafters.add([] { return std::make_unique<EveryOtherKind>(); });  // the registry line
   }
 
-  // Parses `arguments` as a command with the self-speculative options; throws what parsing or the
+  // The setup of `settings` (JSON, as a request would give them); throws what the config or the
   // setup throws.
-  std::unique_ptr<SpeculativeSetup> setup(SpeculativeOptions& options, CLI::App& command,
-                                          const std::vector<std::string>& arguments) {
-    options.add_to(command);
-    command.parse(std::vector<std::string>(arguments.rbegin(), arguments.rend()));
-    return std::make_unique<SpeculativeSetup>(options, command, *engine_);
+  std::unique_ptr<SpeculativeSetup> setup(const nlohmann::json& settings) {
+    return std::make_unique<SpeculativeSetup>(
+        speculative_config(settings, SettingSource::kJson, kinds_), *engine_, kinds_);
   }
 
   EngineOptions engine_options() const {
@@ -79,16 +84,15 @@ class ToyDrafterKind : public ::testing::Test {
 
   TempDir dir_{"selfspec-toy-kind"};
   LocalComm comm_;
-  DrafterKinds kinds_ = builtin_drafter_kinds();
+  SpeculativeKinds kinds_;
   std::unique_ptr<Engine> engine_;
 };
 
 TEST_F(ToyDrafterKind, DraftsLosslesslyThroughTheSetup) {
-  SpeculativeOptions options(std::move(kinds_));
-  CLI::App command;
-  const auto spec = setup(options, command,
-                          {"--spec", "every-other", "--every-other-first", "0", "--controller",
-                           "fixed", "--max-draft", "3"});
+  const auto spec = setup({{"spec", "every-other"},
+                           {"every_other_first", 0},
+                           {"controller", "fixed"},
+                           {"max_draft", 3}});
   engine_->load();
   spec->attach(*engine_);
   EXPECT_EQ(spec->label(), "every-other (from 0)");
@@ -112,35 +116,33 @@ TEST_F(ToyDrafterKind, DraftsLosslesslyThroughTheSetup) {
 }
 
 TEST_F(ToyDrafterKind, OptionsAreCheckedAsTheBuiltInKindsAre) {
-  const auto error_of = [&](const std::vector<std::string>& arguments) -> std::string {
-    SpeculativeOptions options(std::move(kinds_));
-    kinds_ = builtin_drafter_kinds();
-    kinds_.add(std::make_unique<EveryOtherKind>());
-    CLI::App command;
+  const auto error_of = [&](const nlohmann::json& settings) -> std::string {
     try {
-      setup(options, command, arguments);
+      setup(settings);
     } catch (const Error& e) {
       return e.what();
     }
     return "";
   };
-  EXPECT_THAT(
-      error_of({"--spec", "layer-skip", "--skip-uniform", "0.3", "--every-other-first", "1"}),
-      ::testing::HasSubstr("--every-other-first needs --spec every-other"));
-  EXPECT_THAT(error_of({"--spec", "every-other", "--asd-alpha", "0.9"}),
+  EXPECT_THAT(error_of({{"spec", "layer-skip"}, {"skip-uniform", 0.3}, {"every-other-first", 1}}),
+              ::testing::HasSubstr("--every-other-first needs --spec every-other"));
+  EXPECT_THAT(error_of({{"spec", "every-other"}, {"asd-alpha", 0.9}}),
               ::testing::HasSubstr("--asd-alpha/--asd-m/--asd-n need --spec asd"));
-  EXPECT_THAT(error_of({"--spec", "every-other", "--every-other-first", "9"}),
+  EXPECT_THAT(error_of({{"spec", "every-other"}, {"every-other-first", 9}}),
               ::testing::HasSubstr("--every-other-first must be a layer in [0, 4)"));
-  EXPECT_EQ(error_of({"--spec", "every-other"}), "");
+  EXPECT_THAT(error_of({{"spec", "every-other"}, {"every-other-first", -1}}),
+              ::testing::HasSubstr("\"every-other-first\" must be an integer >= 0 (got -1)"));
+  EXPECT_EQ(error_of({{"spec", "every-other"}}), "");
 }
 
 TEST(DrafterKinds, ANameIsRegisteredOnce) {
   DrafterKinds kinds = builtin_drafter_kinds();
   EXPECT_THAT(kinds.choices(),
               ::testing::ElementsAre("none", "layer-skip", "swift", "asd", "early-exit", "lookup"));
-  kinds.add(std::make_unique<EveryOtherKind>());
-  EXPECT_THROW(kinds.add(std::make_unique<EveryOtherKind>()), Error);
-  EXPECT_THROW(kinds.find("every-others"), Error);
+  const auto every_other = [] { return std::make_unique<EveryOtherKind>(); };
+  kinds.add(every_other);
+  EXPECT_THROW(kinds.add(every_other), Error);
+  EXPECT_THROW(kinds.make("every-others"), Error);
 }
 
 }  // namespace
