@@ -9,6 +9,9 @@
 // combined as lo + 16 hi, exactly. The float sequence is the canonical one, lane-wise.
 #include "kernels/cpu/quant_matmul.hpp"
 
+#include "core/error.hpp"
+#include "core/weight_format.hpp"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -322,8 +325,8 @@ void quant_panels_avx2(const PanelGeometry& g, const QuantizedActivations& a,
       return panels<WeightFormat::kQ5_K, 5>(g, a, panel_begin, panel_end, y, y_stride);
     case WeightFormat::kQ6_K:
       return panels<WeightFormat::kQ6_K, 6>(g, a, panel_begin, panel_end, y, y_stride);
-    default:
-      return;
+    default:  // an unknown format is an error, never an output left unwritten
+      fail("quant_panels_avx2: format {} is not quantized", weight_format_name(g.format));
   }
 }
 

@@ -12,6 +12,9 @@
 // once per forward whatever T is.
 #include "kernels/cpu/quant_matmul.hpp"
 
+#include "core/error.hpp"
+#include "core/weight_format.hpp"
+
 #include "kernels/cpu/avx512_intrinsics.hpp"
 
 #include <algorithm>
@@ -352,8 +355,8 @@ void quant_panels_avx512(const PanelGeometry& g, const QuantizedActivations& a,
       return panels<WeightFormat::kQ5_K, 5>(g, a, panel_begin, panel_end, y, y_stride);
     case WeightFormat::kQ6_K:
       return panels<WeightFormat::kQ6_K, 6>(g, a, panel_begin, panel_end, y, y_stride);
-    default:
-      return;
+    default:  // an unknown format is an error, never an output left unwritten
+      fail("quant_panels_avx512: format {} is not quantized", weight_format_name(g.format));
   }
 }
 

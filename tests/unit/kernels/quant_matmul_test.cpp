@@ -122,6 +122,20 @@ TEST(QuantizeActivations, EveryIsaEqualsTheDefinition) {
   }
 }
 
+// Each ISA's panel dispatch refuses a format it has no kernel for, instead of leaving y unwritten.
+TEST(QuantPanels, EveryIsaRefusesAFormatThatIsNotQuantized) {
+  std::vector<Isa> isas = {Isa::kScalar};
+  if (detected_isa() != Isa::kScalar) isas.push_back(Isa::kAvx2);
+  if (detected_isa() == Isa::kAvx512) isas.push_back(Isa::kAvx512);
+  PanelGeometry g;
+  g.format = WeightFormat::kBF16;
+  const QuantizedActivations a;
+  float y = 42.0f;
+  for (const Isa isa : isas) {
+    EXPECT_THROW(detail::quant_panels(isa, g, a, 0, 0, &y, 1), Error) << static_cast<int>(isa);
+  }
+}
+
 TEST(QuantizeActivations, ColumnsMustBeWholeGroups) {
   QuantizedActivations a;
   const std::vector<float> x(48, 1.0f);
