@@ -42,7 +42,7 @@ run() {
 
 controllers=(fixed threshold adaptive thompson)
 
-# The planted demo model (the README's quick start), TP 2: bench and a traced generation.
+# The planted demo model (scripts/demo.sh --planted), TP 2: bench and a traced generation.
 planted=$work/planted
 "$bin" make-model --out "$planted" --preset planted-redundancy --seed 1 > /dev/null
 run planted-bench-tp2 2 bench --model "$planted" --prompt-len 32 --gen 48 --prompts 2 \

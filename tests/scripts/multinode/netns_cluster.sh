@@ -27,7 +27,7 @@
 # ports 6917/6918 (not the defaults, so a Slurm of this machine is not disturbed); `env` prints
 # SLURM_CONF for sbatch, squeue and scontrol.
 #
-# Plain mpirun across nodes, without ssh (README, "Several nodes"): run mpirun on a node and give it
+# Plain mpirun across nodes, without ssh (docs/guide/deployment.md, "Several nodes"): run mpirun on a node and give it
 # the launch agent, which enters the target node's namespaces instead of logging in:
 #   netns_cluster.sh exec 1 mpirun --host ssnode1:2,ssnode2:2 -np 4 \
 #     --mca plm_rsh_agent "$(netns_cluster.sh rsh-agent)" --mca plm_rsh_no_tree_spawn 1 selfspec ...
