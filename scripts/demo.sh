@@ -11,25 +11,35 @@
 # model requantized to q4_0 at load (`--draft-weights q4_0`), nothing skipped
 # (`--spec layer-skip --skip-uniform 0`), 5 tokens drafted per round (`--controller fixed
 # --max-draft 5`). Verification keeps the bf16 weights, so the output is exactly the bf16
-# model's greedy output, token for token. Of the candidates measured for this demo (the 0.5B and
-# 1.5B models, with and without lookup drafts on top) this one gave the same ~2x speedup as the
-# 1.5B model in a quarter of the time and half the download; lookup drafts (copied n-grams) find
-# little to copy in code written from scratch and lowered α.
+# model's greedy output, token for token.
 #
-#   1. `selfspec bench`: plain vs self-speculative decoding of the prompts below, prompt by
+# Why this configuration (measured for this demo on a 2-core AVX-512 VM, these prompts, 96 new
+# tokens, tp 2; docs/results/2026-11-27-quantized-and-lookup-drafts.md has the same draft on
+# HumanEval): the 0.5B model runs 1.90-1.97x plain decoding (α 0.83, M 5.06; e.g. 49.6 -> 95.6
+# tok/s, 73.2 -> 138.7 on a faster moment of the same VM) and the whole demo takes 21-25 s after
+# the build, plus ~10 s to download 491 MB once. The 1.5B model drafts better (2.25x, 23.3 ->
+# 52.2 tok/s, α 0.94) but takes ~56 s plus ~22 s for 1.1 GB
+# (SELFSPEC_DEMO_MODEL=qwen2.5-coder-1.5b-instruct runs it). Lookup drafts on top of the q4_0
+# copy gained nothing (1.96x, α 0.75: code written from scratch has little to copy) and lookup
+# alone gave 1.05x. Tensor parallelism over 2 ranks of 1 thread was as fast as or faster than
+# 1 rank of 2 threads (plain 46-49 against 43-48 tok/s, speculative 88-96 against 83-91), and
+# 1 rank of 1 thread gave 38-39 / 74 tok/s: every run here is tp 2 (mpirun -np 2).
+#
+#   1. `selfspec bench`: plain vs self-speculative decoding of the 4 prompts below, prompt by
 #      prompt, one run after the other: tok/s of each, α (acceptance rate), M (mean accepted
 #      length: tokens per verification forward), speedup; out/demo/bench.json, and the log
 #      out/demo/bench.log. Bench also checks every prompt's tokens against plain decoding.
-#   2. `selfspec generate --json`, plain and self-speculative, under tensor parallelism over 2 MPI
-#      ranks (mpirun -np 2): the tokens must be identical (out/demo/autoregressive.json,
+#   2. `selfspec generate --json`, plain and self-speculative, of one more prompt: the tokens
+#      must be identical (out/demo/autoregressive.json,
 #      out/demo/speculative.json, out/demo/trace.jsonl: one line per speculative round).
 # The demo exits 1 when self-speculative tokens differ from plain decoding's anywhere.
 #
 #   ./scripts/demo.sh             the real model (above)
-#   ./scripts/demo.sh --planted   the synthetic planted-redundancy checkpoint instead (make-model
-#                                 --preset planted-redundancy: seeded random weights, ~490 MB in
-#                                 bf16, some sublayers made nearly redundant on purpose; the
-#                                 weights carry no knowledge, it measures the machinery)
+#   ./scripts/demo.sh --planted   the synthetic planted-redundancy checkpoint instead, results in
+#                                 out/demo-planted/ (make-model --preset planted-redundancy:
+#                                 seeded random weights, ~490 MB in bf16, some sublayers made
+#                                 nearly redundant on purpose; the weights carry no knowledge,
+#                                 it measures the machinery)
 #
 # Environment: SELFSPEC_BUILD_DIR (default build), SELFSPEC_MODEL_CACHE (get-model.sh's cache),
 # SELFSPEC_DEMO_MODEL (a get-model.sh name, default qwen2.5-coder-0.5b-instruct). Needs no
@@ -62,6 +72,7 @@ esac
 ./scripts/build.sh --target selfspec </dev/null
 bin=${SELFSPEC_BUILD_DIR:-build}/bin/selfspec
 out=out/demo
+[ "$mode" = real ] || out=out/demo-planted # the two modes never overwrite each other's results
 mkdir -p "$out"
 # Open MPI refuses to run as root without these; oversubscription lets 2 ranks share fewer cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
