@@ -82,8 +82,11 @@ class Run {
       slot.stopped_on_eos = false;
       slot.picker = slot.generating
                         ? std::make_unique<TokenPicker>(
-                              LogitsMode::kLocal, comm_, model_.shard(), request.sampling, 0,
-                              model_.reduction_order() == ReductionOrder::kTpInvariant)
+                              TokenPickerOptions{.mode = LogitsMode::kLocal,
+                                                 .sampling = request.sampling,
+                                                 .tp_invariant = model_.reduction_order() ==
+                                                                 ReductionOrder::kTpInvariant},
+                              comm_, model_.shard())
                         : nullptr;
       batch_.truncate(static_cast<std::int64_t>(s), 0);
     }

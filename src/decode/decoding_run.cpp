@@ -39,13 +39,17 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
       controller_(controller),
       options_(options),
       kv_(kv),
-      picker_(options.logits, comm, model.shard(), options.sampling,
-              drafter != nullptr ? options.tree.max_width() - 1 : 0,
-              model.reduction_order() == ReductionOrder::kTpInvariant,
-              logits_stay_on_device(model)
-                  ? model.backend().make_shard_reductions(model.shard().vocab_shard())
-                  : nullptr,
-              drafter != nullptr && options.lookup_drafts),
+      picker_(
+          TokenPickerOptions{
+              .mode = options.logits,
+              .sampling = options.sampling,
+              .max_alternatives = drafter != nullptr ? options.tree.max_width() - 1 : 0,
+              .tp_invariant = model.reduction_order() == ReductionOrder::kTpInvariant,
+              .point_mass_drafts = drafter != nullptr && options.lookup_drafts},
+          comm, model.shard(),
+          logits_stay_on_device(model)
+              ? model.backend().make_shard_reductions(model.shard().vocab_shard())
+              : nullptr),
       channel_(comm, options, on_token),
       timer_(model, picker_, channel_) {
   SELFSPEC_CHECK((drafter_ == nullptr) == (controller_ == nullptr),

@@ -10,18 +10,19 @@
 
 namespace selfspec {
 
-TokenPicker::TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-                         const SamplingParams& sampling, int max_alternatives, bool tp_invariant,
-                         std::unique_ptr<ShardReductions> reductions, bool point_mass_drafts)
+TokenPicker::TokenPicker(const TokenPickerOptions& options, Communicator& comm,
+                         const ShardPlan& shard, std::unique_ptr<ShardReductions> reductions)
     : comm_(comm),
-      logits_(make_sharded_logits(mode, comm, shard, tp_invariant, std::move(reductions))),
-      sampling_(sampling),
-      max_alternatives_(max_alternatives),
+      logits_(make_sharded_logits(options.mode, comm, shard, options.tp_invariant,
+                                  std::move(reductions))),
+      sampling_(options.sampling),
+      max_alternatives_(options.max_alternatives),
       vocab_local_(shard.vocab.size()),
-      rng_(sampling.seed) {
+      rng_(options.sampling.seed) {
   sampling_.validate();
-  SELFSPEC_CHECK(max_alternatives >= 0, "token picker: {} alternatives per draft step",
-                 max_alternatives);
+  SELFSPEC_CHECK(max_alternatives_ >= 0, "token picker: {} alternatives per draft step",
+                 max_alternatives_);
+  const bool point_mass_drafts = options.point_mass_drafts;
   if (sampling_.greedy()) {
     kind_ = Kind::kGreedy;
   } else if (sampling_.top_k > 0 || sampling_.top_p < 1.0 || max_alternatives_ > 0 ||

@@ -67,17 +67,21 @@ struct DraftChoice {
   std::vector<std::int32_t> alternatives;
 };
 
+// How a picker reads the logits and decides.
+struct TokenPickerOptions {
+  LogitsMode mode = LogitsMode::kGather;  // how rank 0 reads vocab-sharded logits
+  SamplingParams sampling;
+  int max_alternatives = 0;        // the most alternatives a draft step proposes (trees; 0: chains)
+  bool tp_invariant = false;       // decide from whole rows, the same at every TP degree
+  bool point_mass_drafts = false;  // drafts may be lookup chains (sampling walks warped rows)
+};
+
 class TokenPicker {
  public:
-  // max_alternatives: the most alternatives a draft step may propose (tree drafting; 0: chains).
-  // tp_invariant: decide from whole rows, the same at every TP degree (make_sharded_logits).
   // reductions: where the local mode's per-shard reductions run (make_sharded_logits; nullptr:
   // host rows). Device-resident reductions take the rows in device memory (LogitRows::device).
-  // point_mass_drafts: drafts may be lookup chains (sampling then walks warped distributions).
-  TokenPicker(LogitsMode mode, Communicator& comm, const ShardPlan& shard,
-              const SamplingParams& sampling, int max_alternatives = 0, bool tp_invariant = false,
-              std::unique_ptr<ShardReductions> reductions = nullptr,
-              bool point_mass_drafts = false);
+  TokenPicker(const TokenPickerOptions& options, Communicator& comm, const ShardPlan& shard,
+              std::unique_ptr<ShardReductions> reductions = nullptr);
 
   std::string_view mode_name() const { return logits_->name(); }
   const SamplingParams& sampling() const { return sampling_; }

@@ -96,10 +96,10 @@ Verdicts play(int ranks, bool device_buffers, const SamplingParams& sampling) {
   run_ranks(ranks, device_buffers, [&](ThreadComm& comm) {
     const ShardPlan shard = vocab_shard(ranks, comm.rank());
     TokenPicker local(
-        LogitsMode::kLocal, comm, shard, sampling, 0, false,
+        {.mode = LogitsMode::kLocal, .sampling = sampling}, comm, shard,
         make_host_shard_reductions(shard.vocab_shard(), HostExchange::kDeviceCollectives));
     TokenPicker gather(
-        LogitsMode::kGather, comm, shard, sampling, 0, false,
+        {.mode = LogitsMode::kGather, .sampling = sampling}, comm, shard,
         make_host_shard_reductions(shard.vocab_shard(), HostExchange::kDeviceCollectives));
     for (int round = 0; round < kRounds; ++round) {
       const RoundLogits logits = round_logits(1000 + static_cast<std::uint64_t>(round));

@@ -139,7 +139,7 @@ TEST(PrunedLogits, PickerDraftsKeptIdsWithFiniteConfidence) {
           SamplingParams{1.2, 3, 1.0, 3}, SamplingParams{1.2, 0, 0.8, 4}}) {
       SCOPED_TRACE(::testing::Message() << logits_mode_name(mode) << " T " << params.temperature
                                         << " top-k " << params.top_k << " top-p " << params.top_p);
-      TokenPicker picker(mode, comm, shard, params);
+      TokenPicker picker({.mode = mode, .sampling = params}, comm, shard);
       for (int round = 0; round < 20; ++round) {
         picker.begin_round();
         const DraftChoice choice = picker.draft(q);
