@@ -80,7 +80,7 @@ Generated decode_speculative(Engine& engine, const SpeculativeSetup& setup,
   }
   Decoder decoder(engine.model(), engine.comm(), *drafter, *controller);
   const std::int64_t draft_vocab =
-      spec.draft_vocabulary != nullptr ? spec.draft_vocabulary->size() : 0;
+      spec.draft.vocabulary != nullptr ? spec.draft.vocabulary->size() : 0;
   GenerationResult result = decoder.generate(prompt, spec, kv, on_token);
   trace.flush();
   return {std::move(result), true, controller->state(), drafter->state(), draft_vocab};

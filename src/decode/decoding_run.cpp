@@ -234,10 +234,9 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   const auto position = static_cast<std::int32_t>(round_.base + draft.depth(parent));
   const std::int32_t row = 0;
   ForwardArgs args = forward_args({&token, 1}, {&position, 1}, {&row, 1});
-  args.plan = &round_.plan.layers;
-  args.draft_vocabulary = options_.draft_vocabulary;
-  args.early_exit = round_.plan.exits_early();
-  args.draft_weights = options_.draft_weights;
+  args.draft = options_.draft;  // the run's weights and vocabulary, with the round's plan
+  args.draft.plan = &round_.plan.layers;
+  args.draft.early_exit = round_.plan.exits_early();
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { run_forward(args); });
   ++result_.stats.draft_forwards;
 

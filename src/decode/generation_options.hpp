@@ -5,6 +5,7 @@
 #pragma once
 
 #include "draft/tree_widths.hpp"
+#include "model/draft_forward.hpp"
 #include "verify/sampler.hpp"
 #include "verify/sharded_logits.hpp"
 
@@ -29,12 +30,11 @@ struct GenerationOptions {
   std::vector<std::int32_t> eos_ids;
   std::int64_t prefill_chunk = 512;         // prompt tokens per prefill forward
   LogitsMode logits = LogitsMode::kGather;  // how rank 0 learns about vocab-sharded logits
-  // Draft forwards compute the LM head over these kept ids only (model/draft_vocabulary.hpp);
-  // nullptr: the full head. Verification always uses the full head. Must outlive the run.
-  const DraftVocabulary* draft_vocabulary = nullptr;
-  // Draft forwards read the model's attached quantized copy of its weights
-  // (LlamaModel::attach_draft_weights; --draft-weights).
-  bool draft_weights = false;
+  // What draft forwards read (model/draft_forward.hpp): draft.draft_weights, the model's attached
+  // quantized copy (--draft-weights); draft.vocabulary, a pruned LM head (must outlive the run;
+  // nullptr: the full head). Each round's plan and early exit come from the drafter; verification
+  // always runs the full model.
+  DraftForward draft;
   // Drafts may be lookup chains (--lookup; draft/lookup_drafter.hpp): under sampling the verifier
   // takes their point-mass proposals.
   bool lookup_drafts = false;

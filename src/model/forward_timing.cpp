@@ -46,7 +46,7 @@ double time_forward_batch(LlamaModel& model, KvCache& kv, const LayerPlan& plan,
   ForwardArgs args;
   args.tokens = tokens;
   args.positions = positions;
-  args.plan = &plan;
+  args.draft.plan = &plan;
   args.logit_rows = logit_rows;
   model.comm().barrier();
   const auto start = std::chrono::steady_clock::now();

@@ -155,7 +155,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   const auto start = Clock::now();
   const std::int64_t n_tokens = static_cast<std::int64_t>(args.tokens.size());
   const std::int64_t hidden = config_.hidden_size;
-  const LayerPlan& plan = args.plan != nullptr ? *args.plan : full_plan_;
+  const LayerPlan& plan = args.draft.plan != nullptr ? *args.draft.plan : full_plan_;
   SELFSPEC_CHECK(n_tokens > 0, "forward needs at least one token");
   SELFSPEC_CHECK(args.positions.size() == args.tokens.size(), "forward: {} tokens but {} positions",
                  args.tokens.size(), args.positions.size());
@@ -169,9 +169,9 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
                      (exit_head_ && kv.num_layers() == config_.num_layers + 1),
                  "forward: the KV cache has {} layers, the model {}{}", kv.num_layers(),
                  config_.num_layers, exit_head_ ? " (+ 1 for its exit head)" : "");
-  SELFSPEC_CHECK(!args.early_exit || kv.num_layers() == config_.num_layers + 1,
+  SELFSPEC_CHECK(!args.draft.early_exit || kv.num_layers() == config_.num_layers + 1,
                  "an early-exit forward needs an exit head and a KV cache made with its layer");
-  SELFSPEC_CHECK(!args.draft_weights || draft_,
+  SELFSPEC_CHECK(!args.draft.draft_weights || draft_,
                  "a forward on the draft weights needs them attached (--draft-weights)");
   const bool segmented = !args.segments.empty();
   SELFSPEC_CHECK(segmented || kv.length() + n_tokens <= kv.capacity(),
@@ -195,7 +195,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   for (std::int32_t row : args.logit_rows) {
     SELFSPEC_CHECK(row >= 0 && row < n_tokens, "logit row {} is outside [0, {})", row, n_tokens);
   }
-  const DraftVocabulary* vocabulary = args.draft_vocabulary;
+  const DraftVocabulary* vocabulary = args.draft.vocabulary;
   SELFSPEC_CHECK(
       vocabulary == nullptr || vocabulary->source() == weights_.output_matrix().data.data(),
       "forward: the draft vocabulary was built for another model");
@@ -258,14 +258,13 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   shape.kv_cache = kv.keys(0);
   shape.kv_capacity = kv.capacity();
   shape.draft_vocabulary = vocabulary;
-  shape.early_exit = args.early_exit;
-  shape.draft_weights = args.draft_weights;
+  shape.early_exit = args.draft.early_exit;
+  shape.draft_weights = args.draft.draft_weights;
   shape.segmented = segmented;
-  shape.recordable =
-      !observing && (comm_.size() == 1 || comm_.device_collectives_recordable());
+  shape.recordable = !observing && (comm_.size() == 1 || comm_.device_collectives_recordable());
   backend_.run_forward(inputs, shape, [&] {
-    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.early_exit,
-               args.draft_weights, observe);
+    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.draft.early_exit,
+               args.draft.draft_weights, observe);
   });
   if (!keep_on_device && n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));

@@ -32,6 +32,7 @@
 #include "backend/logit_rows.hpp"
 #include "comm/communicator.hpp"
 #include "model/attention_mask.hpp"
+#include "model/draft_forward.hpp"
 #include "model/draft_vocabulary.hpp"
 #include "model/exit_head.hpp"
 #include "model/fixed_partition_projection.hpp"
@@ -62,7 +63,6 @@ using ForwardObserver = std::function<void(std::string_view name, int layer,
 struct ForwardArgs {
   std::span<const std::int32_t> tokens;
   std::span<const std::int32_t> positions;
-  const LayerPlan* plan = nullptr;           // nullptr: the full model
   const AttentionMask* mask = nullptr;       // nullptr: causal
   std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
   const ForwardObserver* observer = nullptr;
@@ -70,18 +70,8 @@ struct ForwardArgs {
   // on a device backend only these are copied to the host (Cali-TS needs "final_norm" alone, not
   // every layer's residual stream).
   std::span<const std::string_view> observe_only;
-  // nullptr: the full LM head. Otherwise the logits of the kept ids only, -inf elsewhere (draft
-  // forwards; the vocabulary must have been built for this model).
-  const DraftVocabulary* draft_vocabulary = nullptr;
-  // An early-exit draft forward: the model's layers [0, N) (under `plan`), then the attached exit
-  // head's layer, then the final norm and LM head. Needs an attached head and a KV cache made
-  // with its layer.
-  bool early_exit = false;
-  // A draft forward that reads the attached quantized copy (attach_draft_weights) in place of the
-  // model's layer matrices and output projection: the model drafting as itself in fewer bits.
-  // Combines with `plan`, `early_exit` (the layers before the head; the head keeps its own
-  // weights) and `draft_vocabulary` (which keeps its own pruned rows).
-  bool draft_weights = false;
+  // What a draft forward reads (model/draft_forward.hpp); the default is the full model.
+  DraftForward draft;
   // On a device-memory backend: leave the logits where the LM head wrote them (device-side
   // verification reads them there, through the backend's shard reductions); forward's host
   // vector is then left empty. Ignored on host-memory backends.

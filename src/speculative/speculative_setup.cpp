@@ -128,8 +128,8 @@ GenerationOptions SpeculativeSetup::generation(GenerationOptions generation,
   generation.tree = TreeWidths::parse(config_.tree.widths, "--tree");
   generation.tree_max_nodes = config_.tree.max_nodes;
   generation.debug_sync = config_.debug_sync;
-  generation.draft_vocabulary = vocabulary;
-  generation.draft_weights = config_.draft_weights != "none";
+  generation.draft.vocabulary = vocabulary;
+  generation.draft.draft_weights = config_.draft_weights != "none";
   generation.lookup_drafts = config_.lookup.enabled();
   return generation;
 }

@@ -23,9 +23,9 @@ DraftMatch count_greedy_matches(LlamaModel& model, KvCache& kv, ShardedLogits& r
   ForwardArgs args;
   args.tokens = inputs;
   args.positions = positions;
-  args.plan = &plan;
+  args.draft.plan = &plan;
   args.logit_rows = rows;
-  args.draft_vocabulary = vocabulary;
+  args.draft.vocabulary = vocabulary;
   model.forward(args, kv, logits);
   reader.set_rows(logits, w);
   const std::vector<std::int32_t> argmax = reader.row_argmax();

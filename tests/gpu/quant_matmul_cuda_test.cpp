@@ -292,7 +292,7 @@ TEST(CudaDraftWeights, AQuantizedCopyDraftsOnTheGpuLosslessly) {
     controller_options.kind = "fixed";
     controller_options.max_draft = 4;
     GenerationOptions g = generation;
-    g.draft_weights = true;
+    g.draft.draft_weights = true;
     const GenerationResult r = testing::speculative(*model, comm, prompt, g, LayerPlan::full(3),
                                                     controller_options, nullptr, nullptr, 128);
     EXPECT_EQ(r.tokens, expected);

@@ -149,7 +149,7 @@ TEST_F(SpeculativeTp, PrunedDraftVocabularyKeepsGreedyOutputEvenWithEmptyShards)
       for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
         GenerationOptions g = generation;
         g.logits = mode;
-        g.draft_vocabulary = &vocabulary;
+        g.draft.vocabulary = &vocabulary;
         const GenerationResult r = speculative(comm_, g, kind, /*debug_sync=*/true);
         EXPECT_EQ(r.tokens, expected) << ids.size() << " kept ids / " << kind << " / "
                                       << logits_mode_name(mode) << " / rank " << comm_.rank();
@@ -169,7 +169,7 @@ TEST_F(SpeculativeTp, PrunedDraftVocabularySamplesIdenticallyInBothLogitsModes) 
       g.max_new_tokens = 40;
       g.ignore_eos = true;
       g.sampling = sampling;
-      g.draft_vocabulary = &vocabulary;
+      g.draft.vocabulary = &vocabulary;
       g.logits = LogitsMode::kGather;
       const GenerationResult gathered = speculative(comm_, g, "adaptive", /*debug_sync=*/true);
       g.logits = LogitsMode::kLocal;

@@ -41,7 +41,7 @@ void forward_rows_into(std::vector<float>& logits, LlamaModel& model, KvCache& k
   ForwardArgs args;
   args.tokens = tokens;
   args.positions = positions.empty() ? std::span<const std::int32_t>(default_positions) : positions;
-  args.plan = plan;
+  args.draft.plan = plan;
   args.mask = mask;
   args.logit_rows = rows;
   args.observer = observer;

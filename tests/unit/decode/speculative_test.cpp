@@ -146,7 +146,7 @@ TEST_F(SpeculativeGreedy, QuantizedDraftWeightsKeepTheOutputTokenIdentical) {
           controller.max_draft = k;
           GenerationOptions g = generation;
           g.logits = mode;
-          g.draft_weights = true;
+          g.draft.draft_weights = true;
           g.tree = TreeWidths::parse(tree);
           const GenerationResult r = speculative(*model_, comm_, prompt_, g, plan, controller);
           EXPECT_EQ(r.tokens, expected)
@@ -185,7 +185,7 @@ TEST_F(SpeculativeGreedy, LookupDraftsKeepTheOutputTokenIdentical) {
             controller.max_draft = k;
             GenerationOptions g = generation;
             g.logits = mode;
-            g.draft_weights = draft_weights;
+            g.draft.draft_weights = draft_weights;
             g.tree = TreeWidths::parse(tree);
             LookupDrafter drafter(std::make_unique<LayerSkipDrafter>(plan, "skips"),
                                   {3, 1, max_tokens});
@@ -229,7 +229,7 @@ TEST_F(SpeculativeGreedy, PrunedDraftVocabularyKeepsTheOutputTokenIdentical) {
         GenerationOptions g = generation;
         g.logits = mode;
         const GenerationResult full = speculative(*model_, comm_, prompt_, g, plan, controller);
-        g.draft_vocabulary = &vocabulary;
+        g.draft.vocabulary = &vocabulary;
         const GenerationResult pruned = speculative(*model_, comm_, prompt_, g, plan, controller);
         EXPECT_EQ(pruned.tokens, expected)
             << "V' " << kept << " / " << kind << " / " << logits_mode_name(mode);
@@ -449,7 +449,7 @@ TEST_F(SpeculativeGreedy, EarlyExitDraftRowsOfTheFirstLayersEqualTheVerification
       args.tokens = token;
       args.positions = position;
       args.logit_rows = row;
-      args.early_exit = true;
+      args.draft.early_exit = true;
       model_->forward(args, kv, logits);
     }
     const std::int64_t drafted = static_cast<std::int64_t>(round.size()) - 1;
@@ -729,8 +729,8 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.sampling = c.params;
     g.sampling.seed = 1000 + static_cast<std::uint64_t>(run);
     g.logits = c.logits;
-    if (c.pruned) g.draft_vocabulary = &vocabulary;
-    g.draft_weights = c.draft_weights;
+    if (c.pruned) g.draft.vocabulary = &vocabulary;
+    g.draft.draft_weights = c.draft_weights;
     g.lookup_drafts = c.lookup;
     g.tree = TreeWidths::parse(c.tree);
     const GenerationResult r =

@@ -40,7 +40,7 @@ class DraftVocabularyForward : public ::testing::TestWithParam<DType> {
     args.tokens = tokens_;
     args.positions = positions;
     args.logit_rows = rows;
-    args.draft_vocabulary = vocabulary;
+    args.draft.vocabulary = vocabulary;
     std::vector<float> out;
     model_->forward(args, kv, out);
     return out;
@@ -105,7 +105,7 @@ TEST_P(DraftVocabularyForward, RejectsBadIdsAndAnotherModelsVocabulary) {
   args.tokens = {&token, 1};
   args.positions = {&position, 1};
   args.logit_rows = {&row, 1};
-  args.draft_vocabulary = &foreign;
+  args.draft.vocabulary = &foreign;
   std::vector<float> out;
   EXPECT_THROW(model_->forward(args, kv, out), Error);
 }

@@ -74,8 +74,8 @@ class DraftWeightsTest : public ::testing::TestWithParam<WeightFormat> {
     args.tokens = tokens_;
     args.positions = positions;
     args.logit_rows = rows;
-    args.plan = plan;
-    args.draft_weights = draft_weights;
+    args.draft.plan = plan;
+    args.draft.draft_weights = draft_weights;
     std::vector<float> out;
     model.forward(args, kv, out);
     return out;
@@ -139,7 +139,7 @@ TEST(DraftWeights, AForwardOnDraftWeightsNeedsThemAttached) {
   args.tokens = {&token, 1};
   args.positions = {&position, 1};
   args.logit_rows = {&row, 1};
-  args.draft_weights = true;
+  args.draft.draft_weights = true;
   std::vector<float> out;
   try {
     model->forward(args, kv, out);
