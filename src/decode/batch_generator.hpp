@@ -10,9 +10,9 @@
 // results wait for an older one). After the pass, every slot whose known tokens are all in the
 // cache and whose request is still generating gets its next token from its own TokenPicker
 // (greedy, or sampled from its own seeded stream: the same tokens as Decoder::generate with the
-// same sampling parameters; rank 0 decides and broadcasts). A request ends at an end-of-sequence id (kept, as Decoder does) or after
-// max_new_tokens; a finished slot takes the next request at the next pass. Results are handed
-// over in request order.
+// same sampling parameters; rank 0 decides and broadcasts). A request ends at an end-of-sequence id
+// (kept, as Decoder does) or after max_new_tokens; a finished slot takes the next request at the
+// next pass. Results are handed over in request order.
 //
 // A sequence's tokens, logits and hidden states do not depend on B, on the pass budget or on its
 // neighbours (SequenceBatch's bit-identity), so collectors may read every row (all_logit_rows,

@@ -45,7 +45,7 @@ DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter
               .sampling = options.sampling,
               .max_alternatives = drafter != nullptr ? options.tree.max_width() - 1 : 0,
               .tp_invariant = model.reduction_order() == ReductionOrder::kTpInvariant,
-              .point_mass_drafts = drafter != nullptr && options.lookup_drafts},
+              .point_mass_drafts = drafter != nullptr && drafter->point_mass_drafts()},
           comm, model.shard(),
           logits_stay_on_device(model)
               ? model.backend().make_shard_reductions(model.shard().vocab_shard())

@@ -35,9 +35,6 @@ struct GenerationOptions {
   // nullptr: the full head). Each round's plan and early exit come from the drafter; verification
   // always runs the full model.
   DraftForward draft;
-  // Drafts may be lookup chains (--lookup; draft/lookup_drafter.hpp): under sampling the verifier
-  // takes their point-mass proposals.
-  bool lookup_drafts = false;
   // Tree drafting (SWIFT §4.2's dynamic verification): how many alternatives each draft step
   // adds beside its drawn token, by confidence; the chain by default. A round's tree holds at
   // most tree_max_nodes draft nodes (the verification forward's rows, the root apart).

@@ -24,8 +24,9 @@
 // One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1),
 // EarlyExitDrafter (the first N layers and a trained exit head: EESD §3.1),
 // SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1), CosineSkipDrafter (a skip set per
-// request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1), LookupDrafter
-// (copied text from an n-gram match, else another drafter: LLMA / prompt lookup decoding).
+// request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1), SourcedDrafter
+// (draft sources such as lookup drafts tried before another drafter: LLMA / prompt lookup
+// decoding).
 #pragma once
 
 #include "draft/draft.hpp"
@@ -125,6 +126,9 @@ class Drafter {
   }
   // Rank 0: the drafter's decisions for reports (e.g. the skip set it chose); null by default.
   virtual nlohmann::json state() const { return nullptr; }
+  // Every rank: whether some rounds' drafts are point masses proposed without a draft forward
+  // (Draft::from_lookup; SourcedDrafter): sampled verification then walks warped distributions.
+  virtual bool point_mass_drafts() const { return false; }
 };
 
 }  // namespace selfspec

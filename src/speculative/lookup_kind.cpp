@@ -1,8 +1,8 @@
-// --spec lookup: lookup drafts alone (draft/lookup_drafter.hpp over PlainStepDrafter): where the
-// last N tokens (--lookup N) occurred before in the prompt or output, the tokens that followed them
-// are the round's draft; elsewhere a round is a plain decode step, with no draft forward at all.
-// For models whose self-drafts cost more than they bring (SmolLM2-135M: α 0.14 at c 0.12), and
-// text that repeats (summaries, code).
+// --spec lookup: lookup drafts alone (a SourcedDrafter, draft/sourced_drafter.hpp, over
+// PlainStepDrafter): where the last N tokens (--lookup N) occurred before in the prompt or output,
+// the tokens that followed them are the round's draft; elsewhere a round is a plain decode step,
+// with no draft forward at all. For models whose self-drafts cost more than they bring
+// (SmolLM2-135M: α 0.14 at c 0.12), and text that repeats (summaries, code).
 #include "draft/plain_step_drafter.hpp"
 #include "speculative/drafter_kind.hpp"
 

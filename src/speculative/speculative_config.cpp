@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/weight_format.hpp"
-#include "draft/lookup_drafter.hpp"
+#include "draft/draft_source.hpp"
 #include "draft/tree_widths.hpp"
 
 #include <fmt/format.h>
@@ -69,7 +69,7 @@ std::vector<SettingSpec> common_settings(const SpeculativeKinds& kinds) {
                "not lookups)",
        .fallback = LookupConfig{}.max_draft,
        .min = 1,
-       .max = LookupDrafter::kMaxTokens},
+       .max = DraftSource::kMaxTokens},
       {.key = "tree",
        .type = SettingType::kText,
        .help = "draft token trees: each draft step is verified with its next most likely tokens "

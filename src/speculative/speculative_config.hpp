@@ -34,8 +34,9 @@ struct SpeculativeKinds {
   const ControllerKinds* controllers = &builtin_controller_kinds();  // must outlive its users
 };
 
-// Lookup drafts (draft/lookup_drafter.hpp): the longest recurring suffix of up to max_ngram
-// tokens, down to min_ngram, proposes at most max_draft tokens. max_ngram 0: off.
+// Lookup drafts (draft/lookup_source.hpp, a source tried before the model's draft): the longest
+// recurring suffix of up to max_ngram tokens, down to min_ngram, proposes at most max_draft tokens.
+// max_ngram 0: off.
 struct LookupConfig {
   int max_ngram = 0;
   int min_ngram = 2;

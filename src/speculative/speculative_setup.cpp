@@ -5,7 +5,8 @@
 #include "core/human_units.hpp"
 #include "core/logging.hpp"
 #include "core/weight_format.hpp"
-#include "draft/lookup_drafter.hpp"
+#include "draft/lookup_source.hpp"
+#include "draft/sourced_drafter.hpp"
 #include "engine/engine.hpp"
 #include "model_io/draft_vocab_file.hpp"
 
@@ -104,9 +105,10 @@ const DrafterKind& SpeculativeSetup::kind() const {
 std::unique_ptr<Drafter> SpeculativeSetup::make_drafter(std::uint64_t sampling_seed) const {
   std::unique_ptr<Drafter> drafter = kind().make_drafter(num_layers_, sampling_seed);
   if (!config_.lookup.enabled()) return drafter;
-  return std::make_unique<LookupDrafter>(
-      std::move(drafter), NgramLookupOptions{config_.lookup.max_ngram, config_.lookup.min_ngram,
-                                             config_.lookup.max_draft});
+  std::vector<std::unique_ptr<DraftSource>> sources;  // tried in order, then the model's draft
+  sources.push_back(make_lookup_source(
+      {config_.lookup.max_ngram, config_.lookup.min_ngram, config_.lookup.max_draft}));
+  return std::make_unique<SourcedDrafter>(std::move(sources), std::move(drafter));
 }
 
 ControllerOptions SpeculativeSetup::controller_options(const std::string& kind,
@@ -130,7 +132,6 @@ GenerationOptions SpeculativeSetup::generation(GenerationOptions generation,
   generation.debug_sync = config_.debug_sync;
   generation.draft.vocabulary = vocabulary;
   generation.draft.draft_weights = config_.draft_weights != "none";
-  generation.lookup_drafts = config_.lookup.enabled();
   return generation;
 }
 

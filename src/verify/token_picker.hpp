@@ -27,7 +27,7 @@
 //     do), so the emitted token follows p at every node. Trees with sampling use the warped
 //     (rank 0) distributions, whatever top-k / top-p say.
 //
-//   lookup drafts (draft/lookup_drafter.hpp; Draft::from_lookup): a chain copied from the
+//   lookup drafts (draft/sourced_drafter.hpp; Draft::from_lookup): a chain copied from the
 //     sequence, each token a deterministic proposal. Greedy: as any chain. Sampling: at each node
 //     the copied token x is accepted with probability r(x) (r = p, the warped target there), else
 //     the token is drawn from r without x, renormalised; when every token is accepted the bonus

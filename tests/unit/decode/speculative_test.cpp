@@ -20,7 +20,8 @@
 #include "decode/decoder.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
-#include "draft/lookup_drafter.hpp"
+#include "draft/lookup_source.hpp"
+#include "draft/sourced_drafter.hpp"
 #include "model/draft_vocabulary.hpp"
 #include "model/exit_head.hpp"
 #include "model_io/exit_head_files.hpp"
@@ -74,6 +75,13 @@ void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& d
 
 // Attaches a q4_0 copy of the weights of the tiny checkpoint in `dir` for draft forwards
 // (--draft-weights q4_0; slices that are not whole blocks of 32 fall back with a notice).
+// One lookup source, tried before the model's draft.
+std::vector<std::unique_ptr<DraftSource>> lookup_sources(const NgramLookupOptions& options) {
+  std::vector<std::unique_ptr<DraftSource>> sources;
+  sources.push_back(make_lookup_source(options));
+  return sources;
+}
+
 void attach_q4_0_draft_weights(LlamaModel& model, const std::filesystem::path& dir) {
   const Checkpoint checkpoint = Checkpoint::open(dir);
   model.attach_draft_weights(load_draft_weights(CheckpointSource(checkpoint), model.config(),
@@ -162,10 +170,10 @@ TEST_F(SpeculativeGreedy, QuantizedDraftWeightsKeepTheOutputTokenIdentical) {
   }
 }
 
-// Lookup drafts (draft/lookup_drafter.hpp) over a skip-set or q4_0-weights fallback, under both
-// logits modes, several K and lookup lengths, chains and trees: the output equals autoregressive
-// decoding, lookups fire (the prompt repeats itself, and so does this model's output) and some of
-// their tokens are accepted.
+// Lookup drafts (a lookup source before the model's draft: draft/sourced_drafter.hpp) over a
+// skip-set or q4_0-weights fallback, under both logits modes, several K and lookup lengths, chains
+// and trees: the output equals autoregressive decoding, lookups fire (the prompt repeats itself,
+// and so does this model's output) and some of their tokens are accepted.
 TEST_F(SpeculativeGreedy, LookupDraftsKeepTheOutputTokenIdentical) {
   GenerationOptions generation;
   generation.max_new_tokens = 48;
@@ -187,8 +195,8 @@ TEST_F(SpeculativeGreedy, LookupDraftsKeepTheOutputTokenIdentical) {
             g.logits = mode;
             g.draft.draft_weights = draft_weights;
             g.tree = TreeWidths::parse(tree);
-            LookupDrafter drafter(std::make_unique<LayerSkipDrafter>(plan, "skips"),
-                                  {3, 1, max_tokens});
+            SourcedDrafter drafter(lookup_sources({3, 1, max_tokens}),
+                                   std::make_unique<LayerSkipDrafter>(plan, "skips"));
             const GenerationResult r =
                 speculative(*model_, comm_, prompt, g, plan, controller, nullptr, &drafter);
             EXPECT_EQ(r.tokens, expected)
@@ -693,7 +701,7 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     early_exit.emplace(3, 1, "layer 1's copy");
   }
   if (c.draft_weights) attach_q4_0_draft_weights(*model_, dir_.path());
-  std::optional<LookupDrafter> lookup;
+  std::optional<SourcedDrafter> lookup;
   if (c.lookup) {
     std::unique_ptr<Drafter> inner;
     if (c.early_exit) {
@@ -701,7 +709,7 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     } else {
       inner = std::make_unique<LayerSkipDrafter>(draft, "skips");
     }
-    lookup.emplace(std::move(inner), NgramLookupOptions{2, 1, 2});
+    lookup.emplace(lookup_sources({2, 1, 2}), std::move(inner));
   }
   Drafter* other = lookup ? static_cast<Drafter*>(&*lookup)
                           : (early_exit ? static_cast<Drafter*>(&*early_exit) : nullptr);
@@ -731,7 +739,6 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     g.logits = c.logits;
     if (c.pruned) g.draft.vocabulary = &vocabulary;
     g.draft.draft_weights = c.draft_weights;
-    g.lookup_drafts = c.lookup;
     g.tree = TreeWidths::parse(c.tree);
     const GenerationResult r =
         speculative(*model_, comm_, prompt_, g, draft, controller, nullptr, other);

@@ -1,4 +1,4 @@
-// Lookup drafts (draft/ngram_lookup.hpp, draft/lookup_drafter.hpp):
+// Lookup drafts (draft/ngram_lookup.hpp, draft/lookup_source.hpp, draft/sourced_drafter.hpp):
 //  * ngram_lookup: the longest recurring suffix wins, its latest earlier occurrence, the
 //    continuation clipped at max_tokens and at the end of the sequence, nothing without a match
 //    of min_ngram tokens, options out of range refused;
@@ -6,7 +6,8 @@
 //    the round's room), a miss is drafted by the wrapped drafter, and only lookup rounds count in
 //    its state (the wrapped drafter learns from its own rounds).
 #include "draft/ngram_lookup.hpp"
-#include "draft/lookup_drafter.hpp"
+#include "draft/lookup_source.hpp"
+#include "draft/sourced_drafter.hpp"
 
 #include "core/error.hpp"
 #include "draft/layer_skip_drafter.hpp"
@@ -72,8 +73,16 @@ class LookupContext final : public DraftContext {
   DraftPlan plan_{LayerPlan::full(2), -1};
 };
 
-TEST(LookupDrafter, AMatchIsAChainWithoutDraftStepsAMissIsTheFallbacks) {
-  LookupDrafter drafter(std::make_unique<LayerSkipDrafter>(LayerPlan::full(2), "inner"), {3, 2, 5});
+std::vector<std::unique_ptr<DraftSource>> lookup_sources(const NgramLookupOptions& options) {
+  std::vector<std::unique_ptr<DraftSource>> sources;
+  sources.push_back(make_lookup_source(options));
+  return sources;
+}
+
+TEST(SourcedDrafter, ALookupMatchIsAChainWithoutDraftStepsAMissIsTheModelsDraft) {
+  SourcedDrafter drafter(lookup_sources({3, 2, 5}),
+                         std::make_unique<LayerSkipDrafter>(LayerPlan::full(2), "inner"));
+  EXPECT_TRUE(drafter.point_mass_drafts());
   EXPECT_EQ(drafter.name(), "lookup+inner");
   LookupContext context;
   context.sequence = {1, 2, 3, 4, 5, 6, 1, 2, 3};
@@ -110,12 +119,61 @@ TEST(LookupDrafter, AMatchIsAChainWithoutDraftStepsAMissIsTheFallbacks) {
   EXPECT_EQ(state["lookup"]["max_ngram"], 3);
 }
 
-TEST(LookupDrafter, RefusesOptionsOutOfRange) {
-  const auto inner = [] { return std::make_unique<LayerSkipDrafter>(LayerPlan::full(2), "x"); };
-  EXPECT_THROW(LookupDrafter(inner(), {3, 2, 0}), Error);
-  EXPECT_THROW(LookupDrafter(inner(), {3, 2, LookupDrafter::kMaxTokens + 1}), Error);
-  EXPECT_THROW(LookupDrafter(inner(), {1, 2, 4}), Error);
-  EXPECT_THROW(LookupDrafter(nullptr, {3, 2, 4}), Error);
+TEST(SourcedDrafter, RefusesOptionsOutOfRange) {
+  EXPECT_THROW(make_lookup_source({3, 2, 0}), Error);
+  EXPECT_THROW(make_lookup_source({3, 2, DraftSource::kMaxTokens + 1}), Error);
+  EXPECT_THROW(make_lookup_source({1, 2, 4}), Error);
+  EXPECT_THROW(SourcedDrafter(lookup_sources({3, 2, 4}), nullptr), Error);
+}
+
+// A source that proposes a fixed chain, or nothing.
+class FixedSource final : public DraftSource {
+ public:
+  explicit FixedSource(Tokens tokens) : tokens_(std::move(tokens)) {}
+  std::string_view name() const override { return "fixed"; }
+  std::vector<std::int32_t> propose(std::span<const std::int32_t> /*history*/, int room) override {
+    return Tokens(tokens_.begin(),
+                  tokens_.begin() + std::min<std::ptrdiff_t>(room, std::ssize(tokens_)));
+  }
+  nlohmann::json settings() const override { return {{"tokens", tokens_.size()}}; }
+
+ private:
+  Tokens tokens_;
+};
+
+// Sources are tried in order (llama.cpp's implementations): the first that proposes drafts the
+// round, each keeps its own statistics, and the model drafts when none does.
+TEST(SourcedDrafter, TheFirstSourceThatProposesDraftsTheRound) {
+  std::vector<std::unique_ptr<DraftSource>> sources;
+  sources.push_back(make_lookup_source({3, 2, 5}));
+  sources.push_back(std::make_unique<FixedSource>(Tokens{7, 8}));
+  SourcedDrafter drafter(std::move(sources),
+                         std::make_unique<LayerSkipDrafter>(LayerPlan::full(2), "inner"));
+  EXPECT_EQ(drafter.name(), "lookup+fixed+inner");
+  LookupContext context;
+  Verdict verdict;
+  verdict.accepted = {0};
+
+  context.sequence = {1, 2, 3, 9, 1, 2, 3};  // the lookup matches
+  Draft looked_up;
+  drafter.propose(context, looked_up);
+  EXPECT_EQ(Tokens(looked_up.tokens().begin(), looked_up.tokens().end()), (Tokens{9, 1, 2, 3}));
+  drafter.observe(looked_up, verdict);
+
+  context.sequence = {1, 2, 3, 4};  // no match: the second source
+  Draft fixed;
+  drafter.propose(context, fixed);
+  EXPECT_TRUE(fixed.from_lookup());
+  EXPECT_EQ(Tokens(fixed.tokens().begin(), fixed.tokens().end()), (Tokens{7, 8}));
+  drafter.observe(fixed, verdict);
+  EXPECT_EQ(context.steps, 0);
+
+  const nlohmann::json state = drafter.state();
+  EXPECT_EQ(state["lookup"]["rounds"], 1);
+  EXPECT_EQ(state["lookup"]["drafted"], 4);
+  EXPECT_EQ(state["fixed"]["rounds"], 1);
+  EXPECT_EQ(state["fixed"]["drafted"], 2);
+  EXPECT_EQ(state["fixed"]["accepted"], 1);
 }
 
 }  // namespace
