@@ -24,15 +24,21 @@ class AsdKind final : public DrafterKind {
              .type = SettingType::kNumber,
              .help = "asd: skip attention sublayers whose average input/output cosine over the "
                      "prompt is >= alpha, in (0, 1)",
-             .fallback = d.alpha},
+             .fallback = d.alpha,
+             .min = 0.0,
+             .max = 1.0,
+             .min_open = true,
+             .max_open = true},
             {.key = "asd-m",
              .type = SettingType::kInt,
              .help = "asd: also skip every m-th layer (1-based), m >= 1",
-             .fallback = d.m},
+             .fallback = d.m,
+             .min = 1},
             {.key = "asd-n",
              .type = SettingType::kInt,
              .help = "asd: never skip the last n layers, n >= 0",
-             .fallback = d.n}};
+             .fallback = d.n,
+             .min = 0}};
   }
 
   std::string foreign_options_message() const override {
