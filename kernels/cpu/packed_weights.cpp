@@ -391,8 +391,8 @@ void place_group(const QuantLayout& layout, WeightFormat format, const GroupValu
       params[lane] = static_cast<std::byte>(g.sc16[0]);
       params[16 + lane] = static_cast<std::byte>(g.sc16[1]);
       break;
-    default:
-      break;
+    default:  // an unknown format is an error, never a group left unwritten
+      fail("packed group: format {} is not quantized", weight_format_name(format));
   }
   for (int col = 0; col < 32; ++col) {
     const std::uint8_t u = g.u[static_cast<std::size_t>(col)];
@@ -443,8 +443,8 @@ void read_group(const QuantLayout& layout, WeightFormat format, std::int64_t r,
       g.sc16[0] = static_cast<std::int8_t>(byte_at(params, r));
       g.sc16[1] = static_cast<std::int8_t>(byte_at(params, 16 + r));
       break;
-    default:
-      break;
+    default:  // an unknown format is an error, never a group left unwritten
+      fail("packed group: format {} is not quantized", weight_format_name(format));
   }
   for (int col = 0; col < 32; ++col) {
     const int k = col / 4;

@@ -108,8 +108,8 @@ void scalar_group(WeightFormat format, int offset, const std::byte* params, std:
       st.acc1 = std::fmaf(b, dx, st.acc1);
       return;
     }
-    default:
-      return;
+    default:  // quant_layout refused it already; never an output left unwritten
+      fail("quantized group: format {} is not quantized", weight_format_name(format));
   }
 }
 
