@@ -4,6 +4,8 @@
 // forward passes and collectives.
 #pragma once
 
+#include "control/draft_length_controller.hpp"
+
 #include "model/layer_plan.hpp"
 
 #include <array>
@@ -30,7 +32,8 @@ inline constexpr int interrupt_signal_of(std::uint32_t flags) {
 }
 
 struct ControlMessage {
-  static constexpr int kMaxTokens = 64;
+  // The drafts of a round (at most kMaxDraftTokens, the one draft limit) and the target's token.
+  static constexpr int kMaxTokens = kMaxDraftTokens + 1;
 
   std::uint64_t step = 0;
   ControlCommand command = ControlCommand::kVerify;

@@ -15,7 +15,7 @@
 
 namespace selfspec {
 namespace {
-constexpr int kMaxDraftPerRound = ControlMessage::kMaxTokens - 1;  // + the target's own token
+constexpr int kMaxDraftPerRound = kMaxDraftTokens;  // the message holds the target's token too
 
 }  // namespace
 
