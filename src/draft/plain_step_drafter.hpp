@@ -1,7 +1,7 @@
 // PlainStepDrafter: drafts nothing. Each of its rounds is one plain decode step (an empty draft:
-// the verification forward over the last committed token alone), so wrapped by a LookupDrafter
-// (--spec lookup) the only drafts are lookups, and a round without a match costs exactly what
-// plain decoding costs.
+// the verification forward over the last committed token alone), so behind draft sources
+// (SourcedDrafter; --spec lookup) the only drafts are the sources', and a round without one costs
+// exactly what plain decoding costs.
 #pragma once
 
 #include "draft/drafter.hpp"

@@ -2,9 +2,10 @@
 //  * ngram_lookup: the longest recurring suffix wins, its latest earlier occurrence, the
 //    continuation clipped at max_tokens and at the end of the sequence, nothing without a match
 //    of min_ngram tokens, options out of range refused;
-//  * LookupDrafter: a match becomes a chain drafted with no draft step (marked as a lookup, within
-//    the round's room), a miss is drafted by the wrapped drafter, and only lookup rounds count in
-//    its state (the wrapped drafter learns from its own rounds).
+//  * SourcedDrafter: a lookup match becomes a chain drafted with no draft step (marked as a lookup,
+//    within the round's room), a miss is drafted by the model's drafter, sources are tried in
+//    order, and each source's rounds count in its own state (the model's drafter learns from its
+//    own rounds).
 #include "draft/ngram_lookup.hpp"
 #include "draft/lookup_source.hpp"
 #include "draft/sourced_drafter.hpp"
