@@ -43,6 +43,7 @@
 #include "decode/decoder.hpp"
 #include "decode/decoding_run.hpp"
 #include "engine/engine.hpp"
+#include "kernels/cpu/amx_probe.hpp"
 #include "launch/bench/bench_report.hpp"
 #include "launch/bench/bench_stats.hpp"
 #include "launch/bench/run_lines.hpp"
@@ -477,6 +478,10 @@ nlohmann::json run_description(const Bench& bench, const RunMatrix& m) {
   out["tp"] = bench.comm().size();
   out["threads_per_rank"] = num_threads();
   out["isa"] = engine.backend().description().isa;
+  if (engine.backend().host_memory()) {
+    const kernels::cpu::AmxProbe& amx = kernels::cpu::amx_probe();
+    out["amx"] = amx.usable ? std::string("usable") : amx.reason;  // why not, where it is not
+  }
   out["backend"] = engine.backend().description().summary();
   out["gen"] = options.gen;
   out["sampling"] = to_json(bench.sampling);

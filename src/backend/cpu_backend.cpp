@@ -6,7 +6,9 @@
 #include "backend/backend.hpp"
 #include "backend/shard_reductions.hpp"
 #include "core/error.hpp"
+#include "core/logging.hpp"
 #include "core/parallel.hpp"
+#include "kernels/cpu/amx_probe.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/bf16_matmul.hpp"
 #include "kernels/cpu/cpu_features.hpp"
@@ -238,6 +240,13 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() {
+  // No kernel has an AMX rung yet; where cpuid lists AMX, say whether it could run and why not,
+  // so that a later rung is chosen by the probe, never by the flag.
+  const kc::AmxProbe& amx = kc::amx_probe();
+  if (amx.listed_by_cpuid && !amx.usable) {
+    log::warn("cpuid lists AMX, but it cannot run here: {}; the kernels use {}", amx.reason,
+              kc::isa_name(kc::active_isa()));
+  }
   return std::make_unique<CpuBackend>();
 }
 

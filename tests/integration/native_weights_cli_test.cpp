@@ -108,6 +108,8 @@ TEST_F(NativeWeightsCli, BenchAndInfoReportFormatsIsaAndVerificationCost) {
   EXPECT_EQ(b["weight_dtype"], "q4_k");
   EXPECT_GT(b["weight_bytes_by_format"]["q4_k"].get<double>(), 0.0);
   EXPECT_THAT(b["isa"].get<std::string>(), ::testing::AnyOf("avx512", "avx2", "scalar"));
+  // "usable", or why AMX cannot run here (kernels/cpu/amx_probe.hpp).
+  EXPECT_FALSE(b["amx"].get<std::string>().empty());
   ASSERT_EQ(b["verify_cost"]["v"].size(), 4U);
   EXPECT_EQ(b["verify_cost"]["v"][0], 1.0);
   // A measured ratio of two timings: present and positive (its size depends on what else the
