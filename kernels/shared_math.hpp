@@ -3,15 +3,11 @@
 // rotate-half RoPE pair rotation, and the bf16/f16 weight decodings.
 #pragma once
 
+#include "kernels/host_device.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define SELFSPEC_HOST_DEVICE __host__ __device__
-#else
-#define SELFSPEC_HOST_DEVICE
-#endif
 
 namespace selfspec::kernels {
 

@@ -11,13 +11,9 @@
 // at other slots: what the attention output is computed from does not depend on where it runs.
 #pragma once
 
-#include <cstdint>
+#include "kernels/host_device.hpp"
 
-#if defined(__CUDACC__)
-#define SELFSPEC_SPLIT_HOST_DEVICE __host__ __device__
-#else
-#define SELFSPEC_SPLIT_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace selfspec::kernels::cuda {
 
@@ -26,7 +22,7 @@ inline constexpr std::int64_t kAttentionMinSplit = 32;
 inline constexpr std::int64_t kAttentionMaxSplits = 64;
 
 // Ranks per split for a query that sees n_visible slots (> 0).
-SELFSPEC_SPLIT_HOST_DEVICE inline std::int64_t attention_split_slots(std::int64_t n_visible) {
+SELFSPEC_HOST_DEVICE inline std::int64_t attention_split_slots(std::int64_t n_visible) {
   const std::int64_t per_split = (n_visible + kAttentionMaxSplits - 1) / kAttentionMaxSplits;
   const std::int64_t rounded =
       (per_split + kAttentionMinSplit - 1) / kAttentionMinSplit * kAttentionMinSplit;
@@ -34,7 +30,7 @@ SELFSPEC_SPLIT_HOST_DEVICE inline std::int64_t attention_split_slots(std::int64_
 }
 
 // Splits of a query that sees n_visible slots (0 when it sees none).
-SELFSPEC_SPLIT_HOST_DEVICE inline std::int64_t attention_splits(std::int64_t n_visible) {
+SELFSPEC_HOST_DEVICE inline std::int64_t attention_splits(std::int64_t n_visible) {
   if (n_visible <= 0) return 0;
   const std::int64_t size = attention_split_slots(n_visible);
   return (n_visible + size - 1) / size;
@@ -42,7 +38,7 @@ SELFSPEC_SPLIT_HOST_DEVICE inline std::int64_t attention_splits(std::int64_t n_v
 
 // The most splits of any query over a cache of `capacity` slots (the grid's splits per query):
 // attention_splits(n) <= ceil(n / kAttentionMinSplit) and <= kAttentionMaxSplits for every n.
-SELFSPEC_SPLIT_HOST_DEVICE inline std::int64_t attention_grid_splits(std::int64_t capacity) {
+SELFSPEC_HOST_DEVICE inline std::int64_t attention_grid_splits(std::int64_t capacity) {
   const std::int64_t by_size = (capacity + kAttentionMinSplit - 1) / kAttentionMinSplit;
   const std::int64_t splits = by_size < kAttentionMaxSplits ? by_size : kAttentionMaxSplits;
   return splits < 1 ? 1 : splits;

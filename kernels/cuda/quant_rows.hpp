@@ -34,15 +34,14 @@
 
 #include "core/dtype.hpp"
 #include "core/weight_format.hpp"
+#include "kernels/host_device.hpp"
 
 #include <cstdint>
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
-#define SELFSPEC_QR_HD __host__ __device__
 #else
 #include <cmath>
-#define SELFSPEC_QR_HD
 #endif
 
 namespace selfspec::kernels::cuda {
@@ -79,14 +78,15 @@ struct QuantRowsLayout {
   std::int64_t bytes = 0;  // total
 };
 
-SELFSPEC_QR_HD inline std::int64_t quant_rows_align(std::int64_t n) {
+SELFSPEC_HOST_DEVICE inline std::int64_t quant_rows_align(std::int64_t n) {
   return (n + 255) / 256 * 256;
 }
 
 // The layout of a [rows × cols] matrix (cols a multiple of 32) in a quantized format; bits 0 for
 // a format that is not quantized.
-SELFSPEC_QR_HD inline QuantRowsLayout quant_rows_layout(WeightFormat format, std::int64_t rows,
-                                                        std::int64_t cols) {
+SELFSPEC_HOST_DEVICE inline QuantRowsLayout quant_rows_layout(WeightFormat format,
+                                                              std::int64_t rows,
+                                                              std::int64_t cols) {
   QuantRowsLayout l;
   l.format = format;
   l.rows = rows;
@@ -143,46 +143,46 @@ SELFSPEC_QR_HD inline QuantRowsLayout quant_rows_layout(WeightFormat format, std
 
 // The segment of group g and whether it is the last group of its segment, for a row whose first
 // segment has `lead` groups.
-SELFSPEC_QR_HD inline std::int64_t quant_segment_of(std::int64_t g, std::int64_t lead) {
+SELFSPEC_HOST_DEVICE inline std::int64_t quant_segment_of(std::int64_t g, std::int64_t lead) {
   return g < lead ? 0 : 1 + (g - lead) / kQuantSegmentGroups;
 }
-SELFSPEC_QR_HD inline bool quant_segment_ends(std::int64_t g, std::int64_t lead,
-                                              std::int64_t groups) {
+SELFSPEC_HOST_DEVICE inline bool quant_segment_ends(std::int64_t g, std::int64_t lead,
+                                                    std::int64_t groups) {
   if (g == groups - 1 || g == lead - 1) return true;
   return g >= lead && (g - lead) % kQuantSegmentGroups == kQuantSegmentGroups - 1;
 }
 
 // ---- one rounding each, no contraction, on both sides ---------------------------------------
 
-SELFSPEC_QR_HD inline float qr_mul(float a, float b) {
+SELFSPEC_HOST_DEVICE inline float qr_mul(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
 #else
   return a * b;  // the host build does not contract (ISO C++, baseline x86-64)
 #endif
 }
-SELFSPEC_QR_HD inline float qr_add(float a, float b) {
+SELFSPEC_HOST_DEVICE inline float qr_add(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
 #else
   return a + b;
 #endif
 }
-SELFSPEC_QR_HD inline float qr_sub(float a, float b) {
+SELFSPEC_HOST_DEVICE inline float qr_sub(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fsub_rn(a, b);
 #else
   return a - b;
 #endif
 }
-SELFSPEC_QR_HD inline float qr_fma(float a, float b, float c) {
+SELFSPEC_HOST_DEVICE inline float qr_fma(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);
 #else
   return std::fmaf(a, b, c);
 #endif
 }
-SELFSPEC_QR_HD inline float qr_f16(std::uint16_t bits) {
+SELFSPEC_HOST_DEVICE inline float qr_f16(std::uint16_t bits) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(bits));
 #else
@@ -230,11 +230,11 @@ struct QuantGroupTerms {
 //   Q4_K/Q5_K:      t0 = f(I)·dx, t1 = f(sc), t2 = f(mn), t3 = dxs
 //                   (acc1 = fma(t0, t1, acc1); acc2 = fma(t2, t3, acc2))
 //   Q6_K:           t0 = fma(f(J_b), f(sc_b), f(J_a)·f(sc_a)), t1 = dx  (acc1 = fma(t0, t1, acc1))
-SELFSPEC_QR_HD inline QuantGroupTerms quant_group_terms(WeightFormat format, int offset,
-                                                        const QuantGroupParams& p,
-                                                        const QuantGroupSums& sum, float dx,
-                                                        float s, float dxs, std::int32_t s32,
-                                                        std::int32_t s_a, std::int32_t s_b) {
+SELFSPEC_HOST_DEVICE inline QuantGroupTerms quant_group_terms(WeightFormat format, int offset,
+                                                              const QuantGroupParams& p,
+                                                              const QuantGroupSums& sum, float dx,
+                                                              float s, float dxs, std::int32_t s32,
+                                                              std::int32_t s_a, std::int32_t s_b) {
   QuantGroupTerms t;
   switch (format) {
     case WeightFormat::kQ4_0:
@@ -271,8 +271,8 @@ SELFSPEC_QR_HD inline QuantGroupTerms quant_group_terms(WeightFormat format, int
 }
 
 // The group's terms into the row's state, in column order.
-SELFSPEC_QR_HD inline void quant_group_apply(WeightFormat format, const QuantGroupTerms& t,
-                                             QuantRowState& st) {
+SELFSPEC_HOST_DEVICE inline void quant_group_apply(WeightFormat format, const QuantGroupTerms& t,
+                                                   QuantRowState& st) {
   switch (format) {
     case WeightFormat::kQ4_K:
     case WeightFormat::kQ5_K:
@@ -288,17 +288,18 @@ SELFSPEC_QR_HD inline void quant_group_apply(WeightFormat format, const QuantGro
   }
 }
 
-SELFSPEC_QR_HD inline void quant_group_step(WeightFormat format, int offset,
-                                            const QuantGroupParams& p, const QuantGroupSums& sum,
-                                            float dx, float s, float dxs, std::int32_t s32,
-                                            std::int32_t s_a, std::int32_t s_b, QuantRowState& st) {
+SELFSPEC_HOST_DEVICE inline void quant_group_step(WeightFormat format, int offset,
+                                                  const QuantGroupParams& p,
+                                                  const QuantGroupSums& sum, float dx, float s,
+                                                  float dxs, std::int32_t s32, std::int32_t s_a,
+                                                  std::int32_t s_b, QuantRowState& st) {
   quant_group_apply(format, quant_group_terms(format, offset, p, sum, dx, s, dxs, s32, s_a, s_b),
                     st);
 }
 
 // The end of a segment: the segment's d and dmin (converted from f16, exactly).
-SELFSPEC_QR_HD inline void quant_segment_end(WeightFormat format, float d, float dmin,
-                                             QuantRowState& st) {
+SELFSPEC_HOST_DEVICE inline void quant_segment_end(WeightFormat format, float d, float dmin,
+                                                   QuantRowState& st) {
   if (format == WeightFormat::kQ4_K || format == WeightFormat::kQ5_K) {
     st.y = qr_fma(st.acc1, d, st.y);
     st.y = qr_fma(-st.acc2, dmin, st.y);
@@ -317,8 +318,8 @@ SELFSPEC_QR_HD inline void quant_segment_end(WeightFormat format, float d, float
 struct QuantActivationsLayout {
   std::int64_t q = 0, dx = 0, s = 0, dxs = 0, s32 = 0, s16 = 0, bytes = 0;
 };
-SELFSPEC_QR_HD inline QuantActivationsLayout quant_activations_layout(std::int64_t tokens,
-                                                                      std::int64_t cols) {
+SELFSPEC_HOST_DEVICE inline QuantActivationsLayout quant_activations_layout(std::int64_t tokens,
+                                                                            std::int64_t cols) {
   const std::int64_t groups = cols / kQuantGroupCols;
   QuantActivationsLayout l;
   l.q = 0;
@@ -335,9 +336,9 @@ SELFSPEC_QR_HD inline QuantActivationsLayout quant_activations_layout(std::int64
 
 // The value of column i (< 32) of a group with stored value `stored` (u, or u − 128 for Q8_0),
 // its parameters and its segment's d and dmin: ggml's dequantization, bit for bit.
-SELFSPEC_QR_HD inline float quant_dequantize(WeightFormat format, int stored, int i,
-                                             const QuantGroupParams& p, std::uint16_t seg_d,
-                                             std::uint16_t seg_dmin) {
+SELFSPEC_HOST_DEVICE inline float quant_dequantize(WeightFormat format, int stored, int i,
+                                                   const QuantGroupParams& p, std::uint16_t seg_d,
+                                                   std::uint16_t seg_dmin) {
   switch (format) {
     case WeightFormat::kQ4_0:
       return qr_mul(static_cast<float>(stored - 8), qr_f16(p.lo));
