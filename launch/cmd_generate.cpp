@@ -168,7 +168,7 @@ void log_summary(const Engine& engine, int tp, std::size_t prompt_tokens,
         "self-speculative ({}, {} controller, {} logits, draft vocabulary {}): acceptance "
         "{:.3f}, {:.2f} tokens per verification, {} draft + {} verification forwards",
         setup.label(), setup.config().controllers.front(),
-        setup.config().logits.front() == LogitsMode::kGather ? "gather" : "local",
+        logits_mode_name(setup.config().logits.front()),
         generated.draft_vocab > 0 ? std::to_string(generated.draft_vocab) : std::string("full"),
         stats.acceptance_rate(), stats.mean_accepted_length(), stats.draft_forwards,
         stats.verify_forwards);

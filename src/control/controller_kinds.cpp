@@ -90,6 +90,11 @@ std::vector<SettingSpec> ControllerKinds::settings() const {
   return out;
 }
 
+bool ControllerKinds::any_needs_predictor(std::span<const std::string> names) const {
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& name) { return find(name).needs_predictor(); });
+}
+
 SettingSpec ControllerKinds::kind_setting() const {
   SettingSpec spec{"controller", SettingType::kChoice, help()};
   spec.fallback = ControllerOptions{}.kind;

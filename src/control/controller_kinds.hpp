@@ -6,6 +6,7 @@
 #include "control/controller_kind.hpp"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,8 @@ class ControllerKinds {
   std::vector<SettingSpec> settings() const;
   // The spec of --controller (one of names(); a list with `lists`).
   SettingSpec kind_setting() const;
+  // Whether any of the kinds `names` reads Cali-TS's acceptance predictor.
+  bool any_needs_predictor(std::span<const std::string> names) const;
 
  private:
   std::vector<std::unique_ptr<ControllerKind>> kinds_;

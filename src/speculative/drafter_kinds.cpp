@@ -37,48 +37,45 @@ void DrafterKinds::add(Factory factory) {
   const std::unique_ptr<DrafterKind> kind = factory();
   SELFSPEC_CHECK(kind != nullptr, "a drafter kind's factory made nothing");
   const std::string name(kind->name());
-  SELFSPEC_CHECK(name != "none" && std::find(names_.begin(), names_.end(), name) == names_.end(),
+  SELFSPEC_CHECK(name != "none" && std::none_of(entries_.begin(), entries_.end(),
+                                                [&](const Entry& e) { return e.name == name; }),
                  "drafter kind '{}' is registered twice", name);
-  factories_.push_back(std::move(factory));
-  names_.push_back(name);
+  entries_.push_back({std::move(factory), name, std::string(kind->help()), kind->settings()});
 }
 
 std::vector<std::string> DrafterKinds::choices() const {
   std::vector<std::string> names{"none"};
-  names.insert(names.end(), names_.begin(), names_.end());
+  for (const Entry& e : entries_) names.push_back(e.name);
   return names;
 }
 
 std::string DrafterKinds::help() const {
   std::string text = "drafting method: none (autoregressive)";
-  for (std::size_t i = 0; i < factories_.size(); ++i) {
-    text += fmt::format("{} {} ({})", i + 1 == factories_.size() ? " or" : ",", names_[i],
-                        factories_[i]()->help());
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    text += fmt::format("{} {} ({})", i + 1 == entries_.size() ? " or" : ",", entries_[i].name,
+                        entries_[i].help);
   }
   return text;
 }
 
 std::unique_ptr<DrafterKind> DrafterKinds::make(std::string_view name) const {
   if (name == "none") return nullptr;
-  for (std::size_t i = 0; i < names_.size(); ++i) {
-    if (names_[i] == name) return factories_[i]();
+  for (const Entry& e : entries_) {
+    if (e.name == name) return e.factory();
   }
   fail("--spec must be one of {} (got '{}')", fmt::join(choices(), ", "), name);
 }
 
 std::string DrafterKinds::owner_of(std::string_view key) const {
-  for (std::size_t i = 0; i < factories_.size(); ++i) {
-    const std::vector<SettingSpec> specs = factories_[i]()->settings();
-    if (find_setting(specs, key) != nullptr) return names_[i];
+  for (const Entry& e : entries_) {
+    if (find_setting(e.settings, key) != nullptr) return e.name;
   }
   return {};
 }
 
 std::vector<SettingSpec> DrafterKinds::settings() const {
   std::vector<SettingSpec> out;
-  for (const Factory& factory : factories_) {
-    for (SettingSpec& spec : factory()->settings()) out.push_back(std::move(spec));
-  }
+  for (const Entry& e : entries_) out.insert(out.end(), e.settings.begin(), e.settings.end());
   return out;
 }
 

@@ -30,8 +30,14 @@ class DrafterKinds {
   std::vector<SettingSpec> settings() const;
 
  private:
-  std::vector<Factory> factories_;
-  std::vector<std::string> names_;
+  // A registered kind: its factory, and what queries read, taken once from one instance.
+  struct Entry {
+    Factory factory;
+    std::string name;
+    std::string help;
+    std::vector<SettingSpec> settings;
+  };
+  std::vector<Entry> entries_;
 };
 
 // The product's drafter kinds: layer-skip, swift, asd, early-exit, lookup.

@@ -127,10 +127,6 @@ LogitsMode logits_mode(const std::string& name) {
   return name == "gather" ? LogitsMode::kGather : LogitsMode::kLocal;
 }
 
-std::string logits_name(LogitsMode mode) {
-  return mode == LogitsMode::kGather ? "gather" : "local";
-}
-
 nlohmann::json subset(const nlohmann::json& given, const std::vector<SettingSpec>& specs) {
   nlohmann::json out = nlohmann::json::object();
   for (const SettingSpec& spec : specs) {
@@ -182,11 +178,7 @@ void read_controllers(const nlohmann::json& given, const ControllerKinds& kinds,
 // Cali-TS's predictor goes with it, and settings only one controller reads need that controller.
 void check_controllers(const nlohmann::json& given, const ControllerKinds& kinds,
                        const SpeculativeConfig& config) {
-  bool predictor = false;
-  for (const std::string& name : config.controllers) {
-    predictor = predictor || kinds.find(name).needs_predictor();
-  }
-  SELFSPEC_CHECK(predictor == given.contains("cali-predictor"),
+  SELFSPEC_CHECK(kinds.any_needs_predictor(config.controllers) == given.contains("cali-predictor"),
                  "--controller cali-ts and --cali-predictor FILE go together");
   for (const auto& [key, value] : given.items()) {
     const ControllerKind* owner = kinds.owner_of(key);
@@ -199,7 +191,6 @@ void check_controllers(const nlohmann::json& given, const ControllerKinds& kinds
   for (const std::string& name : config.controllers) {
     ControllerOptions checked = config.controller;
     checked.kind = name;
-    kinds.find(name);
     checked.validate();
   }
 }
@@ -280,7 +271,7 @@ nlohmann::json SpeculativeConfig::to_json() const {
   out.update(controller.params);
   if (!cali_predictor.empty()) out["cali-predictor"] = cali_predictor;
   std::vector<std::string> modes;
-  for (const LogitsMode mode : logits) modes.push_back(logits_name(mode));
+  for (const LogitsMode mode : logits) modes.emplace_back(logits_mode_name(mode));
   out["logits"] = modes.size() == 1 ? nlohmann::json(modes.front()) : nlohmann::json(modes);
   if (debug_sync) out["debug-sync"] = true;
   if (!enabled()) return out;

@@ -27,13 +27,10 @@ SpeculativeSetup::SpeculativeSetup(SpeculativeConfig config, const Engine& engin
   if (kind_ == nullptr) return;
   kind_->configure(config_.drafter_settings);
   kind_->prepare(engine.config());
-  bool predictor = false;
-  for (const std::string& name : config_.controllers) {
-    predictor = predictor || controller_kinds_->find(name).needs_predictor();
-  }
-  SELFSPEC_CHECK(!predictor || kind_->exit_layer() > 0,
-                 "--controller cali-ts needs --spec early-exit (its predictor reads the exit "
-                 "head's hidden states)");
+  SELFSPEC_CHECK(
+      !controller_kinds_->any_needs_predictor(config_.controllers) || kind_->exit_layer() > 0,
+      "--controller cali-ts needs --spec early-exit (its predictor reads the exit "
+      "head's hidden states)");
   choose_draft_vocabularies(engine);
 }
 
@@ -153,7 +150,7 @@ const SkipSet* SpeculativeSetup::skip_set() const {
 nlohmann::json SpeculativeSetup::describe() const {
   std::vector<std::string> modes;
   for (const LogitsMode mode : config_.logits) {
-    modes.emplace_back(mode == LogitsMode::kGather ? "gather" : "local");
+    modes.emplace_back(logits_mode_name(mode));
   }
   nlohmann::json out = {{"drafter", config_.drafter},
                         {"controller", fmt::format("{}", fmt::join(config_.controllers, ","))},
