@@ -17,7 +17,7 @@ void CudaStagedComm::all_reduce_sum_device(float* data, std::size_t count, void*
   SELFSPEC_CUDA_CHECK(
       cudaMemcpyAsync(host.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost, s));
   SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(s));
-  inner_.all_reduce_sum(host);
+  inner().all_reduce_sum(host);
   SELFSPEC_CUDA_CHECK(
       cudaMemcpyAsync(data, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, s));
   SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(s));  // host is freed on return
@@ -34,7 +34,7 @@ void CudaStagedComm::all_gather_bytes_device(const void* send, void* recv, std::
   SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(all.data() + mine, send, bytes, cudaMemcpyDeviceToHost, s));
   SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(s));
   for (std::size_t r = 0; r < ranks; ++r) {
-    inner_.broadcast(std::span(all).subspan(r * bytes, bytes), static_cast<int>(r));
+    inner().broadcast(std::span(all).subspan(r * bytes, bytes), static_cast<int>(r));
   }
   SELFSPEC_CUDA_CHECK(cudaMemcpyAsync(recv, all.data(), all.size(), cudaMemcpyHostToDevice, s));
   SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(s));

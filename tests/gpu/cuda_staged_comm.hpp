@@ -8,7 +8,7 @@
 // (device_collectives_recordable() is false).
 #pragma once
 
-#include "comm/communicator.hpp"
+#include "tests/support/forwarding_comm.hpp"
 #include "tests/support/thread_comm.hpp"
 
 #include <cstddef>
@@ -18,30 +18,17 @@
 
 namespace selfspec::testing {
 
-class CudaStagedComm final : public Communicator {
- public:
-  CudaStagedComm(ThreadHub& hub, int rank) : inner_(hub, rank, false) {}
+// Its ThreadComm, built before the ForwardingComm base that forwards to it.
+struct ThreadCommMember {
+  ThreadCommMember(ThreadHub& hub, int rank) : thread(hub, rank, false) {}
+  ThreadComm thread;
+};
 
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+class CudaStagedComm final : private ThreadCommMember, public ForwardingComm {
+ public:
+  CudaStagedComm(ThreadHub& hub, int rank) : ThreadCommMember(hub, rank), ForwardingComm(thread) {}
+
   std::string_view name() const override { return "threads (device buffers staged through host)"; }
-  void all_reduce_sum(std::span<float> data) override { inner_.all_reduce_sum(data); }
-  void broadcast(std::span<std::byte> data, int root) override { inner_.broadcast(data, root); }
-  void gather(std::span<const float> send, std::span<float> recv,
-              std::span<const std::int64_t> counts, int root) override {
-    inner_.gather(send, recv, counts, root);
-  }
-  void all_gather(std::span<const float> send, std::span<float> recv,
-                  std::span<const std::int64_t> counts) override {
-    inner_.all_gather(send, recv, counts);
-  }
-  void gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv, int root) override {
-    inner_.gather_bytes(send, recv, root);
-  }
-  void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) override {
-    inner_.all_gather_u64(value, values);
-  }
-  void barrier() override { inner_.barrier(); }
 
   bool supports_device_buffers() const override { return true; }
   bool device_collectives_recordable() const override { return false; }
@@ -53,7 +40,6 @@ class CudaStagedComm final : public Communicator {
   int device_collectives() const { return device_collectives_; }
 
  private:
-  ThreadComm inner_;
   int device_collectives_ = 0;
 };
 

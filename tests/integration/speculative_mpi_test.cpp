@@ -11,6 +11,7 @@
 #include "decode/decoder.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "model/draft_vocabulary.hpp"
+#include "tests/support/forwarding_comm.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_models.hpp"
@@ -25,16 +26,13 @@ namespace {
 
 // A communicator that forwards to MPI but, on one rank, corrupts the token of the n-th control
 // message it receives: a stand-in for a rank whose state silently diverged.
-class DivergingComm final : public Communicator {
+class DivergingComm final : public ForwardingComm {
  public:
   DivergingComm(Communicator& inner, int bad_rank, int bad_message)
-      : inner_(inner), bad_rank_(bad_rank), bad_message_(bad_message) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+      : ForwardingComm(inner), bad_rank_(bad_rank), bad_message_(bad_message) {}
   std::string_view name() const override { return "diverging"; }
-  void all_reduce_sum(std::span<float> data) override { inner_.all_reduce_sum(data); }
   void broadcast(std::span<std::byte> data, int root) override {
-    inner_.broadcast(data, root);
+    ForwardingComm::broadcast(data, root);
     if (data.size() == sizeof(ControlMessage) && messages_++ == bad_message_ &&
         rank() == bad_rank_) {
       ControlMessage message;
@@ -43,24 +41,8 @@ class DivergingComm final : public Communicator {
       std::memcpy(data.data(), &message, sizeof message);
     }
   }
-  void gather(std::span<const float> send, std::span<float> recv,
-              std::span<const std::int64_t> counts, int root) override {
-    inner_.gather(send, recv, counts, root);
-  }
-  void all_gather(std::span<const float> send, std::span<float> recv,
-                  std::span<const std::int64_t> counts) override {
-    inner_.all_gather(send, recv, counts);
-  }
-  void gather_bytes(std::span<const std::byte> send, std::span<std::byte> recv, int root) override {
-    inner_.gather_bytes(send, recv, root);
-  }
-  void all_gather_u64(std::uint64_t value, std::span<std::uint64_t> values) override {
-    inner_.all_gather_u64(value, values);
-  }
-  void barrier() override { inner_.barrier(); }
 
  private:
-  Communicator& inner_;
   int bad_rank_;
   int bad_message_;
   int messages_ = 0;
