@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   libopenmpi-dev openmpi-bin
-  libboost-dev libeigen3-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libboost-dev libboost-context-dev libeigen3-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libsentencepiece-dev sentencepiece libpcre2-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # The parser fuzz targets (scripts/build-fuzz.sh): clang, its libFuzzer/sanitizer runtimes,

@@ -39,7 +39,8 @@ default_packages=(
   nlohmann-json3-dev
   libyaml-cpp-dev libyaml-cpp0.7
   libcli11-dev
-  libboost1.74-dev            # headers only (random, math); libboost-dev is its metapackage
+  libboost1.74-dev            # headers (random, math); libboost-dev is its metapackage
+  libboost-context1.74-dev libboost-context1.74.0  # the batched loop's fibers (decode/)
   libeigen3-dev
   libsentencepiece-dev libsentencepiece0
   libpcre2-dev libpcre2-8-0   # libpcre2-dev's 16/32-bit and posix .so links dangle: dropped

@@ -96,13 +96,15 @@ struct HostWeight {
 // One independent sequence of a forward over several (model/sequence_batch.hpp): its tokens are
 // rows [first_token, first_token + n_tokens) of the pass; its KV rows live at cache slots
 // [kv_offset, kv_offset + capacity) of every head, its past at [kv_offset, kv_offset + n_past);
-// its new tokens' K/V go to slots kv_offset + n_past + i, and each of them attends causally to
-// its own sequence's slots only.
+// its new tokens' K/V go to slots kv_offset + n_past + i, and each of them attends to its own
+// sequence's slots only: causally, or under the segment's tree mask (a verified token tree: new
+// token i sees its past and the new tokens j with tree_mask[i·n_tokens + j] != 0).
 struct KvSegment {
   std::int64_t first_token = 0;
   std::int64_t n_tokens = 0;
   std::int64_t kv_offset = 0;
   std::int64_t n_past = 0;
+  const std::uint8_t* tree_mask = nullptr;  // host, n_tokens × n_tokens; nullptr: causal
 };
 
 // What changes from one forward call to the next.
@@ -113,7 +115,8 @@ struct ForwardInputs {
   const std::uint8_t* tree_mask = nullptr;   // host, T × T; nullptr: causal
   std::span<const std::int32_t> logit_rows;  // token rows whose logits are wanted
   // Empty: one sequence (n_past, tree_mask). Otherwise the pass's independent sequences, in
-  // token order, covering every token (causal, no tree mask; n_past is unused). Host-memory
+  // token order, covering every token (each with its own tree mask if any: tree_mask and n_past
+  // are unused). Host-memory
   // backends only: a device backend throws.
   std::span<const KvSegment> segments;
 };

@@ -199,7 +199,7 @@ class CpuBackend final : public Backend {
                                      head_dim,         segment.n_past, capacity};
       const std::int64_t offset = segment.kv_offset * head_dim;
       kc::attention(q + segment.first_token * q_width, k_cache + offset, v_cache + offset, shape,
-                    inputs_.tree_mask, scale, out + segment.first_token * q_width);
+                    segment.tree_mask, scale, out + segment.first_token * q_width);
     }
   }
   void swiglu(const float* gate, const float* up, float* out, std::int64_t n) override {
@@ -225,7 +225,7 @@ class CpuBackend final : public Backend {
   // Passes run eagerly (Backend::forward_pass); the ops read the inputs from the caller's memory.
   void begin_forward(const ForwardInputs& inputs) override {
     inputs_ = inputs;
-    whole_ = {0, n_tokens(), 0, inputs.n_past};
+    whole_ = {0, n_tokens(), 0, inputs.n_past, inputs.tree_mask};
   }
   void end_forward() override {}
   std::int64_t n_tokens() const { return static_cast<std::int64_t>(inputs_.tokens.size()); }

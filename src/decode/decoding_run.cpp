@@ -32,13 +32,14 @@ std::string_view verification_path(const LlamaModel& model, LogitsMode mode) {
 
 DecodingRun::DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter,
                          DraftLengthController* controller, const GenerationOptions& options,
-                         KvCache& kv, const TokenCallback& on_token)
+                         KvCache& kv, const TokenCallback& on_token, ForwardPort* port)
     : model_(model),
       comm_(comm),
       drafter_(drafter),
       controller_(controller),
       options_(options),
       kv_(kv),
+      port_(port),
       picker_(
           TokenPickerOptions{
               .mode = options.logits,
@@ -79,7 +80,14 @@ ForwardArgs DecodingRun::forward_args(std::span<const std::int32_t> tokens,
 }
 
 void DecodingRun::run_forward(const ForwardArgs& args) {
-  forward_.logits = model_.forward(args, kv_, forward_.host_logits);
+  forward_.logits = port_ != nullptr ? port_->forward(args, kv_, forward_.host_logits)
+                                     : model_.forward(args, kv_, forward_.host_logits);
+}
+
+void DecodingRun::limit_draft(int limit) {
+  SELFSPEC_CHECK(limit >= 0 && limit <= kMaxDraftTokens, "a draft limit of {} is outside [0, {}]",
+                 limit, kMaxDraftTokens);
+  draft_limit_ = limit;
 }
 
 // --- first token ---------------------------------------------------------------------------
@@ -149,7 +157,7 @@ void DecodingRun::plan_next_round() {
     return;
   }
   round_.cap = static_cast<int>(std::min<std::int64_t>(
-      {controller_->max_draft(), channel_.remaining() - 1, kMaxDraftPerRound}));
+      {controller_->max_draft(), channel_.remaining() - 1, kMaxDraftPerRound, draft_limit_}));
   controller_->begin_round();
   const DraftPlan plan = drafter_->next_plan();
   plan.layers.to_mask(message.skip_mask);
@@ -191,8 +199,8 @@ int DecodingRun::draft_room() const {
   // The tokens still to generate and the KV cache bound it, not the draft-length controller's
   // K (which prices draft forwards; a lookup costs none).
   if (!comm_.is_root()) return 0;
-  return static_cast<int>(
-      std::min<std::int64_t>({channel_.remaining() - 1, kMaxDraftPerRound, node_budget()}));
+  return static_cast<int>(std::min<std::int64_t>(
+      {channel_.remaining() - 1, kMaxDraftPerRound, node_budget(), draft_limit_}));
 }
 
 DraftMatch DecodingRun::score_plan(const LayerPlan& candidate, int window) {

@@ -26,6 +26,7 @@
 #include "comm/communicator.hpp"
 #include "control/draft_length_controller.hpp"
 #include "decode/control_message.hpp"
+#include "decode/forward_port.hpp"
 #include "decode/generation_options.hpp"
 #include "decode/generation_result.hpp"
 #include "decode/hidden_state_tap.hpp"
@@ -57,9 +58,15 @@ class DecodingRun final : public DraftContext {
  public:
   // drafter and controller: both, for self-speculative decoding (they decide on rank 0), or
   // neither, for plain decoding. The references must outlive the run.
+  // port: where the forwards go (decode/forward_port.hpp); nullptr: straight to the model.
   DecodingRun(LlamaModel& model, Communicator& comm, Drafter* drafter,
               DraftLengthController* controller, const GenerationOptions& options, KvCache& kv,
-              const TokenCallback& on_token);
+              const TokenCallback& on_token, ForwardPort* port = nullptr);
+
+  // Rank 0: the most tokens the rounds planned from now on may draft (the batched loop sizes
+  // drafts to the load: control/goodput_sizing.hpp); kMaxDraftTokens by default, 0 for plain
+  // decoding rounds.
+  void limit_draft(int limit);
 
   void first_token(std::span<const std::int32_t> prompt);
   bool finished() const { return channel_.message().command == ControlCommand::kStop; }
@@ -128,6 +135,8 @@ class DecodingRun final : public DraftContext {
   DraftLengthController* controller_;
   const GenerationOptions& options_;
   KvCache& kv_;
+  ForwardPort* port_;
+  int draft_limit_ = kMaxDraftTokens;
   GenerationResult result_;
   TokenPicker picker_;
   Rank0Channel channel_;  // the step's message and the output

@@ -10,11 +10,37 @@ KvCache::KvCache(Backend& backend, std::int64_t num_layers, std::int64_t kv_head
       kv_heads_(kv_heads),
       head_dim_(head_dim),
       capacity_(capacity),
+      head_stride_(capacity),
       per_tensor_(static_cast<std::size_t>(kv_heads * capacity * head_dim)) {
   SELFSPEC_CHECK(num_layers > 0 && kv_heads > 0 && head_dim > 0 && capacity > 0,
                  "invalid KV cache geometry: {} layers, {} KV heads, head_dim {}, capacity {}",
                  num_layers, kv_heads, head_dim, capacity);
   storage_ = backend.allocate(bytes_for(num_layers, kv_heads, head_dim, capacity));
+  base_ = storage_.as<float>();
+}
+
+KvCache::KvCache(const KvCache& owner, std::int64_t first_slot, std::int64_t capacity)
+    : num_layers_(owner.num_layers_),
+      kv_heads_(owner.kv_heads_),
+      head_dim_(owner.head_dim_),
+      capacity_(capacity),
+      head_stride_(owner.head_stride_),
+      per_tensor_(owner.per_tensor_),
+      base_(owner.base_ + first_slot * owner.head_dim_) {}
+
+KvCache KvCache::region(std::int64_t first_slot, std::int64_t capacity) const {
+  SELFSPEC_CHECK(first_slot >= 0 && capacity > 0 && first_slot + capacity <= capacity_,
+                 "KV cache region [{}, {}) is outside the cache's {} slots", first_slot,
+                 first_slot + capacity, capacity_);
+  return KvCache(*this, first_slot, capacity);
+}
+
+std::int64_t KvCache::first_slot_in(const KvCache& owner) const {
+  const std::ptrdiff_t floats = base_ - owner.base_;
+  SELFSPEC_CHECK(head_stride_ == owner.head_stride_ && floats >= 0 && floats % head_dim_ == 0 &&
+                     floats / head_dim_ + capacity_ <= owner.capacity_,
+                 "this KV cache is not a region of the given cache");
+  return floats / head_dim_;
 }
 
 void KvCache::truncate(std::int64_t length) {
@@ -40,8 +66,8 @@ void KvCache::keep_rows(Backend& backend, std::int64_t to, std::span<const std::
                    "KV cache keep_rows: from[{}] = {} is at or past the current length {}", i,
                    from[i], length_);
   }
-  // [layer][K, V][kv_head] blocks of [capacity][head_dim], one after the other.
-  backend.compact_rows(base(), num_layers_ * 2 * kv_heads_, capacity_ * head_dim_, capacity_,
+  // [layer][K, V][kv_head] blocks of [capacity][head_dim], head_stride slots apart.
+  backend.compact_rows(base(), num_layers_ * 2 * kv_heads_, head_stride_ * head_dim_, capacity_,
                        head_dim_, from, to);
   length_ = to + static_cast<std::int64_t>(from.size());
 }

@@ -13,7 +13,7 @@ void for_each_block(Kv& kv, std::int64_t begin, F&& f) {
   for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
     for (auto* tensor : {kv.keys(l), kv.values(l)}) {
       for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
-        f(tensor + (h * kv.capacity() + begin) * kv.head_dim());
+        f(tensor + (h * kv.head_stride() + begin) * kv.head_dim());
       }
     }
   }

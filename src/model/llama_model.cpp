@@ -256,7 +256,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   shape.tree_mask = inputs.tree_mask != nullptr;
   shape.logit_rows = args.logit_rows;
   shape.kv_cache = kv.keys(0);
-  shape.kv_capacity = kv.capacity();
+  shape.kv_capacity = kv.head_stride();
   shape.draft_vocabulary = vocabulary;
   shape.early_exit = args.draft.early_exit;
   shape.draft_weights = args.draft.draft_weights;
@@ -387,7 +387,7 @@ void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
   args.v = v_.as<float>();
   args.kv_heads = kv_local_;
   args.head_dim = hd;
-  args.capacity = kv.capacity();
+  args.capacity = kv.head_stride();
   backend_.rope_write_kv(args, inv_freq_.as<float>(), kv.keys(layer), kv.values(layer));
 }
 
@@ -407,7 +407,7 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
   add_kv_biases(w, n_tokens);
   rope_and_write_kv(q, layer, kv);
-  backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.capacity(),
+  backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.head_stride(),
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
   const LayerChunks* chunks = layer_chunks(layer, draft);

@@ -105,3 +105,50 @@ TEST_F(KvCacheKeepRows, RejectsBadSlotsAndLeavesTheCacheUnchanged) {
 
 }  // namespace
 }  // namespace selfspec::testing
+
+namespace selfspec::testing {
+namespace {
+
+// A region (slots [6, 11) of the cache above) keeps the rows of its own slots only: the region's
+// slot i is the owner's slot 6 + i in every layer and head, and nothing outside it changes.
+TEST_F(KvCacheKeepRows, ARegionMovesItsOwnSlotsAndNothingElse) {
+  const std::vector<float> before = contents();
+  KvCache region = kv_.region(6, 5);
+  EXPECT_EQ(region.capacity(), 5);
+  EXPECT_EQ(region.head_stride(), kCapacity);
+  EXPECT_EQ(region.length(), 0);
+  EXPECT_EQ(region.first_slot_in(kv_), 6);
+  EXPECT_EQ(region.bytes(), 0u);
+  region.extend(4);
+  const std::vector<std::int32_t> from = {2, 3};
+  region.keep_rows(*backend_, 1, from);
+  EXPECT_EQ(region.length(), 3);
+  EXPECT_EQ(kv_.length(), 10) << "the owner's length is its own";
+  std::vector<float> expected = before;
+  for (std::int64_t layer = 0; layer < kLayers; ++layer) {
+    for (const bool value : {false, true}) {
+      for (std::int64_t head = 0; head < kKvHeads; ++head) {
+        for (std::size_t i = 0; i < from.size(); ++i) {
+          for (std::int64_t k = 0; k < kHeadDim; ++k) {
+            expected[index(layer, value, head, 6 + 1 + static_cast<std::int64_t>(i), k)] =
+                before[index(layer, value, head, 6 + from[i], k)];
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(contents(), expected);
+  EXPECT_EQ(region.keys(1), kv_.keys(1) + 6 * kHeadDim);
+}
+
+TEST_F(KvCacheKeepRows, ARegionOutsideTheCacheIsRefused) {
+  EXPECT_THAT([&] { (void)kv_.region(12, 5); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("[12, 17) is outside the cache's 16")));
+  EXPECT_THAT([&] { (void)kv_.region(-1, 2); }, ::testing::Throws<Error>());
+  KvCache other{*backend_, kLayers, kKvHeads, kHeadDim, kCapacity};
+  EXPECT_THAT([&] { (void)kv_.region(2, 3).first_slot_in(other); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("not a region")));
+}
+
+}  // namespace
+}  // namespace selfspec::testing

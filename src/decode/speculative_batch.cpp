@@ -1,0 +1,416 @@
+#include "decode/speculative_batch.hpp"
+
+#include "core/error.hpp"
+#include "decode/decoder.hpp"
+#include "decode/decoding_run.hpp"
+#include "decode/forward_port.hpp"
+#include "decode/sequence_fiber.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+namespace selfspec {
+namespace {
+
+// What a forward reads besides its tokens: forwards with equal keys can share a pass.
+struct PassKey {
+  std::array<std::uint64_t, LayerPlan::kMaskWords> plan{};  // zeros: every sublayer
+  bool full_plan = true;
+  bool early_exit = false;
+  bool draft_weights = false;
+  const DraftVocabulary* vocabulary = nullptr;
+
+  static PassKey of(const DraftForward& draft) {
+    PassKey key;
+    if (draft.plan != nullptr) {
+      draft.plan->to_mask(key.plan);
+      key.full_plan = false;
+    }
+    key.early_exit = draft.early_exit;
+    key.draft_weights = draft.draft_weights;
+    key.vocabulary = draft.vocabulary;
+    return key;
+  }
+  bool operator==(const PassKey&) const = default;
+  bool drafts() const { return !full_plan || early_exit || draft_weights || vocabulary != nullptr; }
+};
+
+// A forward a sequence's run waits for.
+struct PendingForward {
+  ForwardArgs args;
+  KvCache* kv = nullptr;
+  std::vector<float>* host_logits = nullptr;
+  PassKey key;
+  bool done = false;
+  LogitRows result;
+};
+
+}  // namespace
+
+// One slot: its KV region, its speculators, and the fiber of the request it serves.
+class SequenceSlot final : public ForwardPort {
+ public:
+  // `area`: the slot's part of the batch's cache; each request runs in a region at its start.
+  SequenceSlot(std::int64_t index, KvCache area)
+      : index_(index), area_(std::move(area)), region_(area_.region(0, area_.capacity())) {}
+
+  std::int64_t index() const { return index_; }
+  KvCache& region() { return region_; }
+  std::int64_t request() const { return request_; }
+  bool busy() const { return request_ >= 0; }
+  std::optional<PendingForward>& pending() { return pending_; }
+  // Waits for a forward: the fiber's side.
+  bool waiting() const { return pending_.has_value() && !pending_->done; }
+
+  void start(std::int64_t request, const SpeculativeRequest& spec, std::int64_t pass_tokens,
+             SequenceSpeculators speculators, LlamaModel& model, Communicator& comm,
+             const SpeculativeBatch::Hooks& hooks) {
+    speculators_ = std::move(speculators);
+    // The slots `selfspec generate` would give the request alone: a tree's node budget depends on
+    // the room left in the cache, and with it the drafts (and sampled tokens).
+    region_ = area_.region(0, static_cast<std::int64_t>(spec.prompt.size()) +
+                                  std::max<std::int64_t>(spec.options.max_new_tokens, 1));
+    request_ = request;
+    prompt_ = spec.prompt;
+    options_ = spec.options;
+    options_.prefill_chunk = std::clamp<std::int64_t>(options_.prefill_chunk, 1, pass_tokens);
+    on_token_ = hooks.on_token
+                    ? TokenCallback([this, &hooks](std::int32_t t) { hooks.on_token(request_, t); })
+                    : TokenCallback();
+    Drafter* drafter = speculators_.drafter.get();
+    DraftLengthController* controller = speculators_.controller.get();
+    result_ = {};
+    pending_.reset();
+    fiber_ =
+        std::make_unique<SequenceFiber>([this, &model, &comm, drafter, controller](SequenceFiber&) {
+          region_.clear();
+          check_generation_inputs(prompt_, options_, region_);
+          if (options_.max_new_tokens == 0) return;
+          DecodingRun run(model, comm, drafter, controller, options_, region_, on_token_, this);
+          run.first_token(prompt_);
+          while (!run.finished()) {
+            const Draft& draft = run.draft();
+            const Verdict verdict = run.verify(draft);
+            run.commit(verdict);
+          }
+          result_ = run.finish();
+        });
+  }
+
+  // Runs the request on to its next forward, or to its end; true when it ended.
+  bool resume() {
+    fiber_->resume();
+    return fiber_->done();
+  }
+
+  // The ended request's result; the slot is free afterwards.
+  GenerationResult finish() {
+    fiber_.reset();
+    speculators_ = {};
+    request_ = -1;
+    return std::move(result_);
+  }
+
+  // ForwardPort: the fiber waits for the loop's next pass.
+  LogitRows forward(const ForwardArgs& args, KvCache& kv,
+                    std::vector<float>& host_logits) override {
+    pending_ = PendingForward{args, &kv, &host_logits, PassKey::of(args.draft), false, {}};
+    fiber_->suspend();
+    SELFSPEC_CHECK(pending_ && pending_->done, "a sequence resumed before its forward ran");
+    const LogitRows result = pending_->result;
+    pending_.reset();
+    return result;
+  }
+
+ private:
+  std::int64_t index_;
+  KvCache area_;
+  KvCache region_;
+  std::int64_t request_ = -1;
+  std::vector<std::int32_t> prompt_;
+  GenerationOptions options_;
+  TokenCallback on_token_;
+  SequenceSpeculators speculators_;  // the request's (null: plain decoding)
+  GenerationResult result_;
+  std::optional<PendingForward> pending_;
+  std::unique_ptr<SequenceFiber> fiber_;
+};
+
+class SpeculativeBatch::Loop {
+ public:
+  Loop(SpeculativeBatch& batch, std::span<const SpeculativeRequest> requests, const Hooks& hooks)
+      : batch_(batch),
+        model_(batch.model_),
+        comm_(batch.comm_),
+        requests_(requests),
+        hooks_(hooks),
+        capacity_(capacity_for(batch.options_, requests)),
+        owner_(model_.make_kv_cache(batch.options_.batch * capacity_)) {
+    for (std::int64_t s = 0; s < batch.options_.batch; ++s) {
+      slots_.push_back(std::make_unique<SequenceSlot>(s, owner_.region(s * capacity_, capacity_)));
+    }
+  }
+
+  void run() {
+    while (true) {
+      admit();
+      resume_ready();
+      if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); })) {
+        if (next_request_ == static_cast<std::int64_t>(requests_.size())) return;
+        continue;  // waiting for arrivals
+      }
+      run_passes();
+    }
+  }
+
+ private:
+  static std::int64_t capacity_for(const SpeculativeBatchOptions& options,
+                                   std::span<const SpeculativeRequest> requests) {
+    std::int64_t needed = 1;
+    for (std::size_t r = 0; r < requests.size(); ++r) {
+      const SpeculativeRequest& request = requests[r];
+      SELFSPEC_CHECK(!request.prompt.empty(), "request {}: the prompt is empty", r);
+      SELFSPEC_CHECK(request.options.max_new_tokens >= 0, "request {}: max_new_tokens {} < 0", r,
+                     request.options.max_new_tokens);
+      const auto tokens = static_cast<std::int64_t>(request.prompt.size()) +
+                          std::max<std::int64_t>(request.options.max_new_tokens, 1);
+      SELFSPEC_CHECK(options.capacity == 0 || tokens <= options.capacity,
+                     "request {}: its prompt ({} tokens) and max_new_tokens ({}) exceed a "
+                     "sequence's {} KV slots",
+                     r, request.prompt.size(), request.options.max_new_tokens, options.capacity);
+      needed = std::max(needed, tokens);
+    }
+    return options.capacity > 0 ? options.capacity : needed;
+  }
+
+  // Rank 0 tells every rank how many requests have arrived; free slots take the next ones.
+  void admit() {
+    const auto total = static_cast<std::int64_t>(requests_.size());
+    std::int64_t arrived = total;
+    if (hooks_.arrived) {
+      const bool idle =
+          std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
+      if (comm_.is_root()) arrived = std::clamp<std::int64_t>(hooks_.arrived(idle), 0, total);
+      comm_.broadcast(std::as_writable_bytes(std::span(&arrived, 1)), 0);
+    }
+    for (auto& slot : slots_) {
+      if (slot->busy() || next_request_ >= arrived) continue;
+      const std::int64_t request = next_request_++;
+      const SpeculativeRequest& spec = requests_[static_cast<std::size_t>(request)];
+      slot->start(request, spec, batch_.options_.pass_tokens,
+                  spec.speculate ? batch_.make_speculators_(request) : SequenceSpeculators{},
+                  model_, comm_, hooks_);
+      fresh_.push_back(slot.get());
+    }
+  }
+
+  // Every new sequence, and every sequence whose forward ran, runs on (slot order, every rank).
+  void resume_ready() {
+    for (auto& slot : slots_) {
+      if (!slot->busy()) continue;
+      const bool fresh = std::find(fresh_.begin(), fresh_.end(), slot.get()) != fresh_.end();
+      if (!fresh && !(slot->pending() && slot->pending()->done)) continue;
+      if (!slot->resume()) continue;
+      const std::int64_t request = slot->request();
+      GenerationResult result = slot->finish();
+      if (hooks_.on_done) hooks_.on_done(request, std::move(result));
+    }
+    fresh_.clear();
+  }
+
+  // The waiting forwards, by key in slot order, as passes of at most pass_tokens tokens.
+  void run_passes() {
+    std::vector<std::vector<SequenceSlot*>> groups;
+    for (auto& slot : slots_) {
+      if (!slot->busy() || !slot->waiting()) continue;
+      auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& group) {
+        return group.front()->pending()->key == slot->pending()->key;
+      });
+      if (same == groups.end()) {
+        groups.push_back({slot.get()});
+      } else {
+        same->push_back(slot.get());
+      }
+    }
+    pass_logits_.resize(slots_.size());
+    std::size_t buffer = 0;
+    for (const auto& group : groups) {
+      std::vector<SequenceSlot*> pass;
+      std::int64_t tokens = 0;
+      for (SequenceSlot* slot : group) {
+        const auto n = static_cast<std::int64_t>(slot->pending()->args.tokens.size());
+        if (!pass.empty() && tokens + n > batch_.options_.pass_tokens) {
+          run_pass(pass, pass_logits_[buffer++]);
+          pass.clear();
+          tokens = 0;
+        }
+        pass.push_back(slot);
+        tokens += n;
+      }
+      run_pass(pass, pass_logits_[buffer++]);
+    }
+  }
+
+  void run_pass(std::span<SequenceSlot* const> pass, std::vector<float>& logits) {
+    const auto start = std::chrono::steady_clock::now();
+    SpeculativeBatchStats& stats = batch_.stats_;
+    if (pass.size() == 1) {
+      // One sequence: its own forward, as a run without the batch would make it.
+      PendingForward& only = *pass.front()->pending();
+      only.result = model_.forward(only.args, *only.kv, *only.host_logits);
+      only.done = true;
+    } else {
+      run_segmented(pass, logits);
+    }
+    ++stats.passes;
+    if (pass.front()->pending()->key.drafts()) ++stats.draft_passes;
+    for (SequenceSlot* slot : pass) {
+      stats.tokens += static_cast<std::int64_t>(slot->pending()->args.tokens.size());
+    }
+    stats.max_sequences = std::max(stats.max_sequences, static_cast<std::int64_t>(pass.size()));
+    stats.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // Several sequences' forwards as one, each over its own KV region.
+  void run_segmented(std::span<SequenceSlot* const> pass, std::vector<float>& logits) {
+    tokens_.clear();
+    positions_.clear();
+    rows_.clear();
+    segments_.clear();
+    members_.clear();
+    for (SequenceSlot* slot : pass) {
+      const ForwardArgs& args = slot->pending()->args;
+      KvCache& region = *slot->pending()->kv;
+      const auto n = static_cast<std::int64_t>(args.tokens.size());
+      SELFSPEC_CHECK(region.length() + n <= region.capacity(),
+                     "sequence {}: {} cached + {} new tokens exceed its {} KV slots", slot->index(),
+                     region.length(), n, region.capacity());
+      const auto first = static_cast<std::int64_t>(tokens_.size());
+      members_.push_back({first, n, static_cast<std::int64_t>(rows_.size()),
+                          static_cast<std::int64_t>(args.logit_rows.size()), args.observer,
+                          args.observe_only});
+      for (std::int32_t row : args.logit_rows) {
+        rows_.push_back(static_cast<std::int32_t>(first + row));
+      }
+      tokens_.insert(tokens_.end(), args.tokens.begin(), args.tokens.end());
+      positions_.insert(positions_.end(), args.positions.begin(), args.positions.end());
+      const std::uint8_t* mask = args.mask != nullptr ? args.mask->data() : nullptr;
+      segments_.push_back({first, n, region.first_slot_in(owner_), region.length(), mask});
+    }
+    ForwardArgs merged;
+    merged.tokens = tokens_;
+    merged.positions = positions_;
+    merged.logit_rows = rows_;
+    merged.draft = pass.front()->pending()->args.draft;
+    merged.segments = segments_;
+    const ForwardObserver observer = dispatching_observer();
+    if (observer) {
+      merged.observer = &observer;
+      merged.observe_only = observe_only_;
+    }
+    const LogitRows all = model_.forward(merged, owner_, logits);
+    for (std::size_t i = 0; i < pass.size(); ++i) {
+      PendingForward& pending = *pass[i]->pending();
+      pending.kv->extend(members_[i].tokens);
+      pending.result = {all.data + members_[i].first_row * all.width, members_[i].rows, all.width,
+                        all.device};
+      pending.done = true;
+    }
+  }
+
+  // A member's rows in a segmented pass, and what it observes.
+  struct Member {
+    std::int64_t first_token, tokens, first_row, rows;
+    const ForwardObserver* observer;
+    std::span<const std::string_view> observe_only;
+  };
+
+  // The pass's observer: each member's observer sees its own rows (its tokens, or its logit rows
+  // for the final norm) of the intermediates it asked for. Empty when no member observes.
+  ForwardObserver dispatching_observer() {
+    observe_only_.clear();
+    bool any = false, everything = false;
+    for (const Member& m : members_) {
+      if (m.observer == nullptr) continue;
+      any = true;
+      if (m.observe_only.empty()) everything = true;
+      for (std::string_view name : m.observe_only) {
+        if (std::find(observe_only_.begin(), observe_only_.end(), name) == observe_only_.end())
+          observe_only_.push_back(name);
+      }
+    }
+    if (!any) return {};
+    if (everything) observe_only_.clear();
+    return [this](std::string_view name, int layer, std::span<const float> data, std::int64_t n) {
+      if (n == 0) return;
+      const std::size_t width = data.size() / static_cast<std::size_t>(n);
+      const bool logit_rows = name == "final_norm";
+      for (const Member& m : members_) {
+        if (m.observer == nullptr) continue;
+        if (!m.observe_only.empty() &&
+            std::find(m.observe_only.begin(), m.observe_only.end(), name) == m.observe_only.end())
+          continue;
+        const std::int64_t first = logit_rows ? m.first_row : m.first_token;
+        const std::int64_t count = logit_rows ? m.rows : m.tokens;
+        (*m.observer)(name, layer,
+                      data.subspan(static_cast<std::size_t>(first) * width,
+                                   static_cast<std::size_t>(count) * width),
+                      count);
+      }
+    };
+  }
+
+  SpeculativeBatch& batch_;
+  LlamaModel& model_;
+  Communicator& comm_;
+  std::span<const SpeculativeRequest> requests_;
+  const Hooks& hooks_;
+  std::int64_t capacity_;
+  KvCache owner_;
+  std::vector<std::unique_ptr<SequenceSlot>> slots_;  // declared after owner_: regions of it
+  std::vector<SequenceSlot*> fresh_;
+  std::int64_t next_request_ = 0;
+  // The current pass's inputs; one logits buffer per pass of a step.
+  std::vector<std::vector<float>> pass_logits_;
+  std::vector<std::int32_t> tokens_, positions_, rows_;
+  std::vector<KvSegment> segments_;
+  std::vector<Member> members_;
+  std::vector<std::string_view> observe_only_;
+};
+
+SpeculativeBatch::SpeculativeBatch(LlamaModel& model, Communicator& comm,
+                                   SpeculativeBatchOptions options,
+                                   MakeSpeculators make_speculators)
+    : model_(model),
+      comm_(comm),
+      options_(options),
+      make_speculators_(std::move(make_speculators)) {
+  SELFSPEC_CHECK(options_.batch >= 1, "batched speculation: {} slots; it needs at least 1",
+                 options_.batch);
+  SELFSPEC_CHECK(options_.batch == 1 || model.backend().host_memory(),
+                 "{} sequences at once run on host-memory backends (the CPU); use 1 on {}",
+                 options_.batch, model.backend().description().summary());
+  SELFSPEC_CHECK(options_.pass_tokens >= kMaxDraftTokens + 1,
+                 "batched speculation: a pass of {} tokens cannot verify a draft of {}",
+                 options_.pass_tokens, kMaxDraftTokens);
+  SELFSPEC_CHECK(options_.capacity >= 0, "batched speculation: KV capacity {} < 0",
+                 options_.capacity);
+}
+
+SpeculativeBatch::~SpeculativeBatch() = default;
+
+void SpeculativeBatch::run(std::span<const SpeculativeRequest> requests, const Hooks& hooks) {
+  if (requests.empty()) return;
+  const bool speculates = std::any_of(requests.begin(), requests.end(),
+                                      [](const SpeculativeRequest& r) { return r.speculate; });
+  SELFSPEC_CHECK(!speculates || make_speculators_,
+                 "a request speculates but the batch was made without drafters");
+  Loop loop(*this, requests, hooks);
+  loop.run();
+}
+
+}  // namespace selfspec

@@ -1,0 +1,332 @@
+// Batched speculation (decode/speculative_batch.hpp): every request's tokens equal those of
+// Decoder::generate on that request alone with the same drafter kind and controller, whatever the
+// batch size, pass budget, arrival order and neighbours:
+//  * greedy, for layer-skip drafts under every controller, chains and token trees (each
+//    sequence's tree mask inside a shared pass), early exit, the draft-weight copy, lookups before
+//    a model drafter, SWIFT's on-the-fly search and Draft on the Fly's prompt observer, mixed with
+//    plain requests; at TP 1 and 2;
+//  * sampled, with each request's own seed: the same tokens as alone (reproducible per request);
+//  * a request's tokens reach on_token as they are chosen, in order, and its result once;
+//  * requests that arrive while others run join between passes;
+//  * bad input (an empty prompt, a request beyond the KV region, a speculating request without
+//    drafters, bad options) is refused with a clear error before any forward.
+#include "decode/speculative_batch.hpp"
+
+#include "comm/local_comm.hpp"
+#include "core/error.hpp"
+#include "decode/decoder.hpp"
+#include "draft/cosine_skip_drafter.hpp"
+#include "draft/early_exit_drafter.hpp"
+#include "draft/layer_skip_drafter.hpp"
+#include "draft/lookup_source.hpp"
+#include "draft/sourced_drafter.hpp"
+#include "draft/swift_drafter.hpp"
+#include "model/exit_head.hpp"
+#include "model_io/exit_head_files.hpp"
+#include "model_io/model_identity.hpp"
+#include "model_io/safetensors.hpp"
+#include "tests/support/model_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/thread_comm.hpp"
+#include "tests/support/tiny_checkpoint.hpp"
+#include "tests/support/tiny_models.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+namespace selfspec::testing {
+namespace {
+
+constexpr int kLayers = 4;
+
+// How a test's requests draft: a fresh drafter for each request (every rank).
+using MakeDrafter = std::function<std::unique_ptr<Drafter>()>;
+
+std::unique_ptr<Drafter> skip_drafter() {
+  return std::make_unique<LayerSkipDrafter>(
+      LayerPlan::skipping(kLayers, std::vector<int>{1, 2}, std::vector<int>{1}), "test");
+}
+
+struct Case {
+  MakeDrafter drafter = skip_drafter;
+  ControllerOptions controller;
+  std::string tree = "none";
+  bool draft_weights = false;
+};
+
+// Ragged prompts and budgets; every third request decodes plainly, every fourth samples with its
+// own seed.
+std::vector<SpeculativeRequest> requests_for(std::int64_t vocab, int count, const Case& c,
+                                             bool sampled) {
+  std::vector<SpeculativeRequest> requests;
+  for (int r = 0; r < count; ++r) {
+    SpeculativeRequest request;
+    for (int i = 0; i < 2 + (5 * r) % 11; ++i)
+      request.prompt.push_back(static_cast<std::int32_t>((3 + 7 * r + 11 * i) % vocab));
+    // Repeats give lookups something to find.
+    const std::vector<std::int32_t> head(request.prompt.begin(), request.prompt.begin() + 2);
+    request.prompt.insert(request.prompt.end(), head.begin(), head.end());
+    request.options.max_new_tokens = 6 + (r * 7) % 19;
+    request.options.ignore_eos = true;
+    request.options.logits = LogitsMode::kLocal;
+    request.options.tree = TreeWidths::parse(c.tree);
+    request.options.draft.draft_weights = c.draft_weights;
+    request.speculate = r % 3 != 2;
+    if (sampled && r % 4 == 1) {
+      request.options.sampling.temperature = 0.9;
+      request.options.sampling.top_k = r % 8 == 1 ? 0 : 8;
+      request.options.sampling.seed = 100 + static_cast<std::uint64_t>(r);
+    }
+    requests.push_back(request);
+  }
+  return requests;
+}
+
+GenerationResult decode_alone(LlamaModel& model, Communicator& comm,
+                              const SpeculativeRequest& request, const Case& c) {
+  // What `selfspec generate` allocates.
+  KvCache kv = model.make_kv_cache(static_cast<std::int64_t>(request.prompt.size()) +
+                                   std::max<std::int64_t>(request.options.max_new_tokens, 1));
+  if (!request.speculate) return Decoder(model, comm).generate(request.prompt, request.options, kv);
+  const std::unique_ptr<Drafter> drafter = c.drafter();
+  const auto controller = make_draft_length_controller(c.controller);
+  return Decoder(model, comm, *drafter, *controller).generate(request.prompt, request.options, kv);
+}
+
+struct BatchOutcome {
+  std::map<std::int64_t, GenerationResult> results;
+  std::map<std::int64_t, std::vector<std::int32_t>> streamed;
+  SpeculativeBatchStats stats;
+};
+
+BatchOutcome run_batch(LlamaModel& model, Communicator& comm,
+                       std::span<const SpeculativeRequest> requests, const Case& c,
+                       std::int64_t batch, std::int64_t pass_tokens,
+                       std::function<std::int64_t(bool)> arrived = {}) {
+  SpeculativeBatchOptions options;
+  options.batch = batch;
+  options.pass_tokens = pass_tokens;
+  SpeculativeBatch loop(model, comm, options, [&](std::int64_t) {
+    return SequenceSpeculators{c.drafter(), make_draft_length_controller(c.controller)};
+  });
+  BatchOutcome outcome;
+  SpeculativeBatch::Hooks hooks;
+  hooks.arrived = std::move(arrived);
+  hooks.on_token = [&](std::int64_t r, std::int32_t t) { outcome.streamed[r].push_back(t); };
+  hooks.on_done = [&](std::int64_t r, GenerationResult&& result) {
+    EXPECT_FALSE(outcome.results.contains(r)) << "request " << r << " handed over twice";
+    outcome.results[r] = std::move(result);
+  };
+  loop.run(requests, hooks);
+  outcome.stats = loop.stats();
+  return outcome;
+}
+
+// Every request's tokens equal its run alone; returns the drafted and accepted totals.
+std::pair<std::int64_t, std::int64_t> expect_equal_to_alone(LlamaModel& model, Communicator& comm,
+                                                            const Case& c, std::int64_t batch,
+                                                            std::int64_t pass_tokens, bool sampled,
+                                                            const std::string& label,
+                                                            int count = 11) {
+  const auto requests = requests_for(model.config().vocab_size, count, c, sampled);
+  const BatchOutcome outcome = run_batch(model, comm, requests, c, batch, pass_tokens);
+  EXPECT_EQ(outcome.results.size(), requests.size()) << label;
+  std::int64_t drafted = 0, accepted = 0;
+  for (std::size_t r = 0; r < requests.size(); ++r) {
+    const auto found = outcome.results.find(static_cast<std::int64_t>(r));
+    if (found == outcome.results.end()) continue;
+    const GenerationResult alone = decode_alone(model, comm, requests[r], c);
+    EXPECT_EQ(found->second.tokens, alone.tokens) << label << ", B " << batch << ", request " << r;
+    EXPECT_EQ(found->second.stats.drafted, alone.stats.drafted) << label << ", request " << r;
+    if (comm.is_root()) {
+      EXPECT_EQ(outcome.streamed.at(static_cast<std::int64_t>(r)), alone.tokens) << label;
+    }
+    drafted += found->second.stats.drafted;
+    accepted += found->second.stats.accepted;
+  }
+  if (batch > 1) {
+    EXPECT_GT(outcome.stats.max_sequences, 1) << label << ": never batched";
+  }
+  return {drafted, accepted};
+}
+
+// Attaches an untrained early-exit head (layer `n`'s own weights).
+void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& dir, int n) {
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  const CheckpointSource source(checkpoint);
+  const std::string identity = model_identity(source, model.config());
+  const auto path = dir / "exit_head.safetensors";
+  write_init_layer(source, model.config(), n, identity, path);
+  model.attach_exit_head(
+      load_exit_head(path, model.config(), identity, model.shard(), std::nullopt, model.backend()));
+}
+
+ControllerOptions controller(const char* kind, int k) {
+  ControllerOptions options;
+  options.kind = kind;
+  options.max_draft = k;
+  options.threshold = 0.3;
+  return options;
+}
+
+class SpeculativeBatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = write_and_load_model(speculative_tiny_spec(kLayers), dir_.path(), comm_);
+  }
+  TempDir dir_;
+  LocalComm comm_;
+  std::unique_ptr<LlamaModel> model_;
+};
+
+TEST_F(SpeculativeBatchTest, GreedyTokensEqualEachRequestAloneForEveryControllerAndBatch) {
+  std::int64_t accepted = 0;
+  for (const char* kind : {"fixed", "threshold", "adaptive", "thompson"}) {
+    for (std::int64_t batch : {1, 2, 3, 8}) {
+      Case c;
+      c.controller = controller(kind, 4);
+      accepted +=
+          expect_equal_to_alone(*model_, comm_, c, batch, 512, false, std::string(kind)).second;
+    }
+  }
+  EXPECT_GT(accepted, 0) << "no draft token was ever accepted: verification untested";
+}
+
+TEST_F(SpeculativeBatchTest, SmallPassesSplitTheStepAndKeepTheTokens) {
+  Case c;
+  c.controller = controller("fixed", 6);
+  for (std::int64_t pass_tokens : {64, 70}) {
+    expect_equal_to_alone(*model_, comm_, c, 5, pass_tokens, false, "pass budget");
+  }
+}
+
+TEST_F(SpeculativeBatchTest, TreesVerifyUnderEachSequencesOwnMask) {
+  for (const char* tree : {"1:3", "0.6:4,1:2"}) {
+    Case c;
+    c.controller = controller("fixed", 4);
+    c.tree = tree;
+    const auto [drafted, accepted] =
+        expect_equal_to_alone(*model_, comm_, c, 4, 512, false, std::string("tree ") + tree);
+    EXPECT_GT(accepted, 0) << tree;
+  }
+}
+
+TEST_F(SpeculativeBatchTest, SampledRequestsDrawTheSameTokensAsAlone) {
+  for (const char* tree : {"none", "1:3"}) {
+    Case c;
+    c.controller = controller("fixed", 3);
+    c.tree = tree;
+    for (std::int64_t batch : {2, 6}) {
+      expect_equal_to_alone(*model_, comm_, c, batch, 512, true, std::string("sampled ") + tree);
+    }
+  }
+}
+
+TEST_F(SpeculativeBatchTest, EveryDrafterKindBatchesLosslessly) {
+  attach_layer_as_exit_head(*model_, dir_.path(), 2);
+  const std::map<std::string, MakeDrafter> drafters = {
+      {"early-exit", [] { return std::make_unique<EarlyExitDrafter>(kLayers, 2, "layer copy"); }},
+      {"lookup+skip",
+       [] {
+         std::vector<std::unique_ptr<DraftSource>> sources;
+         sources.push_back(make_lookup_source({}));
+         return std::make_unique<SourcedDrafter>(std::move(sources), skip_drafter());
+       }},
+      {"swift",
+       [] {
+         SwiftOptions options;
+         options.window = 8;
+         options.min_window = 4;
+         return std::make_unique<SwiftDrafter>(kLayers, options);
+       }},
+      {"asd", [] { return std::make_unique<CosineSkipDrafter>(kLayers, AsdParams{}); }},
+  };
+  for (const auto& [name, make] : drafters) {
+    Case c;
+    c.drafter = make;
+    c.controller = controller("fixed", 3);
+    expect_equal_to_alone(*model_, comm_, c, 4, 512, true, name);
+  }
+}
+
+TEST_F(SpeculativeBatchTest, RequestsArrivingWhileOthersRunJoinBetweenPasses) {
+  Case c;
+  c.controller = controller("thompson", 4);
+  const auto requests = requests_for(model_->config().vocab_size, 9, c, true);
+  std::int64_t calls = 0;
+  int idle_calls = 0;
+  // One more request every third pass; while idle, the next one at once.
+  const BatchOutcome outcome =
+      run_batch(*model_, comm_, requests, c, 4, 512, [&](bool idle) -> std::int64_t {
+        idle_calls += idle ? 1 : 0;
+        ++calls;
+        return idle ? (calls + 2) / 3 + 1 : (calls + 2) / 3;
+      });
+  ASSERT_EQ(outcome.results.size(), requests.size());
+  for (std::size_t r = 0; r < requests.size(); ++r) {
+    EXPECT_EQ(outcome.results.at(static_cast<std::int64_t>(r)).tokens,
+              decode_alone(*model_, comm_, requests[r], c).tokens)
+        << "request " << r;
+  }
+  EXPECT_GT(outcome.stats.max_sequences, 1);
+}
+
+TEST_F(SpeculativeBatchTest, RefusesBadOptionsAndRequestsBeforeAnyForward) {
+  const auto maker = [](std::int64_t) {
+    return SequenceSpeculators{skip_drafter(),
+                               make_draft_length_controller(controller("fixed", 2))};
+  };
+  SpeculativeBatchOptions options;
+  options.batch = 0;
+  EXPECT_THAT([&] { SpeculativeBatch(*model_, comm_, options, maker); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("at least 1")));
+  options.batch = 2;
+  options.pass_tokens = 16;
+  EXPECT_THAT([&] { SpeculativeBatch(*model_, comm_, options, maker); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("cannot verify a draft")));
+  options.pass_tokens = 512;
+  options.capacity = 20;
+  SpeculativeBatch loop(*model_, comm_, options, maker);
+  std::vector<SpeculativeRequest> requests(2);
+  requests[0].prompt = {1, 2, 3};
+  requests[0].options.max_new_tokens = 5;
+  requests[1].prompt = std::vector<std::int32_t>(15, 4);
+  requests[1].options.max_new_tokens = 6;
+  EXPECT_THAT([&] { loop.run(requests, {}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "request 1: its prompt (15 tokens) and max_new_tokens (6) exceed")));
+  requests[1].prompt.clear();
+  EXPECT_THAT(
+      [&] { loop.run(requests, {}); },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("request 1: the prompt is empty")));
+  requests.pop_back();
+  SpeculativeBatch without(*model_, comm_, options, {});
+  EXPECT_THAT([&] { without.run(requests, {}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("without drafters")));
+  EXPECT_EQ(loop.stats().passes, 0);
+}
+
+TEST(SpeculativeBatchTensorParallel, GreedyAndSampledTokensEqualAloneAtTp2) {
+  TempDir dir;
+  write_tiny_checkpoint(tensor_parallel_tiny_spec(2), dir.path());
+  run_model_ranks_in_both_orders(2, dir.path(), [&](LlamaModel& model, ThreadComm& comm) {
+    Case c;
+    c.drafter = [&] {
+      return std::make_unique<LayerSkipDrafter>(
+          LayerPlan::skipping(static_cast<int>(model.config().num_layers), std::vector<int>{1},
+                              std::vector<int>{0}),
+          "tp");
+    };
+    c.controller = controller("thompson", 4);
+    for (const char* tree : {"none", "1:3"}) {
+      c.tree = tree;
+      expect_equal_to_alone(model, comm, c, 3, 512, true, std::string("TP 2 ") + tree, 7);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace selfspec::testing
