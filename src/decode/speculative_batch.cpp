@@ -1,5 +1,6 @@
 #include "decode/speculative_batch.hpp"
 
+#include "control/goodput_sizing.hpp"
 #include "core/error.hpp"
 #include "decode/decoder.hpp"
 #include "decode/decoding_run.hpp"
@@ -84,19 +85,10 @@ class SequenceSlot final : public ForwardPort {
     DraftLengthController* controller = speculators_.controller.get();
     result_ = {};
     pending_.reset();
+    outlook_ = {};
     fiber_ =
         std::make_unique<SequenceFiber>([this, &model, &comm, drafter, controller](SequenceFiber&) {
-          region_.clear();
-          check_generation_inputs(prompt_, options_, region_);
-          if (options_.max_new_tokens == 0) return;
-          DecodingRun run(model, comm, drafter, controller, options_, region_, on_token_, this);
-          run.first_token(prompt_);
-          while (!run.finished()) {
-            const Draft& draft = run.draft();
-            const Verdict verdict = run.verify(draft);
-            run.commit(verdict);
-          }
-          result_ = run.finish();
+          run_request(model, comm, drafter, controller);
         });
   }
 
@@ -113,6 +105,16 @@ class SequenceSlot final : public ForwardPort {
     request_ = -1;
     return std::move(result_);
   }
+
+  // Rank 0, for goodput sizing: whether the request speculates and has started its rounds, its
+  // acceptance so far and its controller's K.
+  bool sizable() const { return run_ != nullptr && speculators_.controller != nullptr; }
+  DraftOutlook outlook() const {
+    DraftOutlook outlook = outlook_;
+    outlook.max_draft = std::min(speculators_.controller->max_draft(), kMaxDraftTokens);
+    return outlook;
+  }
+  void limit_draft(int limit) { run_->limit_draft(limit); }
 
   // ForwardPort: the fiber waits for the loop's next pass.
   LogitRows forward(const ForwardArgs& args, KvCache& kv,
@@ -137,6 +139,37 @@ class SequenceSlot final : public ForwardPort {
   GenerationResult result_;
   std::optional<PendingForward> pending_;
   std::unique_ptr<SequenceFiber> fiber_;
+  DecodingRun* run_ = nullptr;  // the request's run, while it exists
+  DraftOutlook outlook_;        // its acceptance so far
+
+  // The fiber's body: the request's decoding loop (Decoder::generate's), its forwards through
+  // this port.
+  void run_request(LlamaModel& model, Communicator& comm, Drafter* drafter,
+                   DraftLengthController* controller) {
+    region_.clear();
+    check_generation_inputs(prompt_, options_, region_);
+    if (options_.max_new_tokens == 0) return;
+    DecodingRun run(model, comm, drafter, controller, options_, region_, on_token_, this);
+    run_ = &run;
+    struct Forget {
+      DecodingRun*& run;
+      ~Forget() { run = nullptr; }
+    } forget{run_};
+    run.first_token(prompt_);
+    while (!run.finished()) {
+      const Draft& draft = run.draft();
+      const Verdict verdict = run.verify(draft);
+      record_round(draft, verdict);
+      run.commit(verdict);
+    }
+    result_ = run.finish();
+  }
+
+  void record_round(const Draft& draft, const Verdict& verdict) {
+    if (draft.empty()) return;
+    outlook_.accepted += verdict.accepted_count();
+    if (verdict.accepted_count() < draft.drawn()) ++outlook_.rejected;
+  }
 };
 
 class SpeculativeBatch::Loop {
@@ -152,6 +185,7 @@ class SpeculativeBatch::Loop {
     for (std::int64_t s = 0; s < batch.options_.batch; ++s) {
       slots_.push_back(std::make_unique<SequenceSlot>(s, owner_.region(s * capacity_, capacity_)));
     }
+    if (batch.options_.goodput && comm_.is_root()) sizer_.emplace();
   }
 
   void run() {
@@ -209,6 +243,7 @@ class SpeculativeBatch::Loop {
 
   // Every new sequence, and every sequence whose forward ran, runs on (slot order, every rank).
   void resume_ready() {
+    if (sizer_) size_drafts();
     for (auto& slot : slots_) {
       if (!slot->busy()) continue;
       const bool fresh = std::find(fresh_.begin(), fresh_.end(), slot.get()) != fresh_.end();
@@ -219,6 +254,24 @@ class SpeculativeBatch::Loop {
       if (hooks_.on_done) hooks_.on_done(request, std::move(result));
     }
     fresh_.clear();
+  }
+
+  // Rank 0: caps the rounds the sequences plan next by the step's goodput.
+  void size_drafts() {
+    std::vector<SequenceSlot*> speculating;
+    std::vector<DraftOutlook> outlooks;
+    std::int64_t plain_rows = 0;
+    for (auto& slot : slots_) {
+      if (!slot->busy()) continue;
+      if (slot->sizable()) {
+        speculating.push_back(slot.get());
+        outlooks.push_back(slot->outlook());
+      } else {
+        ++plain_rows;
+      }
+    }
+    const std::vector<int> drafts = sizer_->size(outlooks, plain_rows);
+    for (std::size_t i = 0; i < speculating.size(); ++i) speculating[i]->limit_draft(drafts[i]);
   }
 
   // The waiting forwards, by key in slot order, as passes of at most pass_tokens tokens.
@@ -265,14 +318,19 @@ class SpeculativeBatch::Loop {
     } else {
       run_segmented(pass, logits);
     }
-    ++stats.passes;
-    if (pass.front()->pending()->key.drafts()) ++stats.draft_passes;
-    for (SequenceSlot* slot : pass) {
-      stats.tokens += static_cast<std::int64_t>(slot->pending()->args.tokens.size());
-    }
-    stats.max_sequences = std::max(stats.max_sequences, static_cast<std::int64_t>(pass.size()));
-    stats.seconds +=
+    const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool drafts = pass.front()->pending()->key.drafts();
+    std::int64_t rows = 0;
+    for (SequenceSlot* slot : pass) {
+      rows += static_cast<std::int64_t>(slot->pending()->args.tokens.size());
+    }
+    if (sizer_) sizer_->record_pass(drafts, rows, seconds);
+    ++stats.passes;
+    if (drafts) ++stats.draft_passes;
+    stats.tokens += rows;
+    stats.max_sequences = std::max(stats.max_sequences, static_cast<std::int64_t>(pass.size()));
+    stats.seconds += seconds;
   }
 
   // Several sequences' forwards as one, each over its own KV region.
@@ -374,6 +432,7 @@ class SpeculativeBatch::Loop {
   std::vector<std::unique_ptr<SequenceSlot>> slots_;  // declared after owner_: regions of it
   std::vector<SequenceSlot*> fresh_;
   std::int64_t next_request_ = 0;
+  std::optional<GoodputSizer> sizer_;  // rank 0, with goodput sizing
   // The current pass's inputs; one logits buffer per pass of a step.
   std::vector<std::vector<float>> pass_logits_;
   std::vector<std::int32_t> tokens_, positions_, rows_;

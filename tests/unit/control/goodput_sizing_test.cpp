@@ -1,0 +1,124 @@
+// Goodput sizing (control/goodput_sizing.hpp): the cost table's interpolation and extrapolation,
+// E(α, k), and the sizer's choices on hand-built costs: full drafts while verification is free,
+// none once every row costs its share (compute-bound), drafts for likely sequences only in
+// between, its controller's K as the ceiling, and the exploration steps.
+#include "control/goodput_sizing.hpp"
+
+#include "core/error.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace selfspec::testing {
+namespace {
+
+TEST(ForwardCostTable, InterpolatesBetweenAndExtrapolatesBeyondTheCountsSeen) {
+  ForwardCostTable table;
+  EXPECT_FALSE(table.known());
+  EXPECT_THROW((void)table.seconds(4), Error);
+  table.record(4, 2.0);
+  EXPECT_TRUE(table.known());
+  EXPECT_DOUBLE_EQ(table.seconds(4), 2.0);
+  EXPECT_DOUBLE_EQ(table.seconds(2), 2.0) << "below the one count seen: as much";
+  EXPECT_DOUBLE_EQ(table.seconds(8), 4.0) << "above it: in proportion";
+  table.record(8, 3.0);
+  EXPECT_DOUBLE_EQ(table.seconds(6), 2.5);
+  EXPECT_DOUBLE_EQ(table.seconds(12), 4.0) << "along the last two";
+  EXPECT_DOUBLE_EQ(table.seconds(1), 2.0) << "never below the cheapest pass";
+  EXPECT_DOUBLE_EQ(table.seconds(0), 0.0);
+  table.record(8, 7.0);  // a moving average: a quarter of the way to the newest
+  EXPECT_DOUBLE_EQ(table.seconds(8), 4.0);
+  table.record(3, -1.0);  // ignored
+  EXPECT_DOUBLE_EQ(table.seconds(3), 2.0);
+}
+
+TEST(GoodputSizing, ExpectedRoundTokens) {
+  EXPECT_DOUBLE_EQ(expected_round_tokens(0.7, 0), 1.0);
+  EXPECT_DOUBLE_EQ(expected_round_tokens(1.0, 5), 6.0);
+  EXPECT_DOUBLE_EQ(expected_round_tokens(0.0, 5), 1.0);
+  EXPECT_NEAR(expected_round_tokens(0.5, 3), 1.0 + 0.5 + 0.25 + 0.125, 1e-12);
+  DraftOutlook outlook{8, 1, 4};
+  EXPECT_DOUBLE_EQ(outlook.acceptance(), 9.0 / 11.0);
+}
+
+// Costs of a bandwidth-bound forward: flat up to `knee` rows, then `per_row` more per row; a
+// draft forward costs `draft_fraction` of a full one.
+struct Costs {
+  ForwardCostTable draft, full;
+};
+Costs costs(double knee, double per_row, double draft_fraction) {
+  Costs c;
+  for (std::int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128}) {
+    const double full = 1.0 + per_row * std::max(0.0, static_cast<double>(rows) - knee);
+    c.full.record(rows, full);
+    c.draft.record(rows, draft_fraction * full);
+  }
+  return c;
+}
+GoodputSizer sizer_with(double knee, double per_row, double draft_fraction) {
+  GoodputSizer sizer;
+  for (std::int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128}) {
+    const double full = 1.0 + per_row * std::max(0.0, static_cast<double>(rows) - knee);
+    sizer.record_pass(false, rows, full);
+    sizer.record_pass(true, rows, draft_fraction * full);
+  }
+  (void)sizer.size({}, 0);  // past the first step's exploration
+  return sizer;
+}
+
+std::vector<DraftOutlook> outlooks(std::vector<double> acceptance, int k) {
+  std::vector<DraftOutlook> all;
+  for (double a : acceptance) {
+    const auto accepted = static_cast<std::int64_t>(a * 100);
+    all.push_back({accepted, 100 - accepted, k});
+  }
+  return all;
+}
+
+TEST(GoodputSizing, UnknownCostsLeaveEveryControllerItsK) {
+  GoodputSizer sizer;
+  EXPECT_EQ(sizer.size(outlooks({0.2, 0.9}, 5), 0), (std::vector<int>{5, 5}));
+}
+
+TEST(GoodputSizing, FreeVerificationDraftsToTheControllersK) {
+  GoodputSizer sizer = sizer_with(1000, 0.0, 0.1);
+  EXPECT_EQ(sizer.size(outlooks({0.8, 0.9, 0.85}, 6), 0), (std::vector<int>{6, 6, 6}));
+}
+
+TEST(GoodputSizing, ComputeBoundVerificationDraftsNothing) {
+  // Every row costs a full pass's worth: a draft row never pays for itself.
+  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);
+  EXPECT_EQ(sizer.size(outlooks({0.8, 0.9, 0.6, 0.7}, 6), 0), (std::vector<int>(4, 0)));
+}
+
+TEST(GoodputSizing, InBetweenOnlyLikelySequencesDraftAndNotTooFar) {
+  GoodputSizer sizer = sizer_with(8, 0.12, 0.3);
+  const std::vector<int> drafts = sizer.size(outlooks({0.1, 0.95, 0.9, 0.15}, 8), 2);
+  ASSERT_EQ(drafts.size(), 4u);
+  EXPECT_EQ(drafts[0], 0);
+  EXPECT_EQ(drafts[3], 0);
+  EXPECT_GT(drafts[1], 0);
+  EXPECT_GT(drafts[2], 0);
+  EXPECT_LT(drafts[1], 8) << "verification is not free here";
+  // Better than letting every controller draft its K, and than drafting nothing.
+  const Costs c = costs(8, 0.12, 0.3);
+  const auto seqs = outlooks({0.1, 0.95, 0.9, 0.15}, 8);
+  const double chosen = step_goodput(seqs, drafts, 2, c.draft, c.full);
+  EXPECT_GT(chosen, step_goodput(seqs, std::vector<int>(4, 8), 2, c.draft, c.full));
+  EXPECT_GT(chosen, step_goodput(seqs, std::vector<int>(4, 0), 2, c.draft, c.full));
+}
+
+TEST(GoodputSizing, EveryExploreEveryStepsTheControllersDecideAlone) {
+  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);  // one step done
+  int explored = 0;
+  for (int step = 1; step < 2 * GoodputSizer::kExploreEvery; ++step) {
+    const std::vector<int> drafts = sizer.size(outlooks({0.9}, 4), 0);
+    explored += drafts[0] == 4 ? 1 : 0;
+  }
+  EXPECT_EQ(explored, 1);
+}
+
+}  // namespace
+}  // namespace selfspec::testing
