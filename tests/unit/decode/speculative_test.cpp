@@ -12,12 +12,14 @@
 //  * token trees (--tree: alternatives beside each drawn draft token, verified under a tree mask,
 //    the accepted path's KV rows compacted) keep greedy output token-identical, the KV cache equal
 //    to a fresh run's, and sampling distribution-exact;
-//  * early-exit drafts (the first N layers and an exit head) likewise, chains and trees.
+//  * early-exit drafts (the first N layers and an exit head) likewise, chains and trees;
+//  * sampling stays distribution-exact with the requests in a batch, goodput-sized or not.
 #include "comm/local_comm.hpp"
 #include "control/acceptance_predictor.hpp"
 #include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
 #include "decode/decoder.hpp"
+#include "decode/speculative_batch.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "draft/lookup_source.hpp"
@@ -862,6 +864,111 @@ INSTANTIATE_TEST_SUITE_P(
                      true,
                      true}),
     [](const auto& test_info) { return test_info.param.name; });
+
+// The same test with the requests in a batch (decode/speculative_batch.hpp): 8 in flight, plain
+// requests among them, and with goodput sizing, whose load-dependent draft lengths must not bend
+// the distribution either.
+struct BatchedSamplingCase {
+  std::string name;
+  SamplingParams params;
+  std::string tree = "none";
+  bool goodput = false;
+};
+
+// The fixture's model and exact distributions (its test parameter is not used).
+class BatchedSpeculativeSampling : public SpeculativeSampling {
+ protected:
+  void expect_target_distribution(const BatchedSamplingCase& c);
+
+  // Pearson's statistic with the cells expected fewer than 5 times pooled into one (a single hit
+  // of a cell expected 0.05 times adds 19 to the unpooled statistic: the approximation needs
+  // expected counts of about 5 or more).
+  static std::pair<double, int> pooled_chi_square(const std::map<std::int32_t, int>& counts,
+                                                  const std::vector<double>& p, int n) {
+    std::map<std::int32_t, int> pooled_counts;
+    std::vector<double> pooled_p;
+    double rare_p = 0.0;
+    int rare_count = 0;
+    for (std::size_t x = 0; x < p.size(); ++x) {
+      const auto it = counts.find(static_cast<std::int32_t>(x));
+      const int observed = it == counts.end() ? 0 : it->second;
+      if (p[x] * n < 5.0) {
+        rare_p += p[x];
+        rare_count += observed;
+        if (p[x] <= 0.0 && observed > 0) return {INFINITY, 1};
+      } else {
+        pooled_counts[static_cast<std::int32_t>(pooled_p.size())] = observed;
+        pooled_p.push_back(p[x]);
+      }
+    }
+    if (rare_p > 0.0) {
+      pooled_counts[static_cast<std::int32_t>(pooled_p.size())] = rare_count;
+      pooled_p.push_back(rare_p);
+    }
+    return chi_square(pooled_counts, pooled_p, n);
+  }
+};
+
+void BatchedSpeculativeSampling::expect_target_distribution(const BatchedSamplingCase& c) {
+  SCOPED_TRACE(c.name);
+  const LayerPlan draft = LayerPlan::skipping(3, std::vector<int>{1}, std::vector<int>{0, 2});
+  constexpr int kDepth = 3;
+  const std::vector<double> target = exact_distribution(c.params, LayerPlan::full(3), kDepth);
+  const std::vector<double> draft_only = exact_distribution(c.params, draft, kDepth);
+  constexpr int kRuns = 3000;
+  std::vector<SpeculativeRequest> requests(kRuns);
+  for (int run = 0; run < kRuns; ++run) {
+    SpeculativeRequest& request = requests[static_cast<std::size_t>(run)];
+    request.prompt = prompt_;
+    request.options.max_new_tokens = kDepth + 1;
+    request.options.ignore_eos = true;
+    request.options.sampling = c.params;
+    request.options.sampling.seed = 5000 + static_cast<std::uint64_t>(run);
+    request.options.logits = LogitsMode::kLocal;
+    request.options.tree = TreeWidths::parse(c.tree);
+    request.speculate = run % 7 != 3;
+  }
+  ControllerOptions controller;
+  controller.kind = "fixed";
+  controller.max_draft = 2;
+  SpeculativeBatchOptions options;
+  options.batch = 8;
+  options.goodput = c.goodput;
+  SpeculativeBatch batch(*model_, comm_, options, [&](std::int64_t) {
+    return SequenceSpeculators{std::make_unique<LayerSkipDrafter>(draft, "skips"),
+                               make_draft_length_controller(controller)};
+  });
+  std::map<std::int32_t, int> counts;
+  std::int64_t drafted = 0, accepted = 0;
+  SpeculativeBatch::Hooks hooks;
+  hooks.on_done = [&](std::int64_t, GenerationResult&& r) {
+    ASSERT_EQ(r.tokens.size(), static_cast<std::size_t>(kDepth + 1));
+    ++counts[r.tokens[kDepth - 1]];
+    drafted += r.stats.drafted;
+    accepted += r.stats.accepted;
+  };
+  batch.run(requests, hooks);
+  EXPECT_GT(batch.stats().max_sequences, 4);
+  EXPECT_LT(accepted, drafted);
+  EXPECT_GT(accepted, 0);
+  const auto [chi2, dof] = pooled_chi_square(counts, target, kRuns);
+  EXPECT_LT(chi2, boost::math::quantile(boost::math::chi_squared(dof), 1.0 - 1e-6))
+      << "dof " << dof;
+  const auto [chi2_draft, dof_draft] = pooled_chi_square(counts, draft_only, kRuns);
+  EXPECT_GT(chi2_draft,
+            boost::math::quantile(boost::math::chi_squared(std::max(dof_draft, 1)), 1.0 - 1e-6))
+      << "draft and target distributions are too close";
+}
+
+TEST_F(BatchedSpeculativeSampling, ThirdTokenFollowsTheTargetDistributionInABatch) {
+  for (const BatchedSamplingCase& c :
+       {BatchedSamplingCase{"temperature", {0.8, 0, 1.0, 0}},
+        BatchedSamplingCase{"tree_topk_topp", {1.5, 6, 0.95, 0}, "1:3"},
+        BatchedSamplingCase{"goodput_temperature", {1.0, 0, 1.0, 0}, "none", true},
+        BatchedSamplingCase{"goodput_tree_topp", {1.5, 0, 0.95, 0}, "1:3", true}}) {
+    expect_target_distribution(c);
+  }
+}
 
 }  // namespace
 }  // namespace selfspec::testing
