@@ -78,8 +78,20 @@ std::vector<int> GoodputSizer::size(std::span<const DraftOutlook> sequences,
   std::vector<int> best(sequences.size());
   std::transform(sequences.begin(), sequences.end(), best.begin(),
                  [](const DraftOutlook& s) { return std::max(0, s.max_draft); });
-  const bool explore = steps_++ % kExploreEvery == 0;
-  if (sequences.empty() || explore || !draft_.known() || !full_.known()) return best;
+  if (sequences.empty() || !draft_.known() || !full_.known()) return best;
+  const bool explore = ++steps_ % kExploreEvery == 0;
+  std::vector<int> chosen = optimum(sequences, plain_rows);
+  if (explore) {
+    // One sequence in turn drafts its K: the costs of longer passes and its α stay current.
+    const std::size_t b = static_cast<std::size_t>(explored_++) % sequences.size();
+    chosen[b] = best[b];
+  }
+  return chosen;
+}
+
+std::vector<int> GoodputSizer::optimum(std::span<const DraftOutlook> sequences,
+                                       std::int64_t plain_rows) const {
+  std::vector<int> best(sequences.size(), 0);
 
   // Depth d: every sequence drafts min(d, K_b); then each sequence, least likely to be accepted
   // first, keeps the length (at most its depth) that helps the step most.
@@ -90,7 +102,6 @@ std::vector<int> GoodputSizer::size(std::span<const DraftOutlook> sequences,
   });
   int deepest = 0;
   for (const DraftOutlook& s : sequences) deepest = std::max(deepest, s.max_draft);
-  std::fill(best.begin(), best.end(), 0);
   double best_goodput = step_goodput(sequences, best, plain_rows, draft_, full_);
   std::vector<int> drafts(sequences.size());
   for (int d = 1; d <= deepest; ++d) {

@@ -16,9 +16,10 @@
 // ended in a rejection (the maximum-likelihood α of a truncated geometric acceptance), with one
 // success and one failure as prior. The forward costs are measured in the run
 // (ForwardCostTable): per row count, a moving average of the passes seen, interpolated between
-// the counts seen and extrapolated along the last two. Until both tables have seen a pass, and
-// on every kExploreEvery-th step (to refresh the costs of longer passes and the α of sequences
-// held at 0), every sequence may draft its controller's full length.
+// the counts seen and extrapolated along the last two. Until both tables have seen a pass, every
+// sequence may draft its controller's full length; after that, on every kExploreEvery-th step one
+// sequence in turn does (so that the costs of longer passes and the α of sequences held at 0 stay
+// current, at the price of one sequence's drafts every kExploreEvery steps).
 //
 // Each sequence's controller still decides within the length given (fixed, thresholds, Thompson
 // sampling, Cali-TS): the sizing only caps it.
@@ -75,8 +76,13 @@ class GoodputSizer {
   std::int64_t steps() const { return steps_; }
 
  private:
+  // The lengths that maximise step_goodput: for each depth d, every sequence at min(d, K_b), then
+  // each one (least likely to be accepted first) cut back where that helps the step.
+  std::vector<int> optimum(std::span<const DraftOutlook> sequences, std::int64_t plain_rows) const;
+
   ForwardCostTable draft_, full_;
-  std::int64_t steps_ = 0;
+  std::int64_t steps_ = 0;     // sized steps with known costs
+  std::int64_t explored_ = 0;  // exploration steps so far
 };
 
 }  // namespace selfspec

@@ -43,6 +43,15 @@ TEST(GoodputSizing, ExpectedRoundTokens) {
   EXPECT_DOUBLE_EQ(outlook.acceptance(), 9.0 / 11.0);
 }
 
+std::vector<DraftOutlook> outlooks(std::vector<double> acceptance, int k) {
+  std::vector<DraftOutlook> all;
+  for (double a : acceptance) {
+    const auto accepted = static_cast<std::int64_t>(a * 100);
+    all.push_back({accepted, 100 - accepted, k});
+  }
+  return all;
+}
+
 // Costs of a bandwidth-bound forward: flat up to `knee` rows, then `per_row` more per row; a
 // draft forward costs `draft_fraction` of a full one.
 struct Costs {
@@ -64,17 +73,8 @@ GoodputSizer sizer_with(double knee, double per_row, double draft_fraction) {
     sizer.record_pass(false, rows, full);
     sizer.record_pass(true, rows, draft_fraction * full);
   }
-  (void)sizer.size({}, 0);  // past the first step's exploration
+  (void)sizer.size(outlooks({0.5}, 1), 0);  // one sized step
   return sizer;
-}
-
-std::vector<DraftOutlook> outlooks(std::vector<double> acceptance, int k) {
-  std::vector<DraftOutlook> all;
-  for (double a : acceptance) {
-    const auto accepted = static_cast<std::int64_t>(a * 100);
-    all.push_back({accepted, 100 - accepted, k});
-  }
-  return all;
 }
 
 TEST(GoodputSizing, UnknownCostsLeaveEveryControllerItsK) {
@@ -110,14 +110,22 @@ TEST(GoodputSizing, InBetweenOnlyLikelySequencesDraftAndNotTooFar) {
   EXPECT_GT(chosen, step_goodput(seqs, std::vector<int>(4, 0), 2, c.draft, c.full));
 }
 
-TEST(GoodputSizing, EveryExploreEveryStepsTheControllersDecideAlone) {
-  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);  // one step done
-  int explored = 0;
-  for (int step = 1; step < 2 * GoodputSizer::kExploreEvery; ++step) {
-    const std::vector<int> drafts = sizer.size(outlooks({0.9}, 4), 0);
-    explored += drafts[0] == 4 ? 1 : 0;
+TEST(GoodputSizing, EveryExploreEveryStepsOneSequenceInTurnDraftsItsK) {
+  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);
+  std::vector<int> explored(3, 0);
+  for (int step = 0; step < 3 * GoodputSizer::kExploreEvery; ++step) {
+    const std::vector<int> drafts = sizer.size(outlooks({0.9, 0.8, 0.7}, 4), 0);
+    int drafting = 0;
+    for (std::size_t b = 0; b < drafts.size(); ++b) {
+      EXPECT_TRUE(drafts[b] == 0 || drafts[b] == 4);
+      if (drafts[b] == 4) {
+        ++explored[b];
+        ++drafting;
+      }
+    }
+    EXPECT_EQ(drafting, (step + 2) % GoodputSizer::kExploreEvery == 0 ? 1 : 0) << "step " << step;
   }
-  EXPECT_EQ(explored, 1);
+  EXPECT_EQ(explored, (std::vector<int>{1, 1, 1}));
 }
 
 }  // namespace
