@@ -23,7 +23,10 @@
 # one-commit shallow clone: the commit agrees, but llama.cpp's build number would read 1, so it is
 # not recorded). Built once: CPU only, native ISA, no network features, only the targets
 # llama-bench, llama-simple and llama-tokenize, into $SELFSPEC_LLAMACPP_DIR (default
-# ~/.cache/selfspec/llama.cpp); a build that is already there is reused. The build runs under
+# ~/.cache/selfspec/llama.cpp); a build that is already there is reused. Other tools of the same
+# build are added on demand, into the same build tree (`ensure_built DIR TARGET...`, e.g.
+# llama-batched-bench for scripts/dev/llama_cpp_batched_bench.sh): only their own sources are
+# compiled, the libraries already built are reused. The build runs under
 # `nice -n 10` with $SELFSPEC_LLAMACPP_JOBS (default 2) jobs and takes about 25 minutes on a busy
 # 2-core machine. Needs python3 with pip, cmake, g++ (Debian: apt-get install cmake g++
 # python3-pip).
@@ -37,8 +40,9 @@
 # logs go to stderr.
 #
 # Sourcing this file (`source scripts/dev/llama_cpp_baseline.sh`) defines its functions and runs
-# nothing: scripts/dev/llama_cpp_side_by_side.sh uses ensure_built, llamacpp_dir and loadavg so the
-# two share one pinned build. log and die may be redefined after sourcing; ensure_built calls them.
+# nothing: scripts/dev/llama_cpp_side_by_side.sh and scripts/dev/llama_cpp_batched_bench.sh use
+# ensure_built, llamacpp_dir and loadavg so that they share one pinned build. log and die may be
+# redefined after sourcing; ensure_built calls them.
 #
 # The same build serves the greedy sanity check (no chat template, greedy sampler):
 #   $SELFSPEC_LLAMACPP_DIR/build/bin/llama-simple -m GGUF -n 24 "The capital of France is"
@@ -123,24 +127,68 @@ vendored_commit() {
   echo "${commit:-unknown}"
 }
 
-# Configures and builds the CPU tools into $1/build unless they are all there already.
+# Configures (or reconfigures: an existing tree keeps what it built) $1/build from the sources $2,
+# recording llama.cpp commit $3.
+configure_llamacpp() {
+  local dir="$1" src="$2" commit="$3"
+  nice -n 10 cmake -S "$src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_COMMIT="$commit" >&2 ||
+    die "configuring llama.cpp in $dir/build failed"
+}
+
+# Builds the targets $2... in the configured tree $1/build.
+build_targets() {
+  local dir="$1"
+  shift
+  nice -n 10 cmake --build "$dir/build" -j "${SELFSPEC_LLAMACPP_JOBS:-2}" --target "$@" >&2 ||
+    die "building $* in $dir/build failed"
+}
+
+# Configures and builds the CPU tools into $1/build unless they are all there already. Further
+# arguments name more targets of the same build (e.g. llama-batched-bench) to have there too: with
+# the standard tools already built, only those are built, in the existing tree (reconfigured with
+# the same settings first if it does not know them, e.g. one configured without the tools).
 ensure_built() {
   local dir="$1"
+  shift
+  local -a extra=("$@")
   local bin="$dir/build/bin" target missing=0
+  local -a extra_missing=()
   for target in "${kTargets[@]}"; do [ -x "$bin/$target" ] || missing=1; done
-  if [ "$missing" = 0 ] && [ -f "$dir/build/selfspec-build.json" ]; then return; fi
+  for target in "${extra[@]}"; do [ -x "$bin/$target" ] || extra_missing+=("$target"); done
+  if [ "$missing" = 0 ] && [ -f "$dir/build/selfspec-build.json" ]; then
+    [ "${#extra_missing[@]}" -gt 0 ] || return 0
+    require_tools
+    local src commit
+    src="$(fetch_sources "$dir")"
+    commit="$(vendored_commit "$src")"
+    # `--target help` lists the targets of a Makefile ("... NAME") or Ninja ("NAME: phony") tree.
+    local known=1 targets_help
+    targets_help="$(cmake --build "$dir/build" --target help 2>/dev/null)" || targets_help=""
+    for target in "${extra_missing[@]}"; do
+      grep -Eq -- "(^|[ ])$target(:.*)?\$" <<<"$targets_help" || known=0
+    done
+    if [ "$known" = 0 ]; then
+      log "reconfiguring $dir/build so that it has ${extra_missing[*]}"
+      configure_llamacpp "$dir" "$src" "$commit"
+    fi
+    log "building ${extra_missing[*]} in $dir/build (llama.cpp $commit); the libraries are reused"
+    build_targets "$dir" "${extra_missing[@]}"
+    for target in "${extra_missing[@]}"; do
+      [ -x "$bin/$target" ] || die "$bin/$target missing after building it"
+    done
+    return 0
+  fi
   require_tools
   local src commit
   src="$(fetch_sources "$dir")"
   commit="$(vendored_commit "$src")"
   log "building llama.cpp $commit ($kPackage $kVersion) into $dir/build; this takes a while"
-  nice -n 10 cmake -S "$src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_BUILD_COMMIT="$commit" >&2 || die "configuring llama.cpp in $dir/build failed"
-  nice -n 10 cmake --build "$dir/build" -j "${SELFSPEC_LLAMACPP_JOBS:-2}" \
-    --target "${kTargets[@]}" >&2 || die "building ${kTargets[*]} in $dir/build failed"
+  configure_llamacpp "$dir" "$src" "$commit"
+  build_targets "$dir" "${kTargets[@]}" "${extra[@]}"
   printf '{"package": "%s", "version": "%s", "llama_cpp_commit": "%s"}\n' \
     "$kPackage" "$kVersion" "$commit" >"$dir/build/selfspec-build.json"
 }
