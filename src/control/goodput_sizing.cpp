@@ -68,7 +68,8 @@ double step_goodput(std::span<const DraftOutlook> sequences, std::span<const int
   for (int j = 1; j <= deepest; ++j) {
     const auto drafting =
         std::count_if(drafts.begin(), drafts.end(), [j](int k) { return k >= j; });
-    seconds += draft.seconds(drafting);
+    // No draft forward seen yet (drafts from lookups alone, or none drafted so far): free.
+    seconds += draft.known() ? draft.seconds(drafting) : 0.0;
   }
   return seconds > 0.0 ? tokens / seconds : 0.0;
 }
@@ -78,7 +79,7 @@ std::vector<int> GoodputSizer::size(std::span<const DraftOutlook> sequences,
   std::vector<int> best(sequences.size());
   std::transform(sequences.begin(), sequences.end(), best.begin(),
                  [](const DraftOutlook& s) { return std::max(0, s.max_draft); });
-  if (sequences.empty() || !draft_.known() || !full_.known()) return best;
+  if (sequences.empty() || !full_.known()) return best;
   const bool explore = ++steps_ % kExploreEvery == 0;
   std::vector<int> chosen = optimum(sequences, plain_rows);
   if (explore) {

@@ -16,8 +16,10 @@
 // ended in a rejection (the maximum-likelihood α of a truncated geometric acceptance), with one
 // success and one failure as prior. The forward costs are measured in the run
 // (ForwardCostTable): per row count, a moving average of the passes seen, interpolated between
-// the counts seen and extrapolated along the last two. Until both tables have seen a pass, every
-// sequence may draft its controller's full length; after that, on every kExploreEvery-th step one
+// the counts seen and extrapolated along the last two; while no draft forward has run (lookup
+// drafts need none) drafts cost only their verification rows. Until a full forward has been
+// timed, every sequence may draft its controller's full length; after that, on every
+// kExploreEvery-th step one
 // sequence in turn does (so that the costs of longer passes and the α of sequences held at 0 stay
 // current, at the price of one sequence's drafts every kExploreEvery steps).
 //

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <vector>
 
 namespace selfspec::testing {
@@ -80,6 +81,20 @@ GoodputSizer sizer_with(double knee, double per_row, double draft_fraction) {
 TEST(GoodputSizing, UnknownCostsLeaveEveryControllerItsK) {
   GoodputSizer sizer;
   EXPECT_EQ(sizer.size(outlooks({0.2, 0.9}, 5), 0), (std::vector<int>{5, 5}));
+}
+
+TEST(GoodputSizing, WithoutDraftForwardsOnlyVerificationRowsCount) {
+  // Lookup drafts: no draft forward ever runs. Flat verification up to 8 rows, then steep.
+  GoodputSizer sizer;
+  for (std::int64_t rows : {1, 2, 4, 8, 16, 32}) {
+    sizer.record_pass(false, rows, 1.0 + 0.5 * std::max(0.0, static_cast<double>(rows) - 8.0));
+  }
+  EXPECT_EQ(sizer.size(outlooks({0.6, 0.6}, 2), 0), (std::vector<int>{2, 2}))
+      << "6 rows: still free";
+  const std::vector<int> crowded = sizer.size(outlooks({0.6, 0.6, 0.6, 0.6, 0.6, 0.6}, 2), 0);
+  // Six sequences fill 6 of the 8 free rows: two draft rows ride free, more would cost half a
+  // pass each for 0.6 of a token.
+  EXPECT_EQ(std::accumulate(crowded.begin(), crowded.end(), 0), 2);
 }
 
 TEST(GoodputSizing, FreeVerificationDraftsToTheControllersK) {
