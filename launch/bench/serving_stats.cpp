@@ -12,8 +12,10 @@ RequestFigures request_figures(const RequestRecord& record) {
   figures.ttft_s = first - record.arrival_s;
   figures.e2e_s = record.end_s - record.arrival_s;
   const double decoding = record.end_s - first;
-  figures.tokens_per_s =
-      decoding > 0.0 ? static_cast<double>(record.tokens.size()) / decoding : 0.0;
+  // The tokens chosen after the first, over the time after it (1 / time per output token, as
+  // `bench`'s decode tokens/s counts them).
+  const auto after_first = static_cast<double>(std::max<std::size_t>(record.tokens.size(), 1) - 1);
+  figures.tokens_per_s = decoding > 0.0 ? after_first / decoding : 0.0;
   for (std::size_t i = 1; i < record.token_s.size(); ++i) {
     figures.itl_s.push_back(record.token_s[i] - record.token_s[i - 1]);
   }

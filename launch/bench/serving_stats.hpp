@@ -34,7 +34,7 @@ struct RequestRecord {
 struct RequestFigures {
   double ttft_s = 0.0;        // first token − arrival (queueing included)
   double e2e_s = 0.0;         // end − arrival
-  double tokens_per_s = 0.0;  // tokens ÷ (end − first token); 0 when that is not positive
+  double tokens_per_s = 0.0;  // (tokens − 1) ÷ (end − first token); 0 when that is not positive
   std::vector<double> itl_s;  // gaps between consecutive tokens
 };
 RequestFigures request_figures(const RequestRecord& record);
