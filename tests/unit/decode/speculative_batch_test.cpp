@@ -9,6 +9,7 @@
 //  * a request's tokens reach on_token as they are chosen, in order, and its result once;
 //  * requests that arrive while others run join between passes;
 //  * with goodput sizing (drafts capped by the load), greedy tokens stay the same;
+//  * a request that fails mid-run ends the run with its error, the others unwound;
 //  * bad input (an empty prompt, a request beyond the KV region, a speculating request without
 //    drafters, bad options) is refused with a clear error before any forward.
 #include "decode/speculative_batch.hpp"
@@ -327,6 +328,45 @@ TEST_F(SpeculativeBatchTest, RefusesBadOptionsAndRequestsBeforeAnyForward) {
   EXPECT_THAT([&] { without.run(requests, {}); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("without drafters")));
   EXPECT_EQ(loop.stats().passes, 0);
+}
+
+// A drafter that fails in the middle of a request's rounds: the error comes out of run() with
+// its message, the other requests' suspended runs are unwound (no leak, no hang), and the batch
+// runs again afterwards.
+class FailingDrafter final : public Drafter {
+ public:
+  explicit FailingDrafter(int fail_at) : fail_at_(fail_at) {}
+  std::string_view name() const override { return "failing"; }
+  DraftPlan next_plan() override {
+    SELFSPEC_CHECK(++plans_ < fail_at_, "drafter failed at round {}", plans_);
+    return {LayerPlan::skipping(kLayers, std::vector<int>{1}, std::vector<int>{2})};
+  }
+
+ private:
+  int fail_at_;
+  int plans_ = 0;
+};
+
+TEST_F(SpeculativeBatchTest, AFailingRequestEndsTheRunWithItsErrorAndNothingElseBreaks) {
+  Case c;
+  c.controller = controller("fixed", 2);
+  const auto requests = requests_for(model_->config().vocab_size, 6, c, false);
+  SpeculativeBatchOptions options;
+  options.batch = 4;
+  SpeculativeBatch loop(*model_, comm_, options, [&](std::int64_t request) {
+    return SequenceSpeculators{std::make_unique<FailingDrafter>(request == 1 ? 3 : 1000),
+                               make_draft_length_controller(c.controller)};
+  });
+  EXPECT_THAT([&] { loop.run(requests, {}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("drafter failed at round 3")));
+  SpeculativeBatch again(*model_, comm_, options, [&](std::int64_t) {
+    return SequenceSpeculators{skip_drafter(), make_draft_length_controller(c.controller)};
+  });
+  int done = 0;
+  SpeculativeBatch::Hooks hooks;
+  hooks.on_done = [&](std::int64_t, GenerationResult&&) { ++done; };
+  again.run(requests, hooks);
+  EXPECT_EQ(done, static_cast<int>(requests.size()));
 }
 
 TEST(SpeculativeBatchTensorParallel, GreedyAndSampledTokensEqualAloneAtTp2) {
