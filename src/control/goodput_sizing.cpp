@@ -14,6 +14,12 @@ void ForwardCostTable::record(std::int64_t rows, double seconds) {
   if (!fresh) it->second += kWeight * (seconds - it->second);
 }
 
+bool ForwardCostTable::near(std::int64_t rows) const {
+  const std::int64_t slack = std::max<std::int64_t>(1, rows / 8);
+  const auto it = mean_.lower_bound(rows - slack);
+  return it != mean_.end() && it->first <= rows + slack;
+}
+
 double ForwardCostTable::seconds(std::int64_t rows) const {
   SELFSPEC_CHECK(known(), "a forward cost table asked before any pass was recorded");
   if (rows < 1) return 0.0;
@@ -80,6 +86,13 @@ std::vector<int> GoodputSizer::size(std::span<const DraftOutlook> sequences,
   std::transform(sequences.begin(), sequences.end(), best.begin(),
                  [](const DraftOutlook& s) { return std::max(0, s.max_draft); });
   if (sequences.empty() || !full_.known()) return best;
+  // Both ends of the choice measured first: the full drafts' verification, then the plain step.
+  std::int64_t all_drafts = plain_rows;
+  for (int k : best) all_drafts += k + 1;
+  if (!full_.near(all_drafts)) return best;
+  if (!full_.near(plain_rows + static_cast<std::int64_t>(sequences.size()))) {
+    return std::vector<int>(sequences.size(), 0);
+  }
   const bool explore = ++steps_ % kExploreEvery == 0;
   std::vector<int> chosen = optimum(sequences, plain_rows);
   if (explore) {

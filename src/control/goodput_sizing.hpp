@@ -18,7 +18,10 @@
 // (ForwardCostTable): per row count, a moving average of the passes seen, interpolated between
 // the counts seen and extrapolated along the last two; while no draft forward has run (lookup
 // drafts need none) drafts cost only their verification rows. Until a full forward has been
-// timed, every sequence may draft its controller's full length; after that, on every
+// timed, every sequence may draft its controller's full length. The choice compares passes from
+// the plain step's rows (no drafts) to the full drafts' rows, so both ends are measured first:
+// while no pass near the full drafts' row count has been timed, every sequence drafts its K; then,
+// while none near the plain step's has, the step is plain. After that, on every
 // kExploreEvery-th step one
 // sequence in turn does (so that the costs of longer passes and the α of sequences held at 0 stay
 // current, at the price of one sequence's drafts every kExploreEvery steps).
@@ -39,6 +42,8 @@ class ForwardCostTable {
  public:
   void record(std::int64_t rows, double seconds);
   bool known() const { return !mean_.empty(); }
+  // Whether a pass of about `rows` rows has been seen (within an eighth, or one row).
+  bool near(std::int64_t rows) const;
   // The cost of a pass of `rows` rows (0 for rows < 1; needs known()).
   double seconds(std::int64_t rows) const;
 

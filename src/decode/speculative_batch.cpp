@@ -288,6 +288,17 @@ class SpeculativeBatch::Loop {
         same->push_back(slot.get());
       }
     }
+    // Drafts first: while some sequence is drafting, the sequences waiting for a full forward
+    // (verification, prefill) wait too, so that a step's verifications share one pass instead of
+    // running as the drafters happen to finish (the step goodput sizing prices: every draft pass,
+    // then one verification pass).
+    const bool drafting = std::any_of(groups.begin(), groups.end(), [](const auto& group) {
+      return group.front()->pending()->key.drafts();
+    });
+    if (drafting) {
+      std::erase_if(groups,
+                    [](const auto& group) { return !group.front()->pending()->key.drafts(); });
+    }
     pass_logits_.resize(slots_.size());
     std::size_t buffer = 0;
     for (const auto& group : groups) {

@@ -10,9 +10,10 @@
 //             (or ends: its result is handed over, its slot frees)
 //   passes    the waiting forwards, grouped by what they read (the full model, or a draft's layer
 //             plan, early exit, weight copy and vocabulary), each group as forwards of at most
-//             pass_tokens tokens over the sequences' own KV regions (KvSegment): prefill chunks,
-//             draft steps and verifications (chains, and trees under each sequence's own mask)
-//             share one pass
+//             pass_tokens tokens over the sequences' own KV regions (KvSegment). Draft forwards
+//             go first: while any sequence drafts, the others wait, so that all verifications
+//             (chains, and trees under each sequence's own mask) and prefill chunks then share
+//             one full pass
 //
 // So a step of the batch drafts every speculating sequence's next token in one draft forward per
 // plan, verifies every sequence's draft in one ragged forward, and lets each sequence accept, roll

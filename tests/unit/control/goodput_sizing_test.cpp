@@ -60,7 +60,7 @@ struct Costs {
 };
 Costs costs(double knee, double per_row, double draft_fraction) {
   Costs c;
-  for (std::int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128}) {
+  for (std::int64_t rows = 1; rows <= 160; ++rows) {
     const double full = 1.0 + per_row * std::max(0.0, static_cast<double>(rows) - knee);
     c.full.record(rows, full);
     c.draft.record(rows, draft_fraction * full);
@@ -69,7 +69,7 @@ Costs costs(double knee, double per_row, double draft_fraction) {
 }
 GoodputSizer sizer_with(double knee, double per_row, double draft_fraction) {
   GoodputSizer sizer;
-  for (std::int64_t rows : {1, 2, 4, 8, 16, 32, 64, 128}) {
+  for (std::int64_t rows = 1; rows <= 160; ++rows) {
     const double full = 1.0 + per_row * std::max(0.0, static_cast<double>(rows) - knee);
     sizer.record_pass(false, rows, full);
     sizer.record_pass(true, rows, draft_fraction * full);
@@ -83,10 +83,25 @@ TEST(GoodputSizing, UnknownCostsLeaveEveryControllerItsK) {
   EXPECT_EQ(sizer.size(outlooks({0.2, 0.9}, 5), 0), (std::vector<int>{5, 5}));
 }
 
+// The choice compares the plain step's pass with the full drafts' pass: until both have been
+// timed, the sizer runs them (full drafts first), whatever the other passes suggest.
+TEST(GoodputSizing, BothEndsOfTheChoiceAreMeasuredFirst) {
+  GoodputSizer sizer;
+  sizer.record_pass(false, 500, 2.0);  // a prefill pass: says nothing about 8 or 16 rows
+  const auto eight = outlooks({0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6}, 1);
+  EXPECT_EQ(sizer.size(eight, 0), std::vector<int>(8, 1)) << "16 rows unmeasured: draft";
+  sizer.record_pass(false, 16, 0.13);
+  sizer.record_pass(true, 8, 0.03);
+  EXPECT_EQ(sizer.size(eight, 0), std::vector<int>(8, 0)) << "8 rows unmeasured: plain";
+  sizer.record_pass(false, 8, 0.063);
+  // Measured: plain 8 tokens in 63 ms; drafts 8 × 1.6 in 160 ms. Plain it is.
+  EXPECT_EQ(sizer.size(eight, 0), std::vector<int>(8, 0));
+}
+
 TEST(GoodputSizing, WithoutDraftForwardsOnlyVerificationRowsCount) {
   // Lookup drafts: no draft forward ever runs. Flat verification up to 8 rows, then steep.
   GoodputSizer sizer;
-  for (std::int64_t rows : {1, 2, 4, 8, 16, 32}) {
+  for (std::int64_t rows = 1; rows <= 32; ++rows) {
     sizer.record_pass(false, rows, 1.0 + 0.5 * std::max(0.0, static_cast<double>(rows) - 8.0));
   }
   EXPECT_EQ(sizer.size(outlooks({0.6, 0.6}, 2), 0), (std::vector<int>{2, 2}))
