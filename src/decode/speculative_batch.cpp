@@ -271,7 +271,12 @@ class SpeculativeBatch::Loop {
       }
     }
     const std::vector<int> drafts = sizer_->size(outlooks, plain_rows);
-    for (std::size_t i = 0; i < speculating.size(); ++i) speculating[i]->limit_draft(drafts[i]);
+    for (std::size_t i = 0; i < speculating.size(); ++i) {
+      // A length at the controller's K is no cap: the request drafts as without sizing (lookups
+      // may then propose more than K, which costs no draft forward).
+      const bool capped = drafts[i] < outlooks[i].max_draft;
+      speculating[i]->limit_draft(capped ? drafts[i] : kMaxDraftTokens);
+    }
   }
 
   // The waiting forwards, by key in slot order, as passes of at most pass_tokens tokens.
