@@ -6,7 +6,8 @@
 #    configurations (configs/runs/best-*.yaml), evaluation prompts only (16 HumanEval problems;
 #    4 of each of chat, qa, summarisation and maths with the chat template), 64 greedy tokens,
 #    concurrency 1, 2, 4, 8, 16, modes plain / fixed / goodput interleaved, 2 rounds, all requests
-#    arriving at once;
+#    arriving at once (16 Qwen requests; 48 SmolLM2 requests, its 16 prompts 3 times, so that a
+#    run lasts long enough to measure);
 #  * q-poisson: the same Qwen requests (32) arriving as a Poisson process, concurrency 8;
 #  * q-bench / s-bench: `selfspec bench` of the same prompts, one sequence at a time (the figure
 #    concurrency 1 must stay within 3 % of);
@@ -20,7 +21,7 @@
 #   docs/results/2026-11-29-batched-speculation/run.sh [NAME ...]   (default: all, in this order)
 # The Qwen head and vocabulary come from scripts/build-best-draft.sh (out/best/MODEL/). Uses the
 # repository root's build (SELFSPEC_BUILD_DIR, default build); writes the JSON files next to this
-# script; tables.py makes the page's tables from them.
+# script (the load runs gzipped); tables.py makes the page's tables from them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -56,7 +57,7 @@ run() {
              cp "out/studies/$name/batched_bench.json" "$here/$name.json" ;;
     q-vt) "$S" bench --model "$Q" --weights-dtype native --prompt-len 128 --prompts 1 --gen 8 \
             --threads 2 --verify-cost-max 63 --verify-cost-rounds 3 --out "$here/$name.json" ;;
-    s-serving) "$S" bench-serving "${SC[@]}" --threads 2 "${LOAD[@]}" --requests 16 --out "$here/$name.json" ;;
+    s-serving) "$S" bench-serving "${SC[@]}" --threads 2 "${LOAD[@]}" --requests 48 --out "$here/$name.json" ;;
     s-bench) "$S" bench "${SC[@]}" --threads 2 --gen 64 --out "$here/$name.json" ;;
     s-llama) scripts/dev/llama_cpp_batched_bench.sh "$SM" "out/studies/$name" --threads 2 \
                --concurrency 1,2,4,8,16 --prompt 128 --gen 64 --rounds 2 >/dev/null
@@ -74,4 +75,10 @@ run() {
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(q-bench q-serving q-poisson q-llama q-vt s-bench s-serving s-llama
                                   z-tp1 z-tp2 z-tp1-inv z-tp2-inv)
-for name in "${names[@]}"; do run "$name"; done
+for name in "${names[@]}"; do
+  run "$name"
+  # The load runs hold every request's token times: stored gzipped (tables.py reads either).
+  case "$name" in
+    *-serving | q-poisson | z-*) gzip -9 -f "$here/$name.json" ;;
+  esac
+done

@@ -10,6 +10,7 @@ v(T), and per-request token identity across modes, concurrencies and TP degrees.
 also states each of issue 34's targets as met or not. Missing files are skipped with a note.
 Standard library only.
 """
+import gzip
 import json
 import statistics
 import sys
@@ -19,11 +20,16 @@ HERE = Path(__file__).resolve().parent
 
 
 def load(name):
+    """NAME.json, or NAME.json.gz (the runs with every request's token times)."""
     path = HERE / f"{name}.json"
-    if not path.exists():
-        return None
-    with path.open() as f:
-        return json.load(f)
+    if path.exists():
+        with path.open() as f:
+            return json.load(f)
+    packed = HERE / f"{name}.json.gz"
+    if packed.exists():
+        with gzip.open(packed, "rt") as f:
+            return json.load(f)
+    return None
 
 
 def median_runs(serving, concurrency, mode, key):
