@@ -5,9 +5,19 @@
 
 #include "control/acceptance_predictor.hpp"
 
+#include <algorithm>
+#include <map>
 #include <string>
 
 namespace selfspec::launch {
+
+std::string main_weight_format(const LlamaWeights& weights) {
+  const std::map<std::string, std::uint64_t> by_format = weights.bytes_by_format();
+  const auto largest =
+      std::max_element(by_format.begin(), by_format.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  return largest == by_format.end() ? "" : largest->first;
+}
 
 namespace {
 

@@ -10,12 +10,18 @@
 #include "decode/generation_options.hpp"
 #include "decode/generation_result.hpp"
 #include "launch/rank_plan.hpp"
+#include "model/llama_weights.hpp"
 #include "model_io/model_config.hpp"
 #include "verify/sampler.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+
 namespace selfspec::launch {
+
+// The format holding most of this rank's weight bytes ("q4_k", "bf16"); reports' "weight_dtype".
+std::string main_weight_format(const LlamaWeights& weights);
 
 // {temperature, top_k, top_p, seed}
 nlohmann::json to_json(const SamplingParams& sampling);

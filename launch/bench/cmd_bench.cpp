@@ -429,15 +429,6 @@ std::optional<DeviceBandwidthTotals> device_bandwidth(const Bench& bench, int in
 
 // ---- Report ----
 
-// The format holding most of this rank's weight bytes ("q4_k", "bf16").
-std::string main_weight_format(const LlamaWeights& weights) {
-  const std::map<std::string, std::uint64_t> by_format = weights.bytes_by_format();
-  const auto largest =
-      std::max_element(by_format.begin(), by_format.end(),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
-  return largest == by_format.end() ? "" : largest->first;
-}
-
 // "q4_k 757 MB + q6_k 354 MB + f32 1 MB": the weights of this rank by format, largest first.
 std::string weight_formats_text(const LlamaWeights& weights) {
   const std::map<std::string, std::uint64_t> by_format = weights.bytes_by_format();

@@ -298,15 +298,6 @@ ServingMatrix run_matrix(const Serving& s, JsonlWriter* jsonl) {
 
 // ---- Report ----
 
-// The format holding most of this rank's weight bytes ("q4_k", "bf16").
-std::string main_weight_format(const LlamaWeights& weights) {
-  const std::map<std::string, std::uint64_t> by_format = weights.bytes_by_format();
-  const auto largest =
-      std::max_element(by_format.begin(), by_format.end(),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
-  return largest == by_format.end() ? "" : largest->first;
-}
-
 // The model, the machine and the drafter, as `bench` describes them.
 nlohmann::json run_description(const Serving& s) {
   Engine& engine = s.engine;

@@ -80,8 +80,6 @@ class GoodputSizer {
   // Every pass of the batch, on rank 0: a draft or a full forward of `rows` rows.
   void record_pass(bool draft, std::int64_t rows, double seconds);
 
-  std::int64_t steps() const { return steps_; }
-
  private:
   // The lengths that maximise step_goodput: for each depth d, every sequence at min(d, K_b), then
   // each one (least likely to be accepted first) cut back where that helps the step.

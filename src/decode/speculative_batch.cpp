@@ -59,7 +59,6 @@ class SequenceSlot final : public ForwardPort {
       : index_(index), area_(std::move(area)), region_(area_.region(0, area_.capacity())) {}
 
   std::int64_t index() const { return index_; }
-  KvCache& region() { return region_; }
   std::int64_t request() const { return request_; }
   bool busy() const { return request_ >= 0; }
   std::optional<PendingForward>& pending() { return pending_; }
@@ -283,7 +282,7 @@ class SpeculativeBatch::Loop {
   void run_passes() {
     std::vector<std::vector<SequenceSlot*>> groups;
     for (auto& slot : slots_) {
-      if (!slot->busy() || !slot->waiting()) continue;
+      if (!slot->waiting()) continue;
       auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& group) {
         return group.front()->pending()->key == slot->pending()->key;
       });

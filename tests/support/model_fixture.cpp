@@ -1,5 +1,8 @@
 #include "tests/support/model_fixture.hpp"
 
+#include "model/exit_head.hpp"
+#include "model_io/exit_head_files.hpp"
+#include "model_io/model_identity.hpp"
 #include "model_io/safetensors.hpp"
 
 #include <gtest/gtest.h>
@@ -65,6 +68,16 @@ std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
   std::vector<std::int32_t> rows(tokens.size());
   std::iota(rows.begin(), rows.end(), 0);
   return forward_rows(model, kv, tokens, rows, plan, mask, positions);
+}
+
+void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& dir, int n) {
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  const CheckpointSource source(checkpoint);
+  const std::string identity = model_identity(source, model.config());
+  const auto path = dir / "exit_head.safetensors";
+  write_init_layer(source, model.config(), n, identity, path);
+  model.attach_exit_head(
+      load_exit_head(path, model.config(), identity, model.shard(), std::nullopt, model.backend()));
 }
 
 double relative_max_error(std::span<const float> a, std::span<const double> b) {

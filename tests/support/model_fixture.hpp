@@ -45,6 +45,10 @@ std::vector<float> forward_all_rows(LlamaModel& model, KvCache& kv,
                                     const AttentionMask* mask = nullptr,
                                     std::span<const std::int32_t> positions = {});
 
+// Attaches an untrained early-exit head (layer `n`'s own weights, as collect-exit-data's
+// init_layer.safetensors, written into `dir`) to a model loaded from the tiny checkpoint in `dir`.
+void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& dir, int n);
+
 // max |a - b| / max(1, max |b|).
 double relative_max_error(std::span<const float> a, std::span<const double> b);
 

@@ -23,10 +23,6 @@
 #include "draft/lookup_source.hpp"
 #include "draft/sourced_drafter.hpp"
 #include "draft/swift_drafter.hpp"
-#include "model/exit_head.hpp"
-#include "model_io/exit_head_files.hpp"
-#include "model_io/model_identity.hpp"
-#include "model_io/safetensors.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/thread_comm.hpp"
@@ -157,17 +153,6 @@ std::pair<std::int64_t, std::int64_t> expect_equal_to_alone(LlamaModel& model, C
     EXPECT_GT(outcome.stats.max_sequences, 1) << label << ": never batched";
   }
   return {drafted, accepted};
-}
-
-// Attaches an untrained early-exit head (layer `n`'s own weights).
-void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& dir, int n) {
-  const Checkpoint checkpoint = Checkpoint::open(dir);
-  const CheckpointSource source(checkpoint);
-  const std::string identity = model_identity(source, model.config());
-  const auto path = dir / "exit_head.safetensors";
-  write_init_layer(source, model.config(), n, identity, path);
-  model.attach_exit_head(
-      load_exit_head(path, model.config(), identity, model.shard(), std::nullopt, model.backend()));
 }
 
 ControllerOptions controller(const char* kind, int k) {

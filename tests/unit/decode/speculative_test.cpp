@@ -25,9 +25,6 @@
 #include "draft/lookup_source.hpp"
 #include "draft/sourced_drafter.hpp"
 #include "model/draft_vocabulary.hpp"
-#include "model/exit_head.hpp"
-#include "model_io/exit_head_files.hpp"
-#include "model_io/model_identity.hpp"
 #include "model_io/safetensors.hpp"
 #include "tests/support/decoding_runs.hpp"
 #include "tests/support/model_fixture.hpp"
@@ -61,18 +58,6 @@ std::shared_ptr<const AcceptancePredictor> random_predictor(std::int64_t hidden_
   for (float& v : w.weight) v = normal(rng);
   w.sigma_m = 0.3;
   return std::make_shared<const AcceptancePredictor>(w);
-}
-
-// Attaches an untrained early-exit head (layer `n`'s own weights, as collect-exit-data's
-// init_layer.safetensors) to a model loaded from the tiny checkpoint in `dir`.
-void attach_layer_as_exit_head(LlamaModel& model, const std::filesystem::path& dir, int n) {
-  const Checkpoint checkpoint = Checkpoint::open(dir);
-  const CheckpointSource source(checkpoint);
-  const std::string identity = model_identity(source, model.config());
-  const auto path = dir / "exit_head.safetensors";
-  write_init_layer(source, model.config(), n, identity, path);
-  model.attach_exit_head(
-      load_exit_head(path, model.config(), identity, model.shard(), std::nullopt, model.backend()));
 }
 
 // Attaches a q4_0 copy of the weights of the tiny checkpoint in `dir` for draft forwards
