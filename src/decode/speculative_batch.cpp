@@ -173,13 +173,14 @@ class SequenceSlot final : public ForwardPort {
 
 class SpeculativeBatch::Loop {
  public:
-  Loop(SpeculativeBatch& batch, std::span<const SpeculativeRequest> requests, const Hooks& hooks)
+  // `capacity`: KV slots per sequence.
+  Loop(SpeculativeBatch& batch, RequestFeed& feed, std::int64_t capacity, const Hooks& hooks)
       : batch_(batch),
         model_(batch.model_),
         comm_(batch.comm_),
-        requests_(requests),
+        feed_(feed),
         hooks_(hooks),
-        capacity_(capacity_for(batch.options_, requests)),
+        capacity_(capacity),
         owner_(model_.make_kv_cache(batch.options_.batch * capacity_)) {
     for (std::int64_t s = 0; s < batch.options_.batch; ++s) {
       slots_.push_back(std::make_unique<SequenceSlot>(s, owner_.region(s * capacity_, capacity_)));
@@ -192,51 +193,68 @@ class SpeculativeBatch::Loop {
       admit();
       resume_ready();
       if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); })) {
-        if (next_request_ == static_cast<std::int64_t>(requests_.size())) return;
+        if (!feed_open_) return;
         continue;  // waiting for arrivals
       }
       run_passes();
     }
   }
 
- private:
+  // KV slots per sequence for `requests`: options.capacity, or what the longest one needs.
   static std::int64_t capacity_for(const SpeculativeBatchOptions& options,
                                    std::span<const SpeculativeRequest> requests) {
     std::int64_t needed = 1;
     for (std::size_t r = 0; r < requests.size(); ++r) {
-      const SpeculativeRequest& request = requests[r];
-      SELFSPEC_CHECK(!request.prompt.empty(), "request {}: the prompt is empty", r);
-      SELFSPEC_CHECK(request.options.max_new_tokens >= 0, "request {}: max_new_tokens {} < 0", r,
-                     request.options.max_new_tokens);
-      const auto tokens = static_cast<std::int64_t>(request.prompt.size()) +
-                          std::max<std::int64_t>(request.options.max_new_tokens, 1);
-      SELFSPEC_CHECK(options.capacity == 0 || tokens <= options.capacity,
-                     "request {}: its prompt ({} tokens) and max_new_tokens ({}) exceed a "
-                     "sequence's {} KV slots",
-                     r, request.prompt.size(), request.options.max_new_tokens, options.capacity);
-      needed = std::max(needed, tokens);
+      check_fits(options.capacity, static_cast<std::int64_t>(r), requests[r]);
+      needed = std::max(needed, tokens_needed(requests[r]));
     }
     return options.capacity > 0 ? options.capacity : needed;
   }
 
-  // Rank 0 tells every rank how many requests have arrived; free slots take the next ones.
+ private:
+  static std::int64_t tokens_needed(const SpeculativeRequest& request) {
+    return static_cast<std::int64_t>(request.prompt.size()) +
+           std::max<std::int64_t>(request.options.max_new_tokens, 1);
+  }
+
+  // A request's prompt and budget against `capacity` KV slots (0: no limit).
+  static void check_fits(std::int64_t capacity, std::int64_t id,
+                         const SpeculativeRequest& request) {
+    SELFSPEC_CHECK(!request.prompt.empty(), "request {}: the prompt is empty", id);
+    SELFSPEC_CHECK(request.options.max_new_tokens >= 0, "request {}: max_new_tokens {} < 0", id,
+                   request.options.max_new_tokens);
+    SELFSPEC_CHECK(capacity == 0 || tokens_needed(request) <= capacity,
+                   "request {}: its prompt ({} tokens) and max_new_tokens ({}) exceed a "
+                   "sequence's {} KV slots",
+                   id, request.prompt.size(), request.options.max_new_tokens, capacity);
+  }
+
+  // The feed says, alike on every rank, which requests join; free slots take them in order.
   void admit() {
-    const auto total = static_cast<std::int64_t>(requests_.size());
-    std::int64_t arrived = total;
-    if (hooks_.arrived) {
-      const bool idle =
-          std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
-      if (comm_.is_root()) arrived = std::clamp<std::int64_t>(hooks_.arrived(idle), 0, total);
-      comm_.broadcast(std::as_writable_bytes(std::span(&arrived, 1)), 0);
+    if (!feed_open_) return;
+    const auto room = static_cast<std::int64_t>(
+        std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return !s->busy(); }));
+    const bool idle = room == static_cast<std::int64_t>(slots_.size());
+    if (room == 0) return;  // every rank knows: nothing could join
+    std::optional<std::vector<FeedArrival>> arrivals = feed_.next(room, idle);
+    if (!arrivals) {
+      feed_open_ = false;
+      return;
     }
-    for (auto& slot : slots_) {
-      if (slot->busy() || next_request_ >= arrived) continue;
-      const std::int64_t request = next_request_++;
-      const SpeculativeRequest& spec = requests_[static_cast<std::size_t>(request)];
-      slot->start(request, spec, batch_.options_.pass_tokens,
-                  spec.speculate ? batch_.make_speculators_(request) : SequenceSpeculators{},
-                  model_, comm_, hooks_);
-      fresh_.push_back(slot.get());
+    SELFSPEC_CHECK(static_cast<std::int64_t>(arrivals->size()) <= room,
+                   "the request feed handed over {} requests for {} free slots", arrivals->size(),
+                   room);
+    auto slot = slots_.begin();
+    for (const FeedArrival& arrival : *arrivals) {
+      check_fits(capacity_, arrival.id, arrival.request);
+      SELFSPEC_CHECK(!arrival.request.speculate || batch_.make_speculators_,
+                     "request {} speculates but the batch was made without drafters", arrival.id);
+      slot = std::find_if(slot, slots_.end(), [](const auto& s) { return !s->busy(); });
+      (*slot)->start(
+          arrival.id, arrival.request, batch_.options_.pass_tokens,
+          arrival.request.speculate ? batch_.make_speculators_(arrival.id) : SequenceSpeculators{},
+          model_, comm_, hooks_);
+      fresh_.push_back(slot->get());
     }
   }
 
@@ -440,13 +458,13 @@ class SpeculativeBatch::Loop {
   SpeculativeBatch& batch_;
   LlamaModel& model_;
   Communicator& comm_;
-  std::span<const SpeculativeRequest> requests_;
+  RequestFeed& feed_;
+  bool feed_open_ = true;
   const Hooks& hooks_;
   std::int64_t capacity_;
   KvCache owner_;
   std::vector<std::unique_ptr<SequenceSlot>> slots_;  // declared after owner_: regions of it
   std::vector<SequenceSlot*> fresh_;
-  std::int64_t next_request_ = 0;
   std::optional<GoodputSizer> sizer_;  // rank 0, with goodput sizing
   // The current pass's inputs; one logits buffer per pass of a step.
   std::vector<std::vector<float>> pass_logits_;
@@ -477,13 +495,56 @@ SpeculativeBatch::SpeculativeBatch(LlamaModel& model, Communicator& comm,
 
 SpeculativeBatch::~SpeculativeBatch() = default;
 
+namespace {
+
+// run()'s feed: the requests of a list, request i as id i, as many as have arrived (rank 0's
+// `arrived` hook, broadcast; all of them without it).
+class ListFeed final : public RequestFeed {
+ public:
+  ListFeed(std::span<const SpeculativeRequest> requests, Communicator& comm,
+           const std::function<std::int64_t(bool idle)>& arrived)
+      : requests_(requests), comm_(comm), arrived_(arrived) {}
+
+  std::optional<std::vector<FeedArrival>> next(std::int64_t room, bool idle) override {
+    const auto total = static_cast<std::int64_t>(requests_.size());
+    if (next_ == total) return std::nullopt;
+    std::int64_t arrived = total;
+    if (arrived_) {
+      if (comm_.is_root()) arrived = std::clamp<std::int64_t>(arrived_(idle), 0, total);
+      comm_.broadcast(std::as_writable_bytes(std::span(&arrived, 1)), 0);
+    }
+    std::vector<FeedArrival> arrivals;
+    while (next_ < arrived && static_cast<std::int64_t>(arrivals.size()) < room) {
+      arrivals.push_back({next_, requests_[static_cast<std::size_t>(next_)]});
+      ++next_;
+    }
+    return arrivals;
+  }
+
+ private:
+  std::span<const SpeculativeRequest> requests_;
+  Communicator& comm_;
+  const std::function<std::int64_t(bool idle)>& arrived_;
+  std::int64_t next_ = 0;
+};
+
+}  // namespace
+
 void SpeculativeBatch::run(std::span<const SpeculativeRequest> requests, const Hooks& hooks) {
   if (requests.empty()) return;
   const bool speculates = std::any_of(requests.begin(), requests.end(),
                                       [](const SpeculativeRequest& r) { return r.speculate; });
   SELFSPEC_CHECK(!speculates || make_speculators_,
                  "a request speculates but the batch was made without drafters");
-  Loop loop(*this, requests, hooks);
+  ListFeed feed(requests, comm_, hooks.arrived);
+  Loop loop(*this, feed, Loop::capacity_for(options_, requests), hooks);
+  loop.run();
+}
+
+void SpeculativeBatch::serve(RequestFeed& feed, const Hooks& hooks) {
+  SELFSPEC_CHECK(options_.capacity > 0,
+                 "serving needs a KV capacity per sequence (SpeculativeBatchOptions::capacity)");
+  Loop loop(*this, feed, options_.capacity, hooks);
   loop.run();
 }
 

@@ -5,7 +5,8 @@
 // ForwardPort that suspends it; once every running sequence waits for a forward, the loop runs
 // them as passes and resumes the fibers in slot order:
 //
-//   admit     rank 0 tells every rank how many requests have arrived; free slots take the next
+//   admit     the request feed (decode/request_feed.hpp) says, alike on every rank, which
+//             requests join; free slots take them
 //   resume    every sequence whose forward is done (or that is new) runs on to its next forward
 //             (or ends: its result is handed over, its slot frees)
 //   passes    the waiting forwards, grouped by what they read (the full model, or a draft's layer
@@ -39,6 +40,7 @@
 #include "control/draft_length_controller.hpp"
 #include "decode/generation_options.hpp"
 #include "decode/generation_result.hpp"
+#include "decode/request_feed.hpp"
 #include "draft/drafter.hpp"
 #include "model/llama_model.hpp"
 
@@ -49,14 +51,6 @@
 #include <vector>
 
 namespace selfspec {
-
-struct SpeculativeRequest {
-  std::vector<std::int32_t> prompt;  // non-empty
-  // This request's budget, sampling (its own seeded stream), end-of-sequence ids, trees and draft
-  // forward; prefill_chunk is capped at the batch's pass_tokens.
-  GenerationOptions options;
-  bool speculate = true;  // false: plain decoding for this request
-};
 
 // One request's drafter and draft-length controller. Each request gets its own, made when it
 // starts, so that its drafts, and with them its sampled tokens, do not depend on which requests
@@ -91,10 +85,10 @@ class SpeculativeBatch {
   using MakeSpeculators = std::function<SequenceSpeculators(std::int64_t request)>;
 
   struct Hooks {
-    // Rank 0: how many requests have arrived so far (never decreasing; empty: all of them). With
-    // `idle` true nothing is running, and the hook should wait for the next arrival.
+    // run(): rank 0: how many requests have arrived so far (never decreasing; empty: all of them).
+    // With `idle` true nothing is running, and the hook should wait for the next arrival.
     std::function<std::int64_t(bool idle)> arrived;
-    // Rank 0: a request's token, as soon as it is chosen.
+    // Rank 0: a request's token (by id), as soon as it is chosen.
     std::function<void(std::int64_t request, std::int32_t token)> on_token;
     // Every rank: a finished request's result, in the order they finish.
     std::function<void(std::int64_t request, GenerationResult&& result)> on_done;
@@ -106,9 +100,15 @@ class SpeculativeBatch {
   SpeculativeBatch(const SpeculativeBatch&) = delete;
   SpeculativeBatch& operator=(const SpeculativeBatch&) = delete;
 
-  // Every rank, the same requests. Throws before any forward when a request cannot fit its KV
-  // region (naming it), or when a request speculates and no slot has a drafter.
+  // Every rank, the same requests (request i has id i). Throws before any forward when a request
+  // cannot fit its KV region (naming it), or when a request speculates and no slot has a drafter.
   void run(std::span<const SpeculativeRequest> requests, const Hooks& hooks);
+
+  // Every rank: requests as `feed` hands them over, until it ends and the last one finishes
+  // (`hooks.arrived` is not used). Needs options.capacity > 0, and make_speculators when any
+  // request speculates; a request that cannot fit its region is an error (a server checks
+  // first).
+  void serve(RequestFeed& feed, const Hooks& hooks);
 
   const SpeculativeBatchStats& stats() const { return stats_; }
 

@@ -7,7 +7,8 @@
 //    plain requests; at TP 1 and 2;
 //  * sampled, with each request's own seed: the same tokens as alone (reproducible per request);
 //  * a request's tokens reach on_token as they are chosen, in order, and its result once;
-//  * requests that arrive while others run join between passes;
+//  * requests that arrive while others run join between passes, from a list or a feed (under the
+//    feed's ids); a request whose interrupt fires stops with a prefix of its tokens;
 //  * with goodput sizing (drafts capped by the load), greedy tokens stay the same;
 //  * a request that fails mid-run ends the run with its error, the others unwound;
 //  * bad input (an empty prompt, a request beyond the KV region, a speculating request without
@@ -278,6 +279,108 @@ TEST_F(SpeculativeBatchTest, RequestsArrivingWhileOthersRunJoinBetweenPasses) {
         << "request " << r;
   }
   EXPECT_GT(outcome.stats.max_sequences, 1);
+}
+
+// A server's feed: requests reach it over time under ids of its own; some ask to stop early.
+class ScriptedFeed final : public RequestFeed {
+ public:
+  ScriptedFeed(std::vector<SpeculativeRequest> requests, std::vector<std::int64_t> ids)
+      : requests_(std::move(requests)), ids_(std::move(ids)) {}
+
+  std::optional<std::vector<FeedArrival>> next(std::int64_t room, bool idle) override {
+    ++calls_;
+    if (next_ == requests_.size()) return std::nullopt;
+    rooms_.push_back(room);
+    std::vector<FeedArrival> arrivals;
+    // One request every other call (several when idle, none on some calls).
+    const std::size_t want = idle ? 2 : (calls_ % 2 == 0 ? 1 : 0);
+    while (next_ < requests_.size() && arrivals.size() < want &&
+           static_cast<std::int64_t>(arrivals.size()) < room) {
+      arrivals.push_back({ids_[next_], requests_[next_]});
+      ++next_;
+    }
+    return arrivals;
+  }
+
+  const std::vector<std::int64_t>& rooms() const { return rooms_; }
+
+ private:
+  std::vector<SpeculativeRequest> requests_;
+  std::vector<std::int64_t> ids_;
+  std::size_t next_ = 0;
+  int calls_ = 0;
+  std::vector<std::int64_t> rooms_;
+};
+
+TEST_F(SpeculativeBatchTest, AFeedsRequestsJoinUnderItsIdsAndStopWhenInterrupted) {
+  Case c;
+  c.controller = controller("adaptive", 4);
+  std::vector<SpeculativeRequest> requests = requests_for(model_->config().vocab_size, 7, c, true);
+  const std::vector<std::int64_t> ids = {40, 7, 12, 1000, 3, 8, 9};
+  // Request 1000 (index 3) is stopped after 4 tokens, as a server stops a cancelled request.
+  std::map<std::int64_t, std::int64_t> streamed_count;
+  requests[3].options.max_new_tokens = 20;
+  requests[3].options.interrupt = [&streamed_count] { return streamed_count[1000] >= 4 ? 15 : 0; };
+  ScriptedFeed feed(requests, ids);
+  SpeculativeBatchOptions options;
+  options.batch = 3;
+  options.capacity = 64;
+  SpeculativeBatch batch(*model_, comm_, options, [&](std::int64_t id) {
+    EXPECT_TRUE(std::find(ids.begin(), ids.end(), id) != ids.end()) << id;
+    return SequenceSpeculators{c.drafter(), make_draft_length_controller(c.controller)};
+  });
+  std::map<std::int64_t, GenerationResult> results;
+  SpeculativeBatch::Hooks hooks;
+  hooks.on_token = [&](std::int64_t id, std::int32_t) { ++streamed_count[id]; };
+  hooks.on_done = [&](std::int64_t id, GenerationResult&& result) {
+    EXPECT_FALSE(results.contains(id));
+    results[id] = std::move(result);
+  };
+  batch.serve(feed, hooks);
+  ASSERT_EQ(results.size(), requests.size());
+  for (std::size_t r = 0; r < requests.size(); ++r) {
+    const GenerationResult& got = results.at(ids[r]);
+    SpeculativeRequest alone_request = requests[r];
+    alone_request.options.interrupt = {};
+    const GenerationResult alone = decode_alone(*model_, comm_, alone_request, c);
+    if (r == 3) {
+      // Stopped after the round that reached 4 tokens: a prefix of its full run.
+      EXPECT_EQ(got.interrupt_signal, 15);
+      ASSERT_GE(got.tokens.size(), 4u);
+      EXPECT_LT(got.tokens.size(), alone.tokens.size());
+      EXPECT_TRUE(std::equal(got.tokens.begin(), got.tokens.end(), alone.tokens.begin()));
+    } else {
+      EXPECT_EQ(got.tokens, alone.tokens) << "request id " << ids[r];
+    }
+  }
+  for (const std::int64_t room : feed.rooms()) {
+    EXPECT_GE(room, 1);
+    EXPECT_LE(room, 3);
+  }
+  EXPECT_GT(batch.stats().max_sequences, 1);
+}
+
+TEST_F(SpeculativeBatchTest, ServingRefusesAMissingCapacityAndARequestBeyondIt) {
+  Case c;
+  std::vector<SpeculativeRequest> requests = requests_for(model_->config().vocab_size, 2, c, false);
+  SpeculativeBatchOptions options;
+  options.batch = 2;
+  auto make = [&](std::int64_t) {
+    return SequenceSpeculators{c.drafter(), make_draft_length_controller(c.controller)};
+  };
+  {
+    ScriptedFeed feed(requests, {1, 2});
+    SpeculativeBatch batch(*model_, comm_, options, make);
+    EXPECT_THAT([&] { batch.serve(feed, {}); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr("KV capacity")));
+  }
+  options.capacity = 8;
+  requests[0].options.max_new_tokens = 3;  // 4 prompt tokens + 3 fit; the second does not
+  requests[1].options.max_new_tokens = 30;
+  ScriptedFeed feed(requests, {1, 2});
+  SpeculativeBatch batch(*model_, comm_, options, make);
+  EXPECT_THAT([&] { batch.serve(feed, {}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("request 2: its prompt")));
 }
 
 TEST_F(SpeculativeBatchTest, RefusesBadOptionsAndRequestsBeforeAnyForward) {
