@@ -6,9 +6,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   libopenmpi-dev openmpi-bin
-  libboost-dev libboost-context-dev libeigen3-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libboost-dev libboost-context-dev libcpp-httplib-dev libeigen3-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libsentencepiece-dev sentencepiece libpcre2-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The server tests (tests/integration/serve) talk to `selfspec serve` with curl too.
+  curl
   # The parser fuzz targets (scripts/build-fuzz.sh): clang, its libFuzzer/sanitizer runtimes,
   # and the OpenMP runtime clang links.
   clang libclang-rt-dev libomp-dev

@@ -118,8 +118,10 @@ ControllerOptions SpeculativeSetup::controller_options(const std::string& kind,
 }
 
 std::unique_ptr<DraftLengthController> SpeculativeSetup::make_controller(
-    const std::string& kind, std::uint64_t sampling_seed) const {
-  return make_draft_length_controller(controller_options(kind, sampling_seed), *controller_kinds_);
+    const std::string& kind, std::uint64_t sampling_seed, int max_draft_cap) const {
+  ControllerOptions options = controller_options(kind, sampling_seed);
+  if (max_draft_cap >= 1) options.max_draft = std::min(options.max_draft, max_draft_cap);
+  return make_draft_length_controller(options, *controller_kinds_);
 }
 
 GenerationOptions SpeculativeSetup::generation(GenerationOptions generation,

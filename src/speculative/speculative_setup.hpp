@@ -55,8 +55,10 @@ class SpeculativeSetup {
   // The options of the `kind` controller (one of config().controllers), seeded from
   // the sampling seed (kControllerSeedSalt), with the predictor for cali-ts.
   ControllerOptions controller_options(const std::string& kind, std::uint64_t sampling_seed) const;
+  // `max_draft_cap` >= 0 lowers the controller's K to at most that (a server request's own cap).
   std::unique_ptr<DraftLengthController> make_controller(const std::string& kind,
-                                                         std::uint64_t sampling_seed) const;
+                                                         std::uint64_t sampling_seed,
+                                                         int max_draft_cap = -1) const;
   // `generation` with the options of self-speculative runs: trees, --debug-sync and the draft
   // vocabulary `vocabulary` (nullptr: the full head).
   GenerationOptions generation(GenerationOptions generation,
