@@ -15,6 +15,7 @@ void add_tokenize_command(CLI::App& app, CommandBody& run);
 void add_make_model_command(CLI::App& app, CommandBody& run);
 void add_bench_command(CLI::App& app, CommandBody& run);
 void add_bench_serving_command(CLI::App& app, CommandBody& run);
+void add_serve_command(CLI::App& app, CommandBody& run);
 void add_plan_command(CLI::App& app, CommandBody& run);
 void add_search_skips_command(CLI::App& app, CommandBody& run);
 void add_count_vocab_command(CLI::App& app, CommandBody& run);

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   selfspec::launch::add_make_model_command(app, run);
   selfspec::launch::add_bench_command(app, run);
   selfspec::launch::add_bench_serving_command(app, run);
+  selfspec::launch::add_serve_command(app, run);
   selfspec::launch::add_plan_command(app, run);
   selfspec::launch::add_search_skips_command(app, run);
   selfspec::launch::add_count_vocab_command(app, run);
