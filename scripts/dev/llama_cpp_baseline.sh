@@ -127,13 +127,14 @@ vendored_commit() {
   echo "${commit:-unknown}"
 }
 
-# Configures (or reconfigures: an existing tree keeps what it built) $1/build from the sources $2,
+# Configures (or reconfigures: an existing tree keeps what it built) $1/build from the sources $2
+# (the server too, so that llama-server can be built on demand: only targets asked for are built),
 # recording llama.cpp commit $3.
 configure_llamacpp() {
   local dir="$1" src="$2" commit="$3"
   nice -n 10 cmake -S "$src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_COMMIT="$commit" >&2 ||
     die "configuring llama.cpp in $dir/build failed"

@@ -47,6 +47,8 @@ default_packages=(
   libgtest-dev libgmock-dev   # static libraries and CMake config (not the googletest sources)
   libbenchmark-dev libbenchmark1debian
   libssl-dev libssl3          # OpenSSL's libcrypto (launch/: SHA-256)
+  libcpp-httplib-dev libcpp-httplib0.11  # `selfspec serve`'s HTTP (serve/); its .pc needs:
+  zlib1g-dev libbrotli-dev libbrotli1
   pkgconf-bin libpkgconf3     # pkg_check_modules needs a pkg-config; the machine may have none
 )
 
