@@ -84,6 +84,7 @@ struct Serving {
     generation.sampling.top_p = settings.top_p;
     generation.sampling.top_k = static_cast<std::int32_t>(settings.top_k);
     generation.sampling.seed = settings.seed;
+    generation.ignore_eos = settings.ignore_eos;
     request.speculate = settings.speculate && setup.enabled();
     request.options = request.speculate ? setup.generation(generation, vocabulary) : generation;
     return request;

@@ -118,6 +118,7 @@ constexpr std::string_view kKnownKeys[] = {"model",
                                            "stream",
                                            "stream_options",
                                            "speculative",
+                                           "ignore_eos",
                                            "user",
                                            "frequency_penalty",
                                            "presence_penalty",
@@ -357,6 +358,9 @@ class RequestParser {
 
   void parse_stream() {
     if (const json* value = member(body_, "stream")) request_.stream = as_boolean(*value, "stream");
+    if (const json* value = member(body_, "ignore_eos")) {
+      request_.ignore_eos = as_boolean(*value, "ignore_eos");
+    }
     const json* options = member(body_, "stream_options");
     if (options == nullptr) return;
     if (!request_.stream) {

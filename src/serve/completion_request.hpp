@@ -56,6 +56,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;  // up to kMaxStopStrings non-empty strings
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // extension (vLLM, llama-server): generate max_tokens whatever comes
   SpeculationChoice speculative;
 };
 

@@ -357,6 +357,7 @@ class HttpApi::Impl {
     s.top_p = request.top_p;
     s.top_k = request.top_k;
     s.seed = request.seed.value_or(settings_.seed + next_seed_.fetch_add(1));
+    s.ignore_eos = request.ignore_eos;
     return admission;
   }
 

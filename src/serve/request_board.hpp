@@ -36,6 +36,7 @@ struct RequestSettings {
   std::uint64_t seed = 0;
   bool speculate = true;
   int max_draft = -1;  // a cap on the draft length below the configuration's (-1: none)
+  bool ignore_eos = false;
 };
 
 enum class RequestState { kQueued, kRunning, kFinished, kFailed };

@@ -17,7 +17,8 @@ nlohmann::json to_json(const RequestSettings& s) {
           {"top_k", s.top_k},
           {"seed", s.seed},
           {"speculate", s.speculate},
-          {"max_draft", s.max_draft}};
+          {"max_draft", s.max_draft},
+          {"ignore_eos", s.ignore_eos}};
 }
 
 RequestSettings settings_from(const nlohmann::json& j) {
@@ -29,6 +30,7 @@ RequestSettings settings_from(const nlohmann::json& j) {
   s.seed = j.at("seed").get<std::uint64_t>();
   s.speculate = j.at("speculate").get<bool>();
   s.max_draft = j.at("max_draft").get<int>();
+  s.ignore_eos = j.at("ignore_eos").get<bool>();
   return s;
 }
 

@@ -417,7 +417,8 @@ class ServeFaultTest(unittest.TestCase):
 
     def test_a_full_queue_answers_503_and_loses_nothing(self):
         with Server(self.model, "--parallel", "1", "--max-queued", "1") as server:
-            body = {"model": MODEL_NAME, "prompt": "load", "max_tokens": 400, "temperature": 0}
+            body = {"model": MODEL_NAME, "prompt": "load", "max_tokens": 400, "temperature": 0,
+                    "ignore_eos": True}
 
             def one(_):
                 status, headers, text = request(server.port, "POST", "/v1/completions", body,
@@ -466,7 +467,7 @@ class ServeFaultTest(unittest.TestCase):
     def test_sigterm_finishes_the_running_request_refuses_new_ones_and_exits_0(self):
         with Server(self.slow_model, "--parallel", "1", ctx=4096) as server:
             body = {"model": MODEL_NAME, "prompt": "drain", "max_tokens": self.LONG,
-                    "temperature": 0}
+                    "temperature": 0, "ignore_eos": True}
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 running = pool.submit(request, server.port, "POST", "/v1/completions", body)
                 deadline = time.monotonic() + 20

@@ -472,6 +472,15 @@ TEST(CompletionRequest, NeverThrowsOnOddInput) {
   }
 }
 
+TEST(CompletionRequest, IgnoreEosIsABooleanExtension) {
+  EXPECT_TRUE(parse_ok(R"({"model": "m", "prompt": "Hi", "ignore_eos": true})", kText).ignore_eos);
+  EXPECT_FALSE(parse_ok(R"({"model": "m", "prompt": "Hi"})", kText).ignore_eos);
+  const ParsedRequest parsed =
+      parse_completion_request(R"({"model": "m", "prompt": "Hi", "ignore_eos": 1})", kText);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(parsed));
+  EXPECT_EQ(std::get<ApiError>(parsed).param, "ignore_eos");
+}
+
 TEST(CompletionRequest, EndpointPaths) {
   EXPECT_EQ(endpoint_path(kText), "/v1/completions");
   EXPECT_EQ(endpoint_path(kChat), "/v1/chat/completions");

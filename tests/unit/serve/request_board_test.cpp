@@ -151,6 +151,7 @@ TEST(ServeFeed, EveryRankGetsTheSameRequestsAndTheEnd) {
   special.top_k = 5;
   special.speculate = false;
   special.max_draft = 3;
+  special.ignore_eos = true;
   const RequestHandle a = submitted(board, {5, 6, 7}, special);
   const RequestHandle b = submitted(board, {8}, settings_with(2, 1));
   const RequestHandle c = submitted(board, {9, 9}, settings_with(3, 2));
@@ -193,6 +194,7 @@ TEST(ServeFeed, EveryRankGetsTheSameRequestsAndTheEnd) {
   ASSERT_EQ(follower_settings.size(), 1u);
   EXPECT_EQ(follower_settings[0].top_k, 5);
   EXPECT_EQ(follower_settings[0].max_draft, 3);
+  EXPECT_TRUE(follower_settings[0].ignore_eos);
   // Rank 0's interrupt follows the request's cancellation.
   EXPECT_EQ(got[0][1].options.interrupt(), 0);
   b->cancel();
