@@ -10,7 +10,7 @@ every wait has a deadline. What is checked:
     the `speculative` extension (off, a max draft, an unknown configuration);
   * 24 kinds of bad request, each an OpenAI error object with its status, and a malformed HTTP
     request; the server keeps serving after all of them; /metrics in Prometheus text;
-  * --api-key (401), a full queue (503 with Retry-After, nothing lost), a client leaving a stream
+  * /health 503 while the model loads, --api-key (401), a full queue (503 with Retry-After, nothing lost), a client leaving a stream
     (its slot frees within a step), SIGTERM (503 to new requests, the running one finishes, exit
     0), and under mpirun: TP 2 equal to `generate` at TP 2, and a rank that dies ending the
     server with an error instead of a hang.
@@ -88,8 +88,9 @@ class Server:
     """A `selfspec serve` process on a free loopback port, stopped (and its group killed) on exit."""
 
     def __init__(self, model, *args, ranks=1, env=None, ctx=512):
-        cmd = [BIN, "serve", "--model", model, "--model-name", MODEL_NAME, "--port", "0",
-               "--threads", "1", "--ctx-size", str(ctx)] + list(args)
+        cmd = [BIN, "serve"] + (["--model", model] if model else []) + [
+            "--model-name", MODEL_NAME, "--port", "0", "--threads", "1", "--ctx-size",
+            str(ctx)] + list(args)
         env = dict(env or {})
         if ranks > 1:
             cmd = [MPIEXEC, "-np", str(ranks)] + MPIEXEC_FLAGS + ["--timeout", "240"] + cmd
@@ -117,10 +118,14 @@ class Server:
     def log(self):
         return "".join(self.lines[-60:])
 
-    def wait_ready(self):
-        deadline = time.monotonic() + DEADLINE_S
+    def wait_listening(self):
         self._seen_port.wait(DEADLINE_S)
         assert self.port, f"no listening line:\n{self.log()}"
+        return self
+
+    def wait_ready(self):
+        deadline = time.monotonic() + DEADLINE_S
+        self.wait_listening()
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited with {self.proc.returncode}:\n{self.log()}")
@@ -403,6 +408,25 @@ class ServeFaultTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
+
+    def test_health_is_503_while_the_model_loads(self):
+        # LLaMA-2-7B's geometry with three layers of seeded q4_0 weights: seconds of loading.
+        server = Server(None, "--architecture",
+                        os.path.join(SOURCE, "configs", "models", "llama-2-7b.yaml"), "--layers",
+                        "3", "--weights-dtype", "q4_0", "--tokenizer",
+                        os.path.join(TOKENIZER_DATA, "gpt2_style.tokenizer.json"))
+        try:
+            server.wait_listening()
+            status, _, text = request(server.port, "GET", "/health", timeout=10)
+            self.assertEqual((status, json.loads(text)["status"]), (503, "loading"), text)
+            status, _, text = request(server.port, "POST", "/v1/completions",
+                                      {"model": MODEL_NAME, "prompt": "early", "max_tokens": 2})
+            self.assertEqual(status, 503, text)
+            server.wait_ready()
+            self.assertEqual(request(server.port, "GET", "/health")[0], 200)
+            self.assertEqual(server.stop(), 0)
+        finally:
+            server.kill()
 
     def test_api_key(self):
         with Server(self.model, "--api-key", "sekrit") as server:
