@@ -18,7 +18,10 @@
 #     (`scancel --batch --signal=TERM`, what --signal=B:TERM@120 and preemption do), and checks
 #     that the ranks stopped cleanly (exit 143), the partial result is in results.jsonl marked
 #     interrupted, and job.json says interrupted;
-#  6. on exit, whatever happened: cancels the job, stops exactly the daemons it started (by pid),
+#  6. serving: submits the real scripts/slurm/serve.sbatch (2 CPU ranks, a small model with a
+#     tokenizer), waits for the address it publishes, gets a completion from it over HTTP, sends
+#     SIGTERM to the batch shell and checks that rank 0 drained and the job COMPLETED (exit 0);
+#  7. on exit, whatever happened: cancels the job, stops exactly the daemons it started (by pid),
 #     removes its state directories and restores /etc/slurm/slurm.conf as it found it.
 #
 # PMIx: Debian's Slurm 22.05 has one PMIx plugin, mpi_pmix_v4.so (`srun --mpi=list`: pmix, with
@@ -390,3 +393,57 @@ fi
 n_tokens=$(printf '%s' "$last" | grep -o '"n_generated":[0-9]*' | cut -d: -f2)
 log "PASS: SIGTERM to the batch shell stopped both ranks after $n_tokens tokens (exit 143), the" \
     "record is in results.jsonl, job.json says interrupted; job over ${seconds} s after SIGTERM"
+
+# --- 7. serving: the real serve.sbatch over 2 CPU ranks ---------------------------------------
+# It publishes http://HOST:PORT in results/.../address once /health answers 200; a completion
+# must come back; SIGTERM to the batch shell (what --signal=B:TERM@120 does) makes rank 0 drain,
+# every rank exit 0, and the job COMPLETE.
+"$bin" make-model --out "$work/serve-model" --layers 2 --hidden 64 --heads 8 --kv-heads 2 \
+  --intermediate 96 --vocab 1300 --seed 5 > /dev/null
+cp "$repo/tests/data/tokenizer/gpt2_style.tokenizer.json" "$work/serve-model/tokenizer.json"
+serve_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+jobid=$(SELFSPEC_HOME=$repo SELFSPEC_BIN=$bin SELFSPEC_RESULTS=$work/results \
+        SELFSPEC_MODEL=$work/serve-model SELFSPEC_SERVE_PORT=$serve_port \
+        SELFSPEC_SERVE_ARGS="--ctx-size 256 --model-name tiny" \
+        sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=00:10:00 \
+        --output="$work/slurm-%x-%j.out" "$repo/scripts/slurm/serve.sbatch")
+jobid=${jobid%%;*}
+results=$work/results/selfspec-serve-$jobid
+log "submitted serve.sbatch (2 CPU ranks, port $serve_port) as job $jobid"
+deadline=$(( $(date +%s) + 120 ))
+until [ -s "$results/address" ]; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "FAIL: job $jobid published no address in 120 s" >&2
+    cat "$work/slurm-selfspec-serve-$jobid.out" "$results/serve.log" >&2 || true
+    exit 1
+  fi
+  sleep 0.5
+done
+address=$(cat "$results/address")
+completion=$(curl -sS --max-time 60 "http://127.0.0.1:$serve_port/v1/completions" \
+  -H 'Content-Type: application/json' \
+  -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 5, "temperature": 0, "ignore_eos": true}' \
+  || true)
+scancel --batch --signal=TERM "$jobid"
+wait_job "$jobid"
+job_line=$(scontrol show job -o "$jobid")
+exit_code=$(printf '%s' "$job_line" | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
+log "job $jobid: served at $address; JobState=$job_state ExitCode=$exit_code after SIGTERM"
+failures=()
+case "$completion" in
+  *'"completion_tokens":5'*) ;;
+  *) failures+=("no completion of 5 tokens from $address: ${completion:0:300}") ;;
+esac
+[ "$job_state" = COMPLETED ] || failures+=("JobState=$job_state, expected COMPLETED (drained)")
+[ "$exit_code" = 0:0 ] || failures+=("ExitCode=$exit_code, expected 0:0")
+grep -q "serve: drained; exiting" "$results/serve.log" ||
+  failures+=("rank 0 did not drain (see serve.log)")
+grep -q "start \[rank 1/2" "$results/serve.log" || failures+=("the server did not run 2 ranks")
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "FAIL (serving):" >&2
+  printf '  %s\n' "${failures[@]}" >&2
+  cat "$work/slurm-selfspec-serve-$jobid.out" >&2 || true
+  tail -n 30 "$results/serve.log" >&2 || true
+  exit 1
+fi
+log "PASS: serve.sbatch served a completion over 2 ranks and drained on SIGTERM (exit 0)"
