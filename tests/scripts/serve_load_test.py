@@ -353,7 +353,8 @@ class RunTest(unittest.TestCase):
             start = time.monotonic()
             result = serve_load.run_load(server.url, "fake", kPrompts, rate=20, duration=0.5,
                                          seed=seed, timeout=10)
-            self.assertLess(time.monotonic() - start, 5)
+            # Wall-clock bounds are loose: the suite runs this beside other tests on 2 cores.
+            self.assertLess(time.monotonic() - start, 10)
         self.assertEqual(result["mode"], "rate")
         self.assertEqual((result["rate"], result["duration"]), (20, 0.5))
         self.assertNotIn("concurrency", result)
@@ -371,7 +372,7 @@ class RunTest(unittest.TestCase):
             self.assertEqual(r["tokens"], 0)
         sends = [r["send_s"] for r in result["per_request"]]
         self.assertEqual(sends, sorted(sends))
-        self.assertLess(sends[-1], 0.5 + 1.0)
+        self.assertLess(sends[-1], 0.5 + 3.0)
 
     def test_refused_connection_is_an_error(self):
         url = f"http://127.0.0.1:{free_port()}"
@@ -386,15 +387,17 @@ class RunTest(unittest.TestCase):
         self.assertEqual(result["outcomes"]["error"], result["requests"])
 
     def test_deadline_is_a_timeout(self):
-        with FakeServer(chunks=5, delay=0.3) as server:
+        # The whole stream would take 6 s; the deadline cuts it at 0.4 s (bounds loose: the
+        # suite runs this beside other tests on 2 cores).
+        with FakeServer(chunks=20, delay=0.3) as server:
             start = time.monotonic()
             result = serve_load.run_load(server.url, "fake", kPrompts[:1], concurrency=1,
                                          timeout=0.4)
-            self.assertLess(time.monotonic() - start, 3)
+            self.assertLess(time.monotonic() - start, 5)
         self.assertEqual(result["outcomes"]["timeout"], 1)
         r = result["per_request"][0]
         self.assertEqual(r["outcome"], "timeout")
-        self.assertLess(r["e2e_s"], 1.0)
+        self.assertLess(r["e2e_s"], 4.0)
 
     def test_rss_sampling(self):
         with FakeServer(chunks=2, delay=0.01) as server:
