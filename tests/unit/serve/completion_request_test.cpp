@@ -56,8 +56,8 @@ struct BadCase {
   int status = 400;
 };
 
-std::vector<BadCase> bad_cases() {
-  const std::string big_prompt(kMaxRequestBodyBytes, 'x');
+// Bad requests: the body and the model.
+std::vector<BadCase> body_and_model_cases() {
   return {
       {"MalformedJson", kText, R"({"model": "m", )", "", "malformed JSON: "},
       {"EmptyBody", kChat, "", "", "malformed JSON"},
@@ -72,6 +72,12 @@ std::vector<BadCase> bad_cases() {
       {"ModelNotString", kText, body_with(kText, {{"model", 7}}), "model",
        "model must be a string (got integer)"},
       {"EmptyModel", kText, body_with(kText, {{"model", ""}}), "model", "non-empty"},
+  };
+}
+
+// Bad requests: the prompt, and each endpoint's own input.
+std::vector<BadCase> prompt_cases() {
+  return {
       {"MissingPrompt", kText, R"({"model": "m"})", "prompt", "you must provide a prompt"},
       {"EmptyPrompt", kText, body_with(kText, {{"prompt", ""}}), "prompt",
        "prompt must not be empty"},
@@ -89,6 +95,12 @@ std::vector<BadCase> bad_cases() {
        body_with(kText, {{"messages", {{{"role", "user"}, {"content", "x"}}}}}), "messages",
        "/v1/chat/completions"},
       {"PromptOnChat", kChat, body_with(kChat, {{"prompt", "x"}}), "prompt", "/v1/completions"},
+  };
+}
+
+// Bad requests: chat messages and their content parts.
+std::vector<BadCase> message_cases() {
+  return {
       {"MissingMessages", kChat, R"({"model": "m"})", "messages", "provide a messages"},
       {"EmptyMessages", kChat, messages_with(json::array()), "messages",
        "messages must be a non-empty array"},
@@ -139,6 +151,12 @@ std::vector<BadCase> bad_cases() {
       {"MessageNameNotString", kChat,
        messages_with({{{"role", "user"}, {"content", "x"}, {"name", 5}}}), "messages[0].name",
        "must be a string"},
+  };
+}
+
+// Bad requests: the token budget and sampling.
+std::vector<BadCase> sampling_cases() {
+  return {
       {"MaxTokensZero", kText, body_with(kText, {{"max_tokens", 0}}), "max_tokens",
        "max_tokens must be at least 1"},
       {"MaxTokensNegative", kChat, body_with(kChat, {{"max_tokens", -1}}), "max_tokens", "got -1"},
@@ -170,6 +188,12 @@ std::vector<BadCase> bad_cases() {
       {"SeedFloat", kText, body_with(kText, {{"seed", 4.2}}), "seed", "seed must be an integer"},
       {"NTwo", kText, body_with(kText, {{"n", 2}}), "n", "n must be 1: one choice per request"},
       {"NString", kChat, body_with(kChat, {{"n", "1"}}), "n", "n must be an integer"},
+  };
+}
+
+// Bad requests: stop strings and streaming.
+std::vector<BadCase> stop_and_stream_cases() {
+  return {
       {"FiveStops", kText, body_with(kText, {{"stop", {"a", "b", "c", "d", "e"}}}), "stop",
        "stop may hold at most 4 strings; got 5"},
       {"EmptyStopString", kText, body_with(kText, {{"stop", ""}}), "stop",
@@ -196,6 +220,12 @@ std::vector<BadCase> bad_cases() {
       {"StreamOptionsUnknownKey", kChat,
        body_with(kChat, {{"stream", true}, {"stream_options", {{"chunk_size", 4}}}}),
        "stream_options.chunk_size", "Unrecognized request argument supplied"},
+  };
+}
+
+// Bad requests: the speculative extension.
+std::vector<BadCase> speculative_cases() {
+  return {
       {"SpeculativeString", kText, body_with(kText, {{"speculative", "fast"}}), "speculative",
        "speculative must be a boolean or an object"},
       {"SpeculativeMaxDraft64", kText, body_with(kText, {{"speculative", {{"max_draft", 64}}}}),
@@ -212,6 +242,13 @@ std::vector<BadCase> bad_cases() {
        "speculative.enabled", "speculative.enabled must be a boolean"},
       {"SpeculativeConfigNumber", kChat, body_with(kChat, {{"speculative", {{"config", 5}}}}),
        "speculative.config", "speculative.config must be a string"},
+  };
+}
+
+// Bad requests: unknown keys, parameters this server does not implement, the body-size limit.
+std::vector<BadCase> unsupported_cases() {
+  const std::string big_prompt(kMaxRequestBodyBytes, 'x');
+  return {
       {"UnknownKey", kText, body_with(kText, {{"min_p", 0.1}}), "min_p",
        "Unrecognized request argument supplied: min_p"},
       {"LogprobsTrue", kChat, body_with(kChat, {{"logprobs", true}}), "logprobs",
@@ -247,6 +284,17 @@ std::vector<BadCase> bad_cases() {
       {"BodyOverLimit", kText, body_with(kText, {{"prompt", big_prompt}}), "",
        "the limit is 4194304 bytes (4 MiB)", 413},
   };
+}
+
+std::vector<BadCase> bad_cases() {
+  std::vector<BadCase> cases;
+  for (auto group : {body_and_model_cases, prompt_cases, message_cases, sampling_cases,
+                     stop_and_stream_cases, speculative_cases, unsupported_cases}) {
+    std::vector<BadCase> more = group();
+    cases.insert(cases.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+  }
+  return cases;
 }
 
 // Failures name the case, not its bytes.
