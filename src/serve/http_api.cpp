@@ -28,11 +28,6 @@ std::int64_t unix_seconds() {
       .count();
 }
 
-// The endpoint label of the request metrics: the route.
-std::string_view endpoint_label(Endpoint endpoint) {
-  return endpoint_path(endpoint);
-}
-
 ApiError server_error(int status, std::string message, std::string type, std::string code = "") {
   ApiError error;
   error.status = status;
@@ -141,7 +136,7 @@ class Completion {
   void record(std::string_view outcome) {
     if (recorded_) return;
     recorded_ = true;
-    metrics_.request_finished(endpoint_label(endpoint_), outcome);
+    metrics_.request_finished(endpoint_path(endpoint_), outcome);
     metrics_.tokens(static_cast<std::int64_t>(handle_->prompt().size()), text_.tokens());
     const Clock::time_point now = Clock::now();
     metrics_.e2e_latency(seconds_between(received_, now));
@@ -293,10 +288,10 @@ class HttpApi::Impl {
     const Clock::time_point received = Clock::now();
     const auto refuse = [&](const ApiError& error, std::string_view outcome) {
       reply_error(res, error);
-      metrics_.request_finished(endpoint_label(endpoint), outcome);
+      metrics_.request_finished(endpoint_path(endpoint), outcome);
     };
     if (!authorized(req, res)) {
-      metrics_.request_finished(endpoint_label(endpoint), kOutcomeClientError);
+      metrics_.request_finished(endpoint_path(endpoint), kOutcomeClientError);
       return;
     }
     const Tokenizer* tokenizer = tokenizer_.load();

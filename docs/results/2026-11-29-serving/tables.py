@@ -85,7 +85,6 @@ def load_table(runs):
                 per_round = [rounds[r]["tokens_per_s"] / theirs[r]["tokens_per_s"]
                              for r in sorted(rounds) if r in theirs]
                 ratios.append(" ".join(f"{x:.2f}x" for x in per_round))
-            last = rounds[max(rounds)]
             ttft = statistics.mean(rounds[r]["ttft_s"]["p50"] for r in rounds)
             ttft99 = statistics.mean(rounds[r]["ttft_s"]["p99"] for r in rounds)
             itl = statistics.mean(rounds[r]["itl_s"]["p50"] for r in rounds)
@@ -102,7 +101,6 @@ def load_table(runs):
                 f" | {rq:.2f} | {ms(ttft)} / {ms(ttft99)} | {ms(itl)} / {ms(itl99)} | "
                 f"{ms(tpot)} | {ms(e2e)} | {oks} / {bad['overload']} / {bad['error']} / "
                 f"{bad['timeout']} |")
-            del last
     return "\n".join(rows)
 
 

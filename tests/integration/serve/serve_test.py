@@ -115,6 +115,11 @@ class Server:
                 self._seen_port.set()
         self._seen_port.set()
 
+    def model_marker(self):
+        """The --model argument, to tell this server's processes from others'."""
+        args = self.proc.args
+        return args[args.index("--model") + 1].encode() if "--model" in args else b""
+
     def log(self):
         return "".join(self.lines[-60:])
 
@@ -572,12 +577,6 @@ class ServeFaultTest(unittest.TestCase):
             time.sleep(0.2)
         raise AssertionError(f"no rank {rank} process found")
 
-
-def _model_marker(self):
-    return self.proc.args[self.proc.args.index("--model") + 1].encode()
-
-
-Server.model_marker = _model_marker
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
