@@ -72,11 +72,19 @@ class FakeServer:
                     fake.auth.append(self.headers.get("Authorization"))
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                self.counted = True
                 try:
                     self.answer(body, number)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (the deadline test)
                 finally:
+                    self.leave()
+
+            def leave(self):
+                # Leaves the in-flight count before the last bytes go out: a client that has read
+                # them may send its next request before this thread runs again.
+                if self.counted:
+                    self.counted = False
                     with fake.lock:
                         fake.in_flight -= 1
 
@@ -89,6 +97,7 @@ class FakeServer:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.send_header("Connection", "close")
+                    self.leave()
                     self.end_headers()
                     self.wfile.write(data)
                     return
@@ -118,6 +127,7 @@ class FakeServer:
                     self.event(dict(base, choices=[], usage={
                         "prompt_tokens": 7, "completion_tokens": fake.chunks,
                         "total_tokens": 7 + fake.chunks}))
+                self.leave()
                 self.event("[DONE]")
                 self.write_chunk(b"")
 
