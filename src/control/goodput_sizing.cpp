@@ -93,10 +93,13 @@ std::vector<int> GoodputSizer::size(std::span<const DraftOutlook> sequences,
   if (!full_.near(plain_rows + static_cast<std::int64_t>(sequences.size()))) {
     return std::vector<int>(sequences.size(), 0);
   }
-  const bool explore = ++steps_ % kExploreEvery == 0;
   std::vector<int> chosen = optimum(sequences, plain_rows);
-  if (explore) {
+  const bool drafting = std::any_of(chosen.begin(), chosen.end(), [](int k) { return k > 0; });
+  if (drafting) explore_every_ = kExploreEvery;
+  if (++since_explored_ >= explore_every_) {
     // One sequence in turn drafts its K: the costs of longer passes and its α stay current.
+    since_explored_ = 0;
+    if (!drafting) explore_every_ = std::min<std::int64_t>(2 * explore_every_, kExploreMost);
     const std::size_t b = static_cast<std::size_t>(explored_++) % sequences.size();
     chosen[b] = best[b];
   }

@@ -140,10 +140,11 @@ TEST(GoodputSizing, InBetweenOnlyLikelySequencesDraftAndNotTooFar) {
   EXPECT_GT(chosen, step_goodput(seqs, std::vector<int>(4, 0), 2, c.draft, c.full));
 }
 
-TEST(GoodputSizing, EveryExploreEveryStepsOneSequenceInTurnDraftsItsK) {
-  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);
-  std::vector<int> explored(3, 0);
-  for (int step = 0; step < 3 * GoodputSizer::kExploreEvery; ++step) {
+// The steps (counted from the sizer's first sized step) on which exactly one sequence drafts
+// its K of 4 while the optimum drafts nothing, over `steps` steps; every such sequence in turn.
+std::vector<int> exploration_steps(GoodputSizer& sizer, int steps, std::vector<int>& explored) {
+  std::vector<int> at;
+  for (int step = 1; step <= steps; ++step) {
     const std::vector<int> drafts = sizer.size(outlooks({0.9, 0.8, 0.7}, 4), 0);
     int drafting = 0;
     for (std::size_t b = 0; b < drafts.size(); ++b) {
@@ -153,9 +154,46 @@ TEST(GoodputSizing, EveryExploreEveryStepsOneSequenceInTurnDraftsItsK) {
         ++drafting;
       }
     }
-    EXPECT_EQ(drafting, (step + 2) % GoodputSizer::kExploreEvery == 0 ? 1 : 0) << "step " << step;
+    EXPECT_LE(drafting, 1) << "step " << step;
+    if (drafting == 1) at.push_back(step);
   }
-  EXPECT_EQ(explored, (std::vector<int>{1, 1, 1}));
+  return at;
+}
+
+TEST(GoodputSizing, ExplorationsBackOffWhileNothingPays) {
+  // Compute-bound: the optimum drafts nothing, so the interval doubles from 16 to 128 steps.
+  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);  // its first sized step made
+  std::vector<int> explored(3, 0);
+  const std::vector<int> at = exploration_steps(sizer, 600, explored);
+  const int e = GoodputSizer::kExploreEvery;
+  EXPECT_EQ(at,
+            (std::vector<int>{e - 1, 3 * e - 1, 7 * e - 1, 15 * e - 1, 23 * e - 1, 31 * e - 1}));
+  EXPECT_EQ(GoodputSizer::kExploreMost, 8 * e);
+  EXPECT_EQ(explored, (std::vector<int>{2, 2, 2})) << "every sequence in turn";
+}
+
+TEST(GoodputSizing, ExplorationsAreEveryExploreEveryStepsAgainOnceDraftingPays) {
+  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);
+  std::vector<int> explored(3, 0);
+  (void)exploration_steps(sizer, 200, explored);  // backed off to 128 steps
+  // Verification turns free (a lighter load, say): the optimum drafts, and a step later the
+  // interval is kExploreEvery again.
+  for (std::int64_t rows = 1; rows <= 160; ++rows) {
+    for (int i = 0; i < 40; ++i) {
+      sizer.record_pass(false, rows, 1.0);
+      sizer.record_pass(true, rows, 0.05);
+    }
+  }
+  EXPECT_EQ(sizer.size(outlooks({0.9, 0.8, 0.7}, 4), 0), (std::vector<int>{4, 4, 4}));
+  for (std::int64_t rows = 1; rows <= 160; ++rows) {
+    for (int i = 0; i < 40; ++i) {
+      sizer.record_pass(false, rows, static_cast<double>(rows));
+      sizer.record_pass(true, rows, 0.3 * static_cast<double>(rows));
+    }
+  }
+  const std::vector<int> at = exploration_steps(sizer, 2 * GoodputSizer::kExploreEvery, explored);
+  ASSERT_FALSE(at.empty());
+  EXPECT_LE(at.front(), GoodputSizer::kExploreEvery);
 }
 
 }  // namespace
