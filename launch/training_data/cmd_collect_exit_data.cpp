@@ -136,10 +136,11 @@ void check_options(const CollectExitDataOptions& o, const ModelConfig& config) {
                  o.selection.split);
   for (std::size_t i = 0; i < o.exit_layers.size(); ++i) {
     const int n = o.exit_layers[i];
-    SELFSPEC_CHECK(n >= 1 && n < config.num_layers,
+    SELFSPEC_CHECK(n >= 1 && n <= config.num_layers,
                    "--exit-layer {}: must be in [1, {}] for this {}-layer model (the exit layer "
-                   "reads the output of layers [0, N))",
-                   n, config.num_layers - 1, config.num_layers);
+                   "reads the output of layers [0, N); N = {} the final residual, a feature-level "
+                   "head's input)",
+                   n, config.num_layers, config.num_layers, config.num_layers);
     SELFSPEC_CHECK(std::count(o.exit_layers.begin(), o.exit_layers.end(), n) == 1,
                    "--exit-layer {}: listed twice", n);
   }
@@ -339,7 +340,8 @@ CollectionTotals collect(Engine& engine, const CollectExitDataOptions& o,
   return totals;
 }
 
-// Root: each directory's untrained head (its exit layer's weights), and the frozen tensors, the
+// Root: each directory's untrained head (its exit layer's weights; N = L: the last layer's), and
+// the frozen tensors (with an untied model's embedding when N = L is recorded), the
 // same for every exit layer: written into the first directory, then hard-linked (copied where
 // links fail) into the others. A resumed run keeps the files it finds.
 void write_model_files(Engine& engine, const CollectExitDataOptions& o, ExitDataOutputs& outputs,
@@ -355,7 +357,10 @@ void write_model_files(Engine& engine, const CollectExitDataOptions& o, ExitData
                          out.dir / kInitLayerFile);
       }
     }
-    if (missing(frozen)) write_frozen_tensors(source, engine.config(), frozen);
+    // A feature-level head (N = L) reads token embeddings too: an untied model's are written.
+    const bool feature = std::ranges::any_of(
+        o.exit_layers, [&](int n) { return n == static_cast<int>(engine.config().num_layers); });
+    if (missing(frozen)) write_frozen_tensors(source, engine.config(), frozen, feature);
   });
   for (const ExitDataOutput& out : std::span(outputs.outputs()).subspan(1)) {
     const std::filesystem::path link = out.dir / kFrozenFile;
@@ -479,9 +484,9 @@ int run_collect_exit_data(const CollectExitDataOptions& o) {
 void add_collection_options(CLI::App& command, CollectExitDataOptions& o) {
   command
       .add_option("--exit-layer", o.exit_layers,
-                  "N: the exit layer reads the residual stream after layers [0, N), 1 <= N < L; "
-                  "a comma-separated list records each from the same forwards, into "
-                  "--out/exit-layer-N")
+                  "N: the exit layer reads the residual stream after layers [0, N), 1 <= N <= L "
+                  "(L: the final residual, a feature-level head's input); a comma-separated list "
+                  "records each from the same forwards, into --out/exit-layer-N")
       ->delimiter(',')
       ->required();
   command

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <map>
 
 namespace selfspec {
@@ -50,10 +52,13 @@ std::vector<std::string> exit_layer_suffixes(const ModelConfig& config) {
 
 void write_init_layer(const TensorSource& source, const ModelConfig& config, int exit_layer,
                       const std::string& model_identity, const std::filesystem::path& path) {
+  SELFSPEC_CHECK(exit_layer >= 1 && exit_layer <= config.num_layers,
+                 "init layer: exit layer {} is outside [1, {}]", exit_layer, config.num_layers);
+  const int source_layer = std::min(exit_layer, static_cast<int>(config.num_layers) - 1);
   const auto shapes = expected_shapes(config);
   SafetensorsWriter writer;
   for (const std::string& suffix : exit_layer_suffixes(config)) {
-    const std::string name = layer_tensor_name(exit_layer, suffix);
+    const std::string name = layer_tensor_name(source_layer, suffix);
     const std::vector<std::int64_t>& shape = shapes.at(name);
     writer.add("exit_layer." + suffix, DType::kF32, shape,
                read_whole(source, name, shape, DType::kF32));
@@ -63,12 +68,12 @@ void write_init_layer(const TensorSource& source, const ModelConfig& config, int
   writer.set_metadata("exit_layer", std::to_string(exit_layer));
   writer.set_metadata("hidden_size", std::to_string(config.hidden_size));
   writer.set_metadata("num_layers", std::to_string(config.num_layers));
-  writer.set_metadata("trained_on", fmt::format("none (layer {}'s weights)", exit_layer));
+  writer.set_metadata("trained_on", fmt::format("none (layer {}'s weights)", source_layer));
   write_safetensors_file(writer, path);
 }
 
 void write_frozen_tensors(const TensorSource& source, const ModelConfig& config,
-                          const std::filesystem::path& path) {
+                          const std::filesystem::path& path, bool with_embedding) {
   const std::string head =
       config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   SafetensorsWriter writer;
@@ -76,6 +81,11 @@ void write_frozen_tensors(const TensorSource& source, const ModelConfig& config,
              read_whole(source, "model.norm.weight", {config.hidden_size}, DType::kF32));
   writer.add("lm_head.weight", DType::kBF16, {config.vocab_size, config.hidden_size},
              read_whole(source, head, {config.vocab_size, config.hidden_size}, DType::kBF16));
+  if (with_embedding && !config.tie_word_embeddings) {
+    writer.add("model.embed_tokens.weight", DType::kBF16, {config.vocab_size, config.hidden_size},
+               read_whole(source, "model.embed_tokens.weight",
+                          {config.vocab_size, config.hidden_size}, DType::kBF16));
+  }
   writer.set_metadata("format", "selfspec-exit-frozen");
   writer.set_metadata("lm_head_source", head);
   write_safetensors_file(writer, path);

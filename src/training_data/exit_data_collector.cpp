@@ -141,8 +141,9 @@ ExitDataCollector::ExitDataCollector(LlamaModel& model, Communicator& comm,
   SELFSPEC_CHECK(!options_.exit_layers.empty(), "exit-data: no exit layer to record");
   for (std::size_t i = 0; i < options_.exit_layers.size(); ++i) {
     const int n = options_.exit_layers[i];
-    SELFSPEC_CHECK(n >= 1 && n < model.config().num_layers,
-                   "exit-data: exit layer {} is outside [1, {})", n, model.config().num_layers);
+    // N = L records the final residual stream (a feature-level head's input, EAGLE §3).
+    SELFSPEC_CHECK(n >= 1 && n <= model.config().num_layers,
+                   "exit-data: exit layer {} is outside [1, {}]", n, model.config().num_layers);
     SELFSPEC_CHECK(
         std::count(options_.exit_layers.begin(),
                    options_.exit_layers.begin() + static_cast<std::ptrdiff_t>(i), n) == 0,

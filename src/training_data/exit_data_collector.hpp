@@ -22,10 +22,12 @@
 namespace selfspec {
 
 struct ExitDataCollectorOptions {
-  std::vector<int> exit_layers{1};  // the N whose inputs every row records, distinct
-  std::int32_t top_k = 32;          // k
-  std::int64_t chunk = 256;         // the most tokens per forward
-  std::int64_t batch = 8;           // B: sequences in flight
+  // The N whose inputs every row records, distinct, in [1, L]: the residual stream after layers
+  // [0, N); N = L is the final residual (before the final norm), a feature-level head's input.
+  std::vector<int> exit_layers{1};
+  std::int32_t top_k = 32;   // k
+  std::int64_t chunk = 256;  // the most tokens per forward
+  std::int64_t batch = 8;    // B: sequences in flight
   std::vector<std::int32_t> eos_ids;
 
   // exit_data_targets' options for exit layer i (the reference of its rows).

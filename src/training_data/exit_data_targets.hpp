@@ -24,7 +24,7 @@
 namespace selfspec {
 
 struct ExitTargetOptions {
-  int exit_layer = 1;        // N: the hidden rows are the input of layer N
+  int exit_layer = 1;        // N: the hidden rows are the input of layer N (N = L: the final norm)
   std::int32_t top_k = 32;   // k
   std::int64_t chunk = 256;  // positions per forward (bounds the logits' memory)
 };

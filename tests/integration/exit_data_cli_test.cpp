@@ -380,6 +380,53 @@ TEST_F(ExitDataCli, ModelFilesHoldLayerNAndTheFrozenHead) {
   }
 }
 
+// --exit-layer L (3 here): a feature-level head's data. Every row's hidden is the final residual
+// (the final norm's input), the untrained layer is the last layer's weights, and an untied
+// model's token embedding is written beside the LM head.
+TEST_F(ExitDataCli, ExitLayerLRecordsTheFinalResidual) {
+  const auto out = dir_ / "final";
+  const CommandResult r =
+      run(collect_args(out, "", "--exit-layer 3 --top-k 8 --temperature 0.8 --seed 5"), 0, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto all = read_all_shards(out, manifest_of(out));
+  std::vector<std::int32_t> tokens;
+  for (std::size_t row = 0; row < all.at("sequence").values.size(); ++row) {
+    if (all.at("sequence").values[row] == 0) {
+      tokens.push_back(static_cast<std::int32_t>(all.at("token").values[row]));
+    }
+  }
+  ASSERT_GT(tokens.size(), 1u);
+  std::vector<std::vector<double>> final_residual;
+  (void)reference_forward(
+      weights_, tokens, {},
+      [&](int layer, bool after_attention, const std::vector<std::vector<double>>& residual) {
+        if (layer == 3 && !after_attention) final_residual = residual;
+      });
+  ASSERT_EQ(final_residual.size(), tokens.size());
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    for (std::size_t i = 0; i < 64; ++i) {
+      EXPECT_NEAR(all.at("hidden").values[p * 64 + i], final_residual[p][i],
+                  1e-2 * std::abs(final_residual[p][i]) + 1e-3)
+          << "position " << p << " feature " << i;
+    }
+  }
+  const SafetensorsFile init(out / "init_layer.safetensors");
+  EXPECT_EQ(init.metadata().at("exit_layer"), "3");
+  EXPECT_THAT(init.metadata().at("trained_on"), HasSubstr("layer 2"));
+  const auto layer = read_tensors(out / "init_layer.safetensors");
+  EXPECT_EQ(layer.at("exit_layer.mlp.down_proj.weight").values, weights_.layers[2].w_down);
+  const auto frozen = read_tensors(out / "frozen.safetensors");
+  ASSERT_EQ(frozen.size(), 3u);
+  const StoredTensor& embedding = frozen.at("model.embed_tokens.weight");
+  EXPECT_EQ(embedding.dtype, DType::kBF16);
+  EXPECT_EQ(embedding.shape, (std::vector<std::int64_t>{1210, 64}));
+  for (std::size_t i = 0; i < embedding.values.size(); ++i) {
+    ASSERT_EQ(embedding.values[i],
+              bf16_to_f32(f32_to_bf16(static_cast<float>(weights_.embedding[i]))))
+        << i;
+  }
+}
+
 TEST_F(ExitDataCli, ResumeContinuesExactlyAndRefusesOtherSettings) {
   const std::string extra = "--open-text --shard-positions 1";  // a shard per sequence
   const auto full = collect("full", extra);
@@ -481,7 +528,7 @@ TEST_F(ExitDataCli, BadOptionsAreRefusedNamingTheOption) {
   expect_error(run(collect_args(out, "--split evaluation")), "--split evaluation");
   expect_error(run(collect_args(out, "", "--exit-layer 0")), "--exit-layer 0");
   expect_error(run(collect_args(out, "--reduction fast")), "--reduction");
-  expect_error(run(collect_args(out, "", "--exit-layer 3")), "--exit-layer 3");
+  expect_error(run(collect_args(out, "", "--exit-layer 4")), "--exit-layer 4");
   expect_error(run(collect_args(out, "", "--exit-layer 1 --top-k 5000")), "--top-k 5000");
   expect_error(run(collect_args(out, "", "--exit-layer 1 --temperature 0")), "--temperature 0");
   expect_error(run(collect_args(out, "--sampled-fraction 1.5")), "--sampled-fraction");

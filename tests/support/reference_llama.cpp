@@ -176,6 +176,7 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
       }
     }
   }
+  if (observe) observe(static_cast<int>(w.layers.size()), false, x);  // the final residual
   std::vector<Vec> logits(T);
   for (std::size_t t = 0; t < T; ++t) {
     const Vec h = rms_norm(x[t], w.final_norm, c.rms_norm_eps);

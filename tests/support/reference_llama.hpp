@@ -40,7 +40,8 @@ struct ReferenceSkips {
 };
 
 // Sees the residual stream of every position [T][H] entering (after_attention false) and leaving
-// (true) each layer's attention sublayer.
+// (true) each layer's attention sublayer, and last, as layer L entering, the final residual (the
+// final norm's input).
 using ReferenceResidualObserver = std::function<void(
     int layer, bool after_attention, const std::vector<std::vector<double>>& residual)>;
 

@@ -93,8 +93,9 @@ TEST(ExitDataCollector, RowsEqualTheTeacherForcedReference) {
       write_and_load_model(speculative_tiny_spec(3), dir.path(), comm);
   for (std::int64_t batch : {1, 3, 8}) expect_collector_equals_reference(*model, comm, batch, {});
   expect_collector_equals_reference(*model, comm, 4, {1, 2, 3, 5, 8, 13});
-  // Several exit layers in one pass: each layer's rows are its own reference's.
-  expect_collector_equals_reference(*model, comm, 3, {}, {2, 1});
+  // Several exit layers in one pass: each layer's rows are its own reference's; N = L (3) is the
+  // final residual.
+  expect_collector_equals_reference(*model, comm, 3, {}, {2, 1, 3});
 }
 
 TEST(ExitDataCollector, RefusesExitLayersOutOfRangeOrTwice) {
@@ -103,7 +104,7 @@ TEST(ExitDataCollector, RefusesExitLayersOutOfRangeOrTwice) {
   const std::unique_ptr<LlamaModel> model =
       write_and_load_model(speculative_tiny_spec(3), dir.path(), comm);
   for (const std::vector<int>& layers :
-       {std::vector<int>{}, std::vector<int>{0}, std::vector<int>{3}, std::vector<int>{1, 2, 1}}) {
+       {std::vector<int>{}, std::vector<int>{0}, std::vector<int>{4}, std::vector<int>{1, 2, 1}}) {
     ExitDataCollectorOptions options;
     options.exit_layers = layers;
     EXPECT_THROW(ExitDataCollector(*model, comm, options), Error);
