@@ -88,8 +88,11 @@ def load_manifest(data_dir, allow_incomplete):
     return manifest
 
 
-def model_spec(manifest, path="manifest.json"):
-    """The ModelSpec of manifest["model"], each field checked."""
+def model_spec(manifest, path="manifest.json", allow_final=False):
+    """The ModelSpec of manifest["model"], each field checked. "exit_layer" must be in
+    [1, num_layers - 1] (an exit head reads the residual stream before the layer it starts from);
+    allow_final also accepts num_layers (the final residual stream, which a feature draft head
+    reads: scripts/train_feature_head.py, which requires it)."""
     model = manifest["model"]
     try:
         ints = {k: int(model[k]) for k in _MODEL_INT_FIELDS}
@@ -105,8 +108,9 @@ def model_spec(manifest, path="manifest.json"):
              f"num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
     _require(spec.head_dim % 2 == 0, path, f"head_dim {spec.head_dim} is odd (RoPE needs pairs)")
     exit_layer = manifest["exit_layer"]
-    _require(isinstance(exit_layer, int) and 1 <= exit_layer <= spec.num_layers - 1, path,
-             f"\"exit_layer\" {exit_layer!r} is outside [1, {spec.num_layers - 1}]")
+    last = spec.num_layers if allow_final else spec.num_layers - 1
+    _require(isinstance(exit_layer, int) and 1 <= exit_layer <= last, path,
+             f"\"exit_layer\" {exit_layer!r} is outside [1, {last}]")
     return spec
 
 
