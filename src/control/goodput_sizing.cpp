@@ -86,20 +86,20 @@ std::vector<int> GoodputSizer::size(std::span<const DraftOutlook> sequences,
   std::transform(sequences.begin(), sequences.end(), best.begin(),
                  [](const DraftOutlook& s) { return std::max(0, s.max_draft); });
   if (sequences.empty() || !full_.known()) return best;
-  // Both ends of the choice measured first: the full drafts' verification, then the plain step.
-  std::int64_t all_drafts = plain_rows;
-  for (int k : best) all_drafts += k + 1;
-  if (!full_.near(all_drafts)) return best;
+  // The plain step's pass measured first; the first sized step after it explores.
   if (!full_.near(plain_rows + static_cast<std::int64_t>(sequences.size()))) {
     return std::vector<int>(sequences.size(), 0);
   }
   std::vector<int> chosen = optimum(sequences, plain_rows);
   const bool drafting = std::any_of(chosen.begin(), chosen.end(), [](int k) { return k > 0; });
   if (drafting) explore_every_ = kExploreEvery;
-  if (++since_explored_ >= explore_every_) {
+  const bool first = explored_ == 0;
+  if (++since_explored_ >= explore_every_ || first) {
     // One sequence in turn drafts its K: the costs of longer passes and its α stay current.
     since_explored_ = 0;
-    if (!drafting) explore_every_ = std::min<std::int64_t>(2 * explore_every_, kExploreMost);
+    if (!drafting && !first) {
+      explore_every_ = std::min<std::int64_t>(2 * explore_every_, kExploreMost);
+    }
     const std::size_t b = static_cast<std::size_t>(explored_++) % sequences.size();
     chosen[b] = best[b];
   }

@@ -18,16 +18,19 @@
 // (ForwardCostTable): per row count, a moving average of the passes seen, interpolated between
 // the counts seen and extrapolated along the last two; while no draft forward has run (lookup
 // drafts need none) drafts cost only their verification rows. Until a full forward has been
-// timed, every sequence may draft its controller's full length. The choice compares passes from
-// the plain step's rows (no drafts) to the full drafts' rows, so both ends are measured first:
-// while no pass near the full drafts' row count has been timed, every sequence drafts its K; then,
-// while none near the plain step's has, the step is plain. After that, every kExploreEvery-th
-// step one sequence in turn drafts its K (so that the costs of longer passes and the α of
-// sequences held at 0 stay current). An exploration costs the batch: at concurrency 8 on 2 cores
-// a step with one sequence's drafts is about a quarter slower for about a tenth more tokens, 1 %
-// of the run at one exploration in 16 steps. So while the optimum drafts nothing (speculation does
-// not pay under this load), the interval doubles after each exploration, up to kExploreMost steps;
-// it is back to kExploreEvery as soon as the optimum drafts for any sequence.
+// timed, every sequence may draft its controller's full length. Then the plain step's rows are
+// measured first (while no pass near them has been timed, the step is plain), and the next step
+// explores: one sequence drafts its K, a pass a few rows longer, which gives the table a slope at
+// the batch's size. From there the optimum reads the table, extrapolated where no pass has been
+// seen: if it says that more drafts pay, the step that drafts them is timed and corrects it.
+// (Timing every sequence's full drafts first, as this did before, cost a large batch one pass of 3
+// to 4 times the rows, about 2 % of a 64-token run at concurrency 16.) After that, every
+// kExploreEvery-th step one sequence in turn drafts its K (so that the costs of longer passes and
+// the α of sequences held at 0 stay current). An exploration costs the batch: at concurrency 8 on 2
+// cores a step with one sequence's drafts is about a quarter slower for about a tenth more tokens,
+// 1 % of the run at one exploration in 16 steps. So while the optimum drafts nothing (speculation
+// does not pay under this load), the interval doubles after each exploration, up to kExploreMost
+// steps; it is back to kExploreEvery as soon as the optimum drafts for any sequence.
 //
 // Each sequence's controller still decides within the length given (fixed, thresholds, Thompson
 // sampling, Cali-TS): the sizing only caps it.

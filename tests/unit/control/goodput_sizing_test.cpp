@@ -83,19 +83,31 @@ TEST(GoodputSizing, UnknownCostsLeaveEveryControllerItsK) {
   EXPECT_EQ(sizer.size(outlooks({0.2, 0.9}, 5), 0), (std::vector<int>{5, 5}));
 }
 
-// The choice compares the plain step's pass with the full drafts' pass: until both have been
-// timed, the sizer runs them (full drafts first), whatever the other passes suggest.
-TEST(GoodputSizing, BothEndsOfTheChoiceAreMeasuredFirst) {
+// The plain step's pass is timed first, whatever the other passes suggest; the next step explores
+// (one sequence drafts its K: a pass a few rows longer); then the optimum reads the table.
+TEST(GoodputSizing, ThePlainStepIsTimedFirstThenOneSequenceExplores) {
   GoodputSizer sizer;
   sizer.record_pass(false, 500, 2.0);  // a prefill pass: says nothing about 8 or 16 rows
   const auto eight = outlooks({0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6}, 1);
-  EXPECT_EQ(sizer.size(eight, 0), std::vector<int>(8, 1)) << "16 rows unmeasured: draft";
-  sizer.record_pass(false, 16, 0.13);
-  sizer.record_pass(true, 8, 0.03);
   EXPECT_EQ(sizer.size(eight, 0), std::vector<int>(8, 0)) << "8 rows unmeasured: plain";
   sizer.record_pass(false, 8, 0.063);
-  // Measured: plain 8 tokens in 63 ms; drafts 8 × 1.6 in 160 ms. Plain it is.
+  sizer.record_pass(true, 1, 0.02);
+  // Full drafts: 16 rows (0.095 s interpolated towards the prefill pass) and a draft pass of 8
+  // rows (0.16 s, in proportion to the one seen) for 8 × 1.6 tokens: plain is better, but this
+  // step explores.
+  const std::vector<int> second = sizer.size(eight, 0);
+  EXPECT_EQ(std::accumulate(second.begin(), second.end(), 0), 1) << "one sequence explores";
+  sizer.record_pass(false, 9, 0.071);  // its pass: 8 ms for one more row, compute-bound
   EXPECT_EQ(sizer.size(eight, 0), std::vector<int>(8, 0));
+}
+
+TEST(GoodputSizing, OnceThePlainStepIsTimedAFreeVerificationDraftsAtOnce) {
+  GoodputSizer sizer;
+  sizer.record_pass(false, 40, 0.016);  // a prefill pass: flat up to 40 rows (memory-bound)
+  const auto two = outlooks({0.7, 0.7}, 3);
+  EXPECT_EQ(sizer.size(two, 0), std::vector<int>(2, 0)) << "2 rows unmeasured: plain";
+  sizer.record_pass(false, 2, 0.015);
+  EXPECT_EQ(sizer.size(two, 0), std::vector<int>(2, 3)) << "8 rows cost as little as 2";
 }
 
 TEST(GoodputSizing, WithoutDraftForwardsOnlyVerificationRowsCount) {
@@ -162,12 +174,11 @@ std::vector<int> exploration_steps(GoodputSizer& sizer, int steps, std::vector<i
 
 TEST(GoodputSizing, ExplorationsBackOffWhileNothingPays) {
   // Compute-bound: the optimum drafts nothing, so the interval doubles from 16 to 128 steps.
-  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);  // its first sized step made
+  GoodputSizer sizer = sizer_with(0, 1.0, 0.3);  // its first sized step made (an exploration)
   std::vector<int> explored(3, 0);
   const std::vector<int> at = exploration_steps(sizer, 600, explored);
   const int e = GoodputSizer::kExploreEvery;
-  EXPECT_EQ(at,
-            (std::vector<int>{e - 1, 3 * e - 1, 7 * e - 1, 15 * e - 1, 23 * e - 1, 31 * e - 1}));
+  EXPECT_EQ(at, (std::vector<int>{e, 3 * e, 7 * e, 15 * e, 23 * e, 31 * e}));
   EXPECT_EQ(GoodputSizer::kExploreMost, 8 * e);
   EXPECT_EQ(explored, (std::vector<int>{2, 2, 2})) << "every sequence in turn";
 }
