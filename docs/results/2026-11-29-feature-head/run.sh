@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 36, item 1, first step: does a feature-level draft head (EAGLE §3: the model's final
+# residual and the next token's embedding in, the next position's final residual out, read by the
+# model's own LM head) agree with Qwen2.5-Coder-1.5B more than the EESD exit head after layer 4,
+# trained on the same data on 2 cores? One collection records both heads' inputs from the same
+# forwards (--exit-layer 4,28), so the two train on the same positions and are evaluated on the
+# same held-out sequences:
+#  * collect: collect-exit-data of the 41 HumanEval calibration problems, each continued twice by
+#    the model (128 tokens; the first greedy or sampled by --sampled-fraction, the second sampled)
+#    + 40,000 tokens of the Python standard library in windows of 512 (open text), exit layers 4
+#    and 28 (L: the final residual), top-32 targets;
+#  * eesd: scripts/train_exit_head.py on exit-layer-4 (the shipped recipe's settings: windows of
+#    256, lr 3e-4 decayed by a cosine, 2 epochs, held-out agreement every 10,000 positions on 2,000
+#    held-out positions, patience 4);
+#  * feature: scripts/train_feature_head.py on exit-layer-28 with the same settings (EAGLE-1's
+#    training: depth 1 only);
+#  * feature-d2: the same with --depth2-weight 1 (EAGLE-3's training-time test at depth 2).
+# Calibration prompts only; nothing here is measured on an evaluation prompt.
+#   docs/results/2026-11-29-feature-head/run.sh [NAME ...]   (default: all, in this order)
+# Uses the repository root's build (SELFSPEC_BUILD_DIR, default build) and /usr/bin/python3 with
+# PyTorch (PYTHON); the data and heads go to out/studies/feature-head/ (git-ignored), the JSON
+# summaries next to this script; tables.py makes the page's tables from them.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+cd "$repo"
+S=$(cd "${SELFSPEC_BUILD_DIR:-build}" && pwd)/bin/selfspec
+PY=${PYTHON:-/usr/bin/python3}
+out=$repo/out/studies/feature-head
+mkdir -p "$out"
+H=$(scripts/get-prompts.sh humaneval | tail -n 1)
+Q=$(scripts/get-model.sh qwen2.5-coder-1.5b-instruct | tail -n 1)
+TRAIN=(--epochs 2 --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512
+       --eval-every 10000 --eval-positions 2000 --patience 4 --threads 2 --json)
+run() {
+  local name=$1
+  echo "run.sh: $name ($(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  case "$name" in
+    collect)
+      [ -d "$out/open-text/python-stdlib" ] || scripts/get-open-text.sh code "$out/open-text" >&2
+      rm -rf "$out/data"
+      "$S" collect-exit-data --model "$Q" --prompts-file "$H" --generate 128 --continuations 2 \
+        --batch 16 --open-text-files "$out/open-text/python-stdlib" --open-text-tokens 40000 \
+        --open-text-window 512 --exit-layer 4,28 --threads 2 --seed 24 --out "$out/data" --json \
+        > "$here/collect.json" 2> "$out/collect.log"
+      # The model's shape (for the drafts' costs in multiply-adds), from the data's manifest.
+      python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["model"], indent=1))' \
+        "$out/data/exit-layer-28/manifest.json" > "$here/model.json" ;;
+    eesd)
+      "$PY" scripts/train_exit_head.py "$out/data/exit-layer-4" --out "$out/eesd-n4.safetensors" \
+        "${TRAIN[@]}" --curve "$here/eesd-curve.json" > "$here/eesd.json" 2> "$out/eesd.log" ;;
+    feature)
+      "$PY" scripts/train_feature_head.py "$out/data/exit-layer-28" \
+        --out "$out/feature.safetensors" "${TRAIN[@]}" --curve "$here/feature-curve.json" \
+        > "$here/feature.json" 2> "$out/feature.log" ;;
+    feature-d2)
+      "$PY" scripts/train_feature_head.py "$out/data/exit-layer-28" \
+        --out "$out/feature-d2.safetensors" "${TRAIN[@]}" --depth2-weight 1 \
+        --curve "$here/feature-d2-curve.json" > "$here/feature-d2.json" 2> "$out/feature-d2.log" ;;
+    *) echo "run.sh: no run '$name'" >&2; exit 2 ;;
+  esac
+}
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(collect eesd feature feature-d2)
+for name in "${names[@]}"; do run "$name"; done

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The tables of 2026-11-29-feature-head.md, from the JSON files beside this script.
+
+  python3 docs/results/2026-11-29-feature-head/tables.py
+
+Prints markdown: the collected data (collect.json), then per head (eesd.json, feature.json,
+feature-d2.json: the trainers' --json summaries) its held-out agreements before and after
+training, the 2-token chain's expected tokens (feature heads), the training cost, and the draft's
+cost c in multiply-adds relative to a full forward (model.json: the model's shape; both heads read
+the best configuration's 16,384-id draft vocabulary), with the speedups these imply for one
+sequence when verification costs a full forward whatever its rows (v = 1): (1 + a1) / (1 + c) for
+one draft token, (1 + a1 + a1 * a2|1) / (1 + 2c) for a chain of two. Missing files are skipped
+with a note. Standard library only.
+"""
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DRAFT_VOCAB = 16384
+
+
+def load(name):
+    path = HERE / f"{name}.json"
+    if not path.exists() or path.stat().st_size == 0:  # not run, or still running
+        return None
+    with path.open() as f:
+        return json.load(f)
+
+
+def layer_macs(m):
+    """Multiply-adds of one token through one transformer layer of the model."""
+    h, kv = m["hidden_size"], m["num_kv_heads"] * m["head_dim"]
+    q = m["num_heads"] * m["head_dim"]
+    return h * (q + 2 * kv) + q * h + 3 * h * m["intermediate_size"]
+
+
+def costs(model, eesd_layer):
+    """c of each head: its multiply-adds over a full forward's (every layer + the full LM head)."""
+    full = model["num_layers"] * layer_macs(model) + model["vocab_size"] * model["hidden_size"]
+    head = DRAFT_VOCAB * model["hidden_size"]
+    eesd = (eesd_layer + 1) * layer_macs(model) + head
+    feature = layer_macs(model) + 2 * model["hidden_size"] ** 2 + head
+    return {"eesd": eesd / full, "feature": feature / full, "full_gmac": full / 1e9}
+
+
+def fmt(value, digits=3):
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def data_table(collect, summary):
+    """The collection (collect.json) and the split every head trained on (a trainer summary:
+    the same sequences are held out for every head, whole)."""
+    if collect is None:
+        return ["(no collect run)", ""]
+    lines = ["| sequences | positions | forwards | collection s | positions/s | train positions "
+             "| held-out positions | evaluated at each evaluation |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    split = ("–", "–", "–") if summary is None else (
+        summary["train_positions"], summary["heldout_positions"], summary["evaluated_positions"])
+    lines.append(f"| {collect['sequences']} | {collect['positions']} | {collect['forwards']} | "
+                 f"{collect['seconds']:.0f} | {collect['positions_per_s']:.0f} | {split[0]} | "
+                 f"{split[1]} | {split[2]} |")
+    return lines + [""]
+
+
+def head_rows(model):
+    c = costs(model, 4) if model else None
+    lines = ["| head | held-out agreement before | depth 1 (a1) | depth 2 given depth 1 (a2\\|1) "
+             "| chain of 2: tokens a round | c | K = 1: (1 + a1) / (1 + c) "
+             "| K = 2: chain / (1 + 2c) | positions trained | training s | positions/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, label, kind in (("eesd", "EESD exit head after layer 4", "eesd"),
+                              ("feature", "feature head (EAGLE-1 training)", "feature"),
+                              ("feature-d2", "feature head + depth-2 loss", "feature")):
+        s = load(name)
+        if s is None:
+            lines.append(f"| {label} | (no run) |||||||||| ")
+            continue
+        best = s["best"]
+        a1 = best["heldout_agreement"]
+        a2 = best.get("depth2_agreement_given_depth1")
+        chain = best.get("chain_expected_tokens")
+        ck = c[kind] if c else None
+        k1 = (1 + a1) / (1 + ck) if ck is not None else None
+        k2 = chain / (1 + 2 * ck) if ck is not None and chain is not None else None
+        lines.append(
+            f"| {label} | {fmt(s['agreement_before'])} | {fmt(a1)} | {fmt(a2)} | {fmt(chain)} | "
+            f"{fmt(ck)} | {fmt(k1, 2)}x | {fmt(k2, 2)}{'x' if k2 else ''} | "
+            f"{s['positions_trained']} | {s['seconds']:.0f} | {s['positions_per_s'] or 0:.0f} |")
+    lines.append("")
+    if c:
+        lines.append(f"A full forward: {c['full_gmac']:.2f} GMAC a token.")
+        lines.append("")
+    return lines
+
+
+def main():
+    model = load("model")
+    lines = ["## Data", ""] + data_table(load("collect"), load("eesd"))
+    lines += ["## Heads", ""] + head_rows(model)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
