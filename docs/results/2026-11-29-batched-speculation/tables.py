@@ -342,8 +342,10 @@ def main():
     lines += load_table("Qwen2.5-Coder-1.5B (Q4_K_M), best configuration", q_serving, q_llama)
     lines += load_table("SmolLM2-135M (Q4_1), best configuration", s_serving, s_llama)
     lines += ["## One sequence at a time", "",
-              "Medians over the prompts of decode tokens/s (after the first token); the two "
-              "commands ran minutes apart, so compare the speedups, not the absolute rates.", "",
+              "Medians over the prompts of decode tokens/s (after the first token); bench (q-bench, "
+              "s-bench) ran apart from the load runs (hours apart since they were remade), so "
+              "compare the speedups, not the absolute rates; the interleaved check is the next "
+              "table.", "",
               "| model | bench plain | bench speculative | bench speedup | bench-serving B = 1 plain "
               "| bench-serving B = 1 fixed | bench-serving speedup |",
               "|---|---:|---:|---:|---:|---:|---:|"]
