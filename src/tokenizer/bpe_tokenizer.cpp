@@ -43,6 +43,8 @@ constexpr std::string_view kGpt2Pattern =
 constexpr std::size_t kMaxCachedWordBytes = 256;
 // HF's DEFAULT_CACHE_CAPACITY: the cache stops growing when full.
 constexpr std::size_t kCacheCapacity = 10000;
+// model.vocab's ids may leave holes, but reach at most twice its entry count plus this.
+constexpr std::int64_t kMaxVocabIdSlack = 1024;
 
 struct StringHash {
   using is_transparent = void;
@@ -547,13 +549,22 @@ void BpeTokenizer::Impl::load_model(const JsonReader& r, const json& node) {
 
   const json& vocab = r.object(r.member(node, "model", "vocab"), "model.vocab");
   model.vocab.reserve(vocab.size());
+  std::int32_t model_ids = 0;  // the largest id + 1
   for (const auto& [token, id_node] : vocab.items()) {
     const std::int32_t id = r.id(id_node, fmt::format("model.vocab.\"{}\"", token));
     model.vocab.emplace(token, id);
-    vocab_size = std::max(vocab_size, id + 1);
+    model_ids = std::max(model_ids, id + 1);
   }
-  id_to_model_token.assign(static_cast<std::size_t>(vocab_size), std::string());
-  model_id_used.assign(static_cast<std::size_t>(vocab_size), false);
+  // The id -> token table is dense: ids far beyond the entries (a malformed or hostile file;
+  // the fuzzer found one asking for 8 GB) are refused rather than allocated.
+  const auto entries = static_cast<std::int64_t>(vocab.size());
+  if (model_ids > 2 * entries + kMaxVocabIdSlack) {
+    r.error("model.vocab", "ids reach {} with only {} entries (ids are 0 to about the entry count)",
+            model_ids - 1, entries);
+  }
+  vocab_size = std::max(vocab_size, model_ids);
+  id_to_model_token.assign(static_cast<std::size_t>(model_ids), std::string());
+  model_id_used.assign(static_cast<std::size_t>(model_ids), false);
   for (const auto& [token, id] : model.vocab) {
     const auto i = static_cast<std::size_t>(id);
     if (!model_id_used[i]) {
