@@ -14,7 +14,10 @@
 #    held-out positions, patience 4);
 #  * feature: scripts/train_feature_head.py on exit-layer-28 with the same settings (EAGLE-1's
 #    training: depth 1 only);
-#  * feature-d2: the same with --depth2-weight 1 (EAGLE-3's training-time test at depth 2).
+#  * feature-d2: the same with --depth2-weight 1 (EAGLE-3's training-time test at depth 2);
+#  * feature-4ep, eesd-4ep: the feature head of `feature` and the EESD head of `eesd` with 4
+#    epochs instead of 2 (the cosine then decays over 4; the feature head's curve was still rising
+#    at the end of 2).
 # Calibration prompts only; nothing here is measured on an evaluation prompt.
 #   docs/results/2026-11-29-feature-head/run.sh [NAME ...]   (default: all, in this order)
 # Uses the repository root's build (SELFSPEC_BUILD_DIR, default build) and /usr/bin/python3 with
@@ -57,9 +60,17 @@ run() {
       "$PY" scripts/train_feature_head.py "$out/data/exit-layer-28" \
         --out "$out/feature-d2.safetensors" "${TRAIN[@]}" --depth2-weight 1 \
         --curve "$here/feature-d2-curve.json" > "$here/feature-d2.json" 2> "$out/feature-d2.log" ;;
+    feature-4ep)
+      "$PY" scripts/train_feature_head.py "$out/data/exit-layer-28" \
+        --out "$out/feature-4ep.safetensors" "${TRAIN[@]}" --epochs 4 \
+        --curve "$here/feature-4ep-curve.json" > "$here/feature-4ep.json" 2> "$out/feature-4ep.log" ;;
+    eesd-4ep)
+      "$PY" scripts/train_exit_head.py "$out/data/exit-layer-4" --out "$out/eesd-n4-4ep.safetensors" \
+        "${TRAIN[@]}" --epochs 4 --curve "$here/eesd-4ep-curve.json" > "$here/eesd-4ep.json" \
+        2> "$out/eesd-4ep.log" ;;
     *) echo "run.sh: no run '$name'" >&2; exit 2 ;;
   esac
 }
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(collect eesd feature feature-d2)
+[ ${#names[@]} -gt 0 ] || names=(collect eesd feature feature-d2 feature-4ep eesd-4ep)
 for name in "${names[@]}"; do run "$name"; done

@@ -4,7 +4,7 @@
   python3 docs/results/2026-11-29-feature-head/tables.py
 
 Prints markdown: the collected data (collect.json), then per head (eesd.json, feature.json,
-feature-d2.json: the trainers' --json summaries) its held-out agreements before and after
+feature-d2.json, eesd-4ep.json, feature-4ep.json: the trainers' --json summaries) its held-out agreements before and after
 training, the 2-token chain's expected tokens (feature heads), the training cost, and the draft's
 cost c in multiply-adds relative to a full forward (model.json: the model's shape; both heads read
 the best configuration's 16,384-id draft vocabulary), with the speedups these imply for one
@@ -71,7 +71,9 @@ def head_rows(model):
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, label, kind in (("eesd", "EESD exit head after layer 4", "eesd"),
                               ("feature", "feature head (EAGLE-1 training)", "feature"),
-                              ("feature-d2", "feature head + depth-2 loss", "feature")):
+                              ("feature-d2", "feature head + depth-2 loss", "feature"),
+                              ("eesd-4ep", "EESD exit head, 4 epochs", "eesd"),
+                              ("feature-4ep", "feature head, 4 epochs", "feature")):
         s = load(name)
         if s is None:
             lines.append(f"| {label} | (no run) |||||||||| ")
