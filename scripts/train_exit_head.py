@@ -77,6 +77,7 @@ from exit_head.dataset import (DataError, evaluation_windows, load_manifest,  # 
 from exit_head.exit_layer import ExitLayer, FrozenHead  # noqa: E402
 from exit_head.learning_curve import LearningCurve  # noqa: E402
 from exit_head.losses import distillation_loss  # noqa: E402
+from exit_head.training_loop import run_epochs  # noqa: E402
 from exit_head.safetensors_io import (SafetensorsError, bf16_to_f32, dtype_of,  # noqa: E402
                                       read_safetensors, write_safetensors)
 
@@ -420,38 +421,18 @@ def run_training(model, head, data, train_windows, curve, summary, args):
     log(f"before training: held-out top-1 agreement {_fmt(before)}")
     if args.curve:
         curve.write(args.curve, "running")
-    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    steps = args.epochs * -(-len(train_windows) // args.batch)
-    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, steps)
-                if args.lr_schedule == "cosine" else None)
-    rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
-    losses, epochs_run = [], 0
-    for epoch in range(1, args.epochs + 1):
-        epochs_run = epoch
-        total, count, seconds = 0.0, 0, 0.0
-        for step_loss, step_count, step_seconds in train_steps(
-                model, head, optimiser, data, train_windows, args, rng, generator):
-            if schedule is not None:
-                schedule.step()
-            total, count, seconds = total + step_loss, count + step_count, seconds + step_seconds
-            if curve.add_step(step_loss, step_count, step_seconds):
-                curve.evaluate(model, epoch, count == summary["train_positions"])
-                if args.curve:
-                    curve.write(args.curve, "running")
-                if curve.stop:
-                    break
-        if not curve.evaluated_now:
-            curve.evaluate(model, epoch, True)
-            if args.curve:
-                curve.write(args.curve, "running")
-        losses.append(total / max(count, 1))
-        done = ("" if count == summary["train_positions"] else
-                f" (stopped after {count} of its {summary['train_positions']} positions)")
-        log(f"epoch {epoch}/{args.epochs}{done}: train loss {losses[-1]:.4f}, held-out top-1 "
-            f"agreement {_fmt(curve.points[-1]['heldout_agreement'])} (before {_fmt(before)}), "
-            f"{count / max(seconds, 1e-9):.0f} positions/s")
-        if curve.stop:
-            break
+    per_epoch = summary["train_positions"]
+
+    def steps(optimiser, rng, generator):
+        return train_steps(model, head, optimiser, data, train_windows, args, rng, generator)
+
+    def epoch_message(epoch, done, loss, count, seconds):
+        return (f"epoch {epoch}/{args.epochs}{done}: train loss {loss:.4f}, held-out top-1 "
+                f"agreement {_fmt(curve.points[-1]['heldout_agreement'])} (before "
+                f"{_fmt(before)}), {count / max(seconds, 1e-9):.0f} positions/s")
+
+    losses, epochs_run = run_epochs(model, curve, steps, len(train_windows), per_epoch, args, log,
+                                    epoch_message)
     status = "stopped early" if curve.stop else "finished"
     if curve.stop:
         log(f"stopping early: {args.patience} evaluations in a row without a rise of more than "

@@ -52,7 +52,8 @@ draft's token, so "given depth 1" is exactly the drafter's acceptance where the 
 followed the full model's greedy token. The kept weights are the evaluation's with the best
 depth-1 agreement (the earliest on a tie; before training included): depth 1 is what every
 drafted token depends on, it is what --patience watches, and it has the most rows to measure.
-Progress (positions/s and the epoch's ETA) goes to stderr every kProgressSeconds.
+Progress (positions/s and the epoch's ETA) goes to stderr every
+exit_head.training_loop.kProgressSeconds.
 
 Output: --out, written atomically, F32 tensors "feature_head.fc.weight" [H, 2H],
 "feature_head.fc.bias" [H] and "feature_head.layer.<HF layer suffix>" (the names of
@@ -81,7 +82,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from exit_head import feature_head as fh  # noqa: E402
@@ -90,11 +90,11 @@ from exit_head.dataset import (DataError, evaluation_windows, load_manifest,  # 
                                windows_of)
 from exit_head.learning_curve import LearningCurve  # noqa: E402
 from exit_head.losses import distillation_loss  # noqa: E402
+from exit_head.training_loop import run_epochs  # noqa: E402
 from exit_head.safetensors_io import SafetensorsError, write_safetensors  # noqa: E402
 from train_exit_head import load_frozen, load_init_layer  # noqa: E402
 
 kCurveFormat = "selfspec-feature-head-curve"
-kProgressSeconds = 30.0  # seconds between progress lines (stderr) within an epoch
 # The evaluation fields added to each learning-curve point (heldout_agreement is depth 1's).
 kDepth2Fields = ("depth2_agreement", "depth2_agreement_given_depth1", "chain_expected_tokens",
                  "depth1_positions", "depth2_positions", "depth2_conditioned_positions")
@@ -382,45 +382,25 @@ def run_training(model, head, data, train_windows, embedding, curve, summary, ar
         f"{_depth2_text(before)}")
     if args.curve:
         curve.write(args.curve, "running")
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimiser = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
-    steps = args.epochs * -(-len(train_windows) // args.batch)
-    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, steps)
-                if args.lr_schedule == "cosine" else None)
-    rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
-    losses, epochs_run, per_epoch = [], 0, summary["train_positions"]
-    for epoch in range(1, args.epochs + 1):
-        epochs_run = epoch
-        total, count, seconds = 0.0, 0, 0.0
-        last_progress = time.monotonic()
-        for step_loss, step_count, step_seconds in train_steps(
-                model, head, optimiser, data, train_windows, embedding, args, rng, generator):
-            if schedule is not None:
-                schedule.step()
-            total, count, seconds = total + step_loss, count + step_count, seconds + step_seconds
-            if time.monotonic() - last_progress >= kProgressSeconds:
-                last_progress = time.monotonic()
-                log(_progress(epoch, args.epochs, count, per_epoch, seconds))
-            if curve.add_step(step_loss, step_count, step_seconds):
-                curve.evaluate(model, epoch, count == per_epoch)
-                if args.curve:
-                    curve.write(args.curve, "running")
-                if curve.stop:
-                    break
-        if not curve.evaluated_now:
-            curve.evaluate(model, epoch, True)
-            if args.curve:
-                curve.write(args.curve, "running")
-        losses.append(total / max(count, 1))
-        done = ("" if count == per_epoch else
-                f" (stopped after {count} of its {per_epoch} positions)")
+    per_epoch = summary["train_positions"]
+
+    def steps(optimiser, rng, generator):
+        return train_steps(model, head, optimiser, data, train_windows, embedding, args, rng,
+                           generator)
+
+    def epoch_message(epoch, done, loss, count, seconds):
         last = curve.points[-1]
-        log(f"epoch {epoch}/{args.epochs}{done}: train loss {losses[-1]:.4f}, held-out depth-1 "
-            f"agreement {_fmt(last['heldout_agreement'])} (before "
-            f"{_fmt(before['heldout_agreement'])}), chain {_fmt(last['chain_expected_tokens'])} "
-            f"tokens per round, {count / max(seconds, 1e-9):.0f} positions/s")
-        if curve.stop:
-            break
+        return (f"epoch {epoch}/{args.epochs}{done}: train loss {loss:.4f}, held-out depth-1 "
+                f"agreement {_fmt(last['heldout_agreement'])} (before "
+                f"{_fmt(before['heldout_agreement'])}), chain "
+                f"{_fmt(last['chain_expected_tokens'])} tokens per round, "
+                f"{count / max(seconds, 1e-9):.0f} positions/s")
+
+    def progress_message(epoch, count, seconds):
+        return _progress(epoch, args.epochs, count, per_epoch, seconds)
+
+    losses, epochs_run = run_epochs(model, curve, steps, len(train_windows), per_epoch, args, log,
+                                    epoch_message, progress_message)
     status = "stopped early" if curve.stop else "finished"
     if curve.stop:
         log(f"stopping early: {args.patience} evaluations in a row without a rise of more than "

@@ -46,9 +46,9 @@ kSpec = dict(hidden_size=32, intermediate_size=64, num_layers=4, num_heads=4, nu
 kExitLayer, kTopK, kIdentity = 2, 4, "0123456789abcdef"
 
 
-def random_layer(rng):
-    """{HF name (no prefix): f32 array} of a random layer of kSpec's shape."""
-    h, i, q, kv = 32, 64, 4 * 8, 2 * 8
+def random_layer(rng, h=32, i=64, q=4 * 8, kv=2 * 8):
+    """{HF name (no prefix): f32 array} of a random layer of kSpec's shape (or of hidden size h,
+    intermediate size i, query width q and key/value width kv)."""
     shapes = {"input_layernorm.weight": (h,), "post_attention_layernorm.weight": (h,),
               "self_attn.q_proj.weight": (q, h), "self_attn.k_proj.weight": (kv, h),
               "self_attn.v_proj.weight": (kv, h), "self_attn.o_proj.weight": (h, q),

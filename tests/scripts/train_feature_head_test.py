@@ -38,7 +38,9 @@ kScripts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 sys.path.insert(0, kScripts)
 
 import train_exit_head  # noqa: E402
+import train_exit_head_test  # noqa: E402  (its random layer)
 import train_feature_head  # noqa: E402
+from exit_head import training_loop  # noqa: E402
 from exit_head import feature_head as fh  # noqa: E402
 from exit_head.dataset import (evaluation_windows, load_manifest, load_positions,  # noqa: E402
                                model_spec, sequence_spans, split_sequences, windows_of)
@@ -54,20 +56,8 @@ kTopK, kIdentity, kStep = 4, "feedfacecafe0123", 3
 
 def random_layer(rng):
     """{HF name (no prefix): f32 array} of a random layer of kSpec's shape."""
-    q, kv = kHeads * kHeadDim, kKvHeads * kHeadDim
-    shapes = {"input_layernorm.weight": (kHidden,), "post_attention_layernorm.weight": (kHidden,),
-              "self_attn.q_proj.weight": (q, kHidden), "self_attn.k_proj.weight": (kv, kHidden),
-              "self_attn.v_proj.weight": (kv, kHidden), "self_attn.o_proj.weight": (kHidden, q),
-              "self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
-              "self_attn.v_proj.bias": (kv,), "mlp.gate_proj.weight": (kInter, kHidden),
-              "mlp.up_proj.weight": (kInter, kHidden), "mlp.down_proj.weight": (kHidden, kInter)}
-    layer = {}
-    for name, shape in shapes.items():
-        if name.endswith("layernorm.weight"):
-            layer[name] = 1.0 + 0.1 * rng.standard_normal(shape)
-        else:
-            layer[name] = rng.standard_normal(shape) / np.sqrt(shape[-1])
-    return {k: v.astype(np.float32) for k, v in layer.items()}
+    return train_exit_head_test.random_layer(rng, kHidden, kInter, kHeads * kHeadDim,
+                                             kKvHeads * kHeadDim)
 
 
 def rotation_embedding(rng):
@@ -332,8 +322,8 @@ class TrainFeatureHeadTest(unittest.TestCase):
     def test_training_learns_the_next_feature_and_writes_a_head_that_reloads(self):
         data_dir = make_data_dir(self.temp.name, self.rng)
         out, curve_path = self.path("head.safetensors"), self.path("curve.json")
-        progress = train_feature_head.kProgressSeconds
-        train_feature_head.kProgressSeconds = 0.0  # a progress line after every step
+        progress = training_loop.kProgressSeconds
+        training_loop.kProgressSeconds = 0.0  # a progress line after every step
         try:
             code, summary, err = run_main(train_feature_head, [
                 data_dir, "--out", out, "--epochs", "6", "--lr", "1e-2", "--batch", "4",
@@ -341,7 +331,7 @@ class TrainFeatureHeadTest(unittest.TestCase):
                 "--eval-every", "150", "--eval-positions", "80", "--curve", curve_path,
                 "--json", "--threads", "1"])
         finally:
-            train_feature_head.kProgressSeconds = progress
+            training_loop.kProgressSeconds = progress
         self.assertEqual(code, 0, err)
         before, best = summary["agreement_before"], summary["best"]
         self.assertLess(before, 0.2, err)
