@@ -310,6 +310,16 @@ log "job $jobid: JobState=$job_state ExitCode=$exit_code"
 failures=()
 [ "$job_state" = COMPLETED ] || failures+=("JobState=$job_state, expected COMPLETED")
 [ "$exit_code" = 0:0 ] || failures+=("ExitCode=$exit_code, expected 0:0")
+# fail_if_any STEP JOB_OUT LOG LINES: when $failures holds any, prints them, the job's output and
+# the last LINES of LOG, and exits 1.
+fail_if_any() {
+  [ ${#failures[@]} -gt 0 ] || return 0
+  echo "FAIL ($1):" >&2
+  printf '  %s\n' "${failures[@]}" >&2
+  cat "$2" >&2 || true
+  tail -n "$4" "$3" >&2 || true
+  exit 1
+}
 tokens_of() { grep -o '"tokens":\[[0-9,]*\]' "$1" 2>/dev/null | head -n 1 || true; }
 tp_of() { grep -o '"tp":[0-9]*' "$1" 2>/dev/null | head -n 1 | cut -d: -f2 || true; }
 if [ ! -s "$results/result.json" ]; then
@@ -383,13 +393,8 @@ grep -q "stopped by SIGTERM" "$results/generate_autoregressive.log" ||
   failures+=("the ranks did not stop on SIGTERM (see generate_autoregressive.log)")
 grep -q "exit code 143" "$results/generate_autoregressive.log" ||
   failures+=("the ranks did not exit with 143")
-if [ ${#failures[@]} -gt 0 ]; then
-  echo "FAIL (preemption):" >&2
-  printf '  %s\n' "${failures[@]}" >&2
-  cat "$work/slurm-selfspec-tp8-$jobid.out" >&2 || true
-  tail -n 20 "$results/generate_autoregressive.log" >&2 || true
-  exit 1
-fi
+fail_if_any preemption "$work/slurm-selfspec-tp8-$jobid.out" \
+  "$results/generate_autoregressive.log" 20
 n_tokens=$(printf '%s' "$last" | grep -o '"n_generated":[0-9]*' | cut -d: -f2)
 log "PASS: SIGTERM to the batch shell stopped both ranks after $n_tokens tokens (exit 143), the" \
     "record is in results.jsonl, job.json says interrupted; job over ${seconds} s after SIGTERM"
@@ -439,11 +444,5 @@ esac
 grep -q "serve: drained; exiting" "$results/serve.log" ||
   failures+=("rank 0 did not drain (see serve.log)")
 grep -q "start \[rank 1/2" "$results/serve.log" || failures+=("the server did not run 2 ranks")
-if [ ${#failures[@]} -gt 0 ]; then
-  echo "FAIL (serving):" >&2
-  printf '  %s\n' "${failures[@]}" >&2
-  cat "$work/slurm-selfspec-serve-$jobid.out" >&2 || true
-  tail -n 30 "$results/serve.log" >&2 || true
-  exit 1
-fi
+fail_if_any serving "$work/slurm-selfspec-serve-$jobid.out" "$results/serve.log" 30
 log "PASS: serve.sbatch served a completion over 2 ranks and drained on SIGTERM (exit 0)"
