@@ -37,15 +37,34 @@ LlamaModel::LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights
 }
 
 KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
-  return KvCache(backend_, config_.num_layers + (exit_head_ ? 1 : 0), kv_local_, config_.head_dim,
-                 capacity);
+  return KvCache(backend_, config_.num_layers + (exit_head_ || feature_head_ ? 1 : 0), kv_local_,
+                 config_.head_dim, capacity);
 }
 
 void LlamaModel::attach_exit_head(ExitHead head) {
   SELFSPEC_CHECK(head.exit_layer >= 1 && head.exit_layer < config_.num_layers,
                  "exit head {}: exit layer {} is outside [1, {}]", head.path.string(),
                  head.exit_layer, config_.num_layers - 1);
+  SELFSPEC_CHECK(!feature_head_,
+                 "exit head {}: a feature head is attached already (one draft "
+                 "head per model)",
+                 head.path.string());
   exit_head_ = std::move(head);
+  if (fixed_partition_) cut_all_layers();
+}
+
+void LlamaModel::attach_feature_head(FeatureHead head) {
+  SELFSPEC_CHECK(!exit_head_,
+                 "feature head {}: an exit head is attached already (one draft "
+                 "head per model)",
+                 head.path.string());
+  SELFSPEC_CHECK(
+      head.fc_feature.rows == config_.hidden_size && head.fc_feature.cols == config_.hidden_size &&
+          head.fc_embedding.rows == config_.hidden_size &&
+          head.fc_embedding.cols == config_.hidden_size && head.fc_bias.size == config_.hidden_size,
+      "feature head {}: fc does not map 2 x {} to {} values", head.path.string(),
+      config_.hidden_size, config_.hidden_size);
+  feature_head_ = std::move(head);
   if (fixed_partition_) cut_all_layers();
 }
 
@@ -67,6 +86,7 @@ void LlamaModel::cut_all_layers() {
   draft_chunks_.clear();
   for (const LayerWeights& w : weights_.layers) layer_chunks_.push_back(cut_layer(w));
   if (exit_head_) layer_chunks_.push_back(cut_layer(exit_head_->weights));
+  if (feature_head_) layer_chunks_.push_back(cut_layer(feature_head_->layer));
   if (draft_) {
     for (const LayerWeights& w : draft_->layers) draft_chunks_.push_back(cut_layer(w));
   }
@@ -165,18 +185,24 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   SELFSPEC_CHECK(
       args.mask == nullptr || args.mask->is_causal() || args.mask->n_tokens() == n_tokens,
       "tree mask is for {} tokens but the forward has {}", args.mask->n_tokens(), n_tokens);
+  const bool head_layer = exit_head_ || feature_head_;
   SELFSPEC_CHECK(kv.num_layers() == config_.num_layers ||
-                     (exit_head_ && kv.num_layers() == config_.num_layers + 1),
+                     (head_layer && kv.num_layers() == config_.num_layers + 1),
                  "forward: the KV cache has {} layers, the model {}{}", kv.num_layers(),
-                 config_.num_layers, exit_head_ ? " (+ 1 for its exit head)" : "");
-  SELFSPEC_CHECK(!args.draft.early_exit || kv.num_layers() == config_.num_layers + 1,
-                 "an early-exit forward needs an exit head and a KV cache made with its layer");
+                 config_.num_layers, head_layer ? " (+ 1 for its draft head)" : "");
+  SELFSPEC_CHECK(
+      !args.draft.early_exit || (exit_head_ && kv.num_layers() == config_.num_layers + 1),
+      "an early-exit forward needs an exit head and a KV cache made with its layer");
   SELFSPEC_CHECK(!args.draft.draft_weights || draft_,
                  "a forward on the draft weights needs them attached (--draft-weights)");
   const bool segmented = !args.segments.empty();
-  SELFSPEC_CHECK(segmented || kv.length() + n_tokens <= kv.capacity(),
-                 "KV cache full: {} cached + {} new tokens exceed its capacity of {}", kv.length(),
-                 n_tokens, kv.capacity());
+  if (args.draft.features != nullptr) {
+    check_feature_forward(args, kv);
+  } else {
+    SELFSPEC_CHECK(segmented || kv.length() + n_tokens <= kv.capacity(),
+                   "KV cache full: {} cached + {} new tokens exceed its capacity of {}",
+                   kv.length(), n_tokens, kv.capacity());
+  }
   SELFSPEC_CHECK(!segmented || args.mask == nullptr || args.mask->is_causal(),
                  "a forward over several sequences is causal: it takes no tree mask");
   for (const KvSegment& segment : args.segments) {
@@ -211,6 +237,11 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   workspace(v_, tokens_n * kv_local_ * config_.head_dim);
   workspace(gate_, tokens_n * inter_local_);
   workspace(up_, tokens_n * inter_local_);
+  const FeatureRows* features = args.draft.features;
+  if (features != nullptr) {
+    backend_.upload(workspace(features_, tokens_n * hidden), features->rows.data(),
+                    features->rows.size_bytes());
+  }
   const auto n_rows = static_cast<std::int64_t>(args.logit_rows.size());
   const Matrix& head = weights_.output_matrix();
   // Logits kept in device memory (device-side verification) never touch the host vector.
@@ -238,12 +269,11 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
       }
     };
 
-  const ForwardInputs inputs{args.tokens,
-                             args.positions,
-                             segmented ? 0 : kv.length(),
-                             args.mask != nullptr ? args.mask->data() : nullptr,
-                             args.logit_rows,
-                             args.segments};
+  const std::int64_t n_past =
+      features != nullptr ? features->first_slot : (segmented ? 0 : kv.length());
+  const ForwardInputs inputs{args.tokens,     args.positions,
+                             n_past,          args.mask != nullptr ? args.mask->data() : nullptr,
+                             args.logit_rows, args.segments};
   // What shapes the launches, for backends that record them (CUDA graphs): the plan, the token
   // count, a tree mask's presence, the logit rows and the KV cache. Observers call back into the
   // host, and collectives through a host communicator leave the device, so such passes cannot be
@@ -261,15 +291,23 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
   shape.early_exit = args.draft.early_exit;
   shape.draft_weights = args.draft.draft_weights;
   shape.segmented = segmented;
-  shape.recordable = !observing && (comm_.size() == 1 || comm_.device_collectives_recordable());
+  // A feature forward's launches differ from a full forward's of the same shape (and its input
+  // rows come from the host each time): it runs eagerly.
+  shape.recordable = !observing && features == nullptr &&
+                     (comm_.size() == 1 || comm_.device_collectives_recordable());
   backend_.run_forward(inputs, shape, [&] {
-    run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.draft.early_exit,
-               args.draft.draft_weights, observe);
+    if (features != nullptr) {
+      run_feature_head(n_tokens, n_rows, kv, logits_out, vocabulary, args.draft.draft_weights,
+                       observe);
+    } else {
+      run_layers(plan, inputs, kv, n_tokens, logits_out, vocabulary, args.draft.early_exit,
+                 args.draft.draft_weights, observe);
+    }
   });
   if (!keep_on_device && n_rows > 0 && !backend_.host_memory()) {
     backend_.download(logits.data(), logits_out, logits.size() * sizeof(float));
   }
-  if (!segmented) kv.extend(n_tokens);
+  if (!segmented && features == nullptr) kv.extend(n_tokens);
   ++counters_.forwards;
   counters_.tokens += n_tokens;
   counters_.total_seconds += seconds_since(start);
@@ -291,7 +329,7 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
   // With the exit head's layer in the cache: its K/V after layer N - 1 (side branch), or, for an
   // early-exit forward, the head itself in place of layers [N, L).
   const bool head_in_cache = kv.num_layers() == config_.num_layers + 1;
-  const int n_exit = head_in_cache ? exit_head_->exit_layer : -1;
+  const int n_exit = head_in_cache && exit_head_ ? exit_head_->exit_layer : -1;
   const int last = early_exit ? n_exit : static_cast<int>(config_.num_layers);
   const std::vector<LayerWeights>& layers = draft_weights ? draft_->layers : weights_.layers;
   for (int l = 0; l < last; ++l) {
@@ -319,9 +357,59 @@ void LlamaModel::run_layers(const LayerPlan& plan, const ForwardInputs& inputs, 
     }
   }
   flush_residual(n_tokens);
+  if (observes(observe, "final_residual")) {
+    observe("final_residual", static_cast<int>(config_.num_layers), x, n_tokens);
+  }
 
   lm_head(static_cast<std::int64_t>(inputs.logit_rows.size()),
           draft_weights ? draft_->output : weights_.output_matrix(), logits_out, vocabulary,
+          observe);
+}
+
+void LlamaModel::check_feature_forward(const ForwardArgs& args, KvCache& kv) const {
+  const FeatureRows& features = *args.draft.features;
+  const auto n_tokens = static_cast<std::int64_t>(args.tokens.size());
+  SELFSPEC_CHECK(feature_head_.has_value(),
+                 "a feature-head draft forward needs a feature head attached (--feature-head)");
+  SELFSPEC_CHECK(kv.num_layers() == config_.num_layers + 1,
+                 "a feature-head draft forward needs a KV cache made with the head's layer");
+  SELFSPEC_CHECK(args.draft.plan == nullptr && !args.draft.early_exit && args.segments.empty() &&
+                     (args.mask == nullptr || args.mask->is_causal()),
+                 "a feature-head draft forward runs the head alone, over one sequence, causally");
+  SELFSPEC_CHECK(
+      features.rows.size() == static_cast<std::size_t>(n_tokens * config_.hidden_size),
+      "a feature-head draft forward of {} tokens got {} feature values, expected {} x {}", n_tokens,
+      features.rows.size(), n_tokens, config_.hidden_size);
+  SELFSPEC_CHECK(features.first_slot >= 0 && features.first_slot + n_tokens <= kv.capacity(),
+                 "a feature-head draft forward at slots [{}, {}) is outside the cache's {} slots",
+                 features.first_slot, features.first_slot + n_tokens, kv.capacity());
+}
+
+void LlamaModel::run_feature_head(std::int64_t n_tokens, std::int64_t n_rows, KvCache& kv,
+                                  float* logits_out, const DraftVocabulary* vocabulary,
+                                  bool draft_weights, const Observe& observe) {
+  // u = fc_feature · n(h) + fc_embedding · E(x) + b, then the head's layer over its own cache
+  // layer (index num_layers), then the final norm and the LM head.
+  const FeatureHead& head = *feature_head_;
+  const std::int64_t hidden = config_.hidden_size;
+  float* x = x_.as<float>();
+  float* h = h_.as<float>();
+  float* o = o_.as<float>();
+  pending_ = nullptr;
+  backend_.embedding(weights_.embedding.view(), shard_.vocab.begin, x);
+  all_reduce(x, n_tokens * hidden);
+  backend_.matmul(x, n_tokens, head.fc_embedding.view(), o);
+  backend_.rmsnorm(features_.as<float>(), weights_.final_norm.ptr(),
+                   static_cast<float>(config_.rms_norm_eps), n_tokens, hidden, h);
+  backend_.matmul(h, n_tokens, head.fc_feature.view(), x);
+  backend_.add_inplace(x, o, n_tokens * hidden);
+  backend_.add_bias(x, head.fc_bias.ptr(), n_tokens, hidden);
+  const auto kv_layer = static_cast<int>(config_.num_layers);
+  attention_block(head.layer, kv_layer, kv, n_tokens);
+  mlp_block(head.layer, kv_layer, n_tokens);
+  flush_residual(n_tokens);
+  if (observes(observe, "final_residual")) observe("final_residual", kv_layer, x, n_tokens);
+  lm_head(n_rows, draft_weights ? draft_->output : weights_.output_matrix(), logits_out, vocabulary,
           observe);
 }
 

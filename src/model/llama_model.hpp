@@ -35,6 +35,7 @@
 #include "model/draft_forward.hpp"
 #include "model/draft_vocabulary.hpp"
 #include "model/exit_head.hpp"
+#include "model/feature_head.hpp"
 #include "model/fixed_partition_projection.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layer_plan.hpp"
@@ -54,9 +55,10 @@
 namespace selfspec {
 
 // Sees named intermediates of a forward pass ("embed", then for each layer "attn_out" and
-// "mlp_out" — the residual stream after the sublayer, whether it ran or not — and "final_norm"
-// for the logit rows): data is [n_tokens × hidden]. For debugging dumps and for drafters that
-// measure how much a sublayer changes the hidden state.
+// "mlp_out" — the residual stream after the sublayer, whether it ran or not —, "final_residual"
+// (the residual stream after the last layer that ran, before the final norm: a feature head's
+// input) and "final_norm" for the logit rows): data is [n_tokens × hidden]. For debugging dumps and
+// for drafters that measure how much a sublayer changes the hidden state.
 using ForwardObserver = std::function<void(std::string_view name, int layer,
                                            std::span<const float> data, std::int64_t n_tokens)>;
 
@@ -107,7 +109,7 @@ class LlamaModel {
   const Backend& backend() const { return backend_; }
   std::int64_t vocab_local() const { return shard_.vocab.size(); }
 
-  // A KV cache for this rank's heads holding `capacity` token slots (with an exit head
+  // A KV cache for this rank's heads holding `capacity` token slots (with an exit or feature head
   // attached: one more layer, the head's, at index num_layers).
   KvCache make_kv_cache(std::int64_t capacity) const;
 
@@ -117,6 +119,12 @@ class LlamaModel {
   // cache always holds what the target's hidden states give; early-exit forwards run the head.
   void attach_exit_head(ExitHead head);
   const ExitHead* exit_head() const { return exit_head_ ? &*exit_head_ : nullptr; }
+
+  // Attaches a feature-level draft head (model/feature_head.hpp; not beside an exit head: both
+  // keep their K/V in the cache's extra layer). Only feature-head draft forwards
+  // (ForwardArgs::draft.features) read and write that layer.
+  void attach_feature_head(FeatureHead head);
+  const FeatureHead* feature_head() const { return feature_head_ ? &*feature_head_ : nullptr; }
 
   // Attaches the draft's quantized copy of the weights (model/llama_weights.hpp's DraftWeights),
   // which forwards with ForwardArgs::draft_weights read. Every rank attaches its own slices.
@@ -151,6 +159,13 @@ class LlamaModel {
   void run_layers(const LayerPlan& plan, const ForwardInputs& inputs, KvCache& kv,
                   std::int64_t n_tokens, float* logits_out, const DraftVocabulary* vocabulary,
                   bool early_exit, bool draft_weights, const Observe& observe);
+  // Throws unless a feature-head draft forward's arguments fit the head and the cache.
+  void check_feature_forward(const ForwardArgs& args, KvCache& kv) const;
+  // Every launch of a feature-head draft forward (model/feature_head.hpp): its rows' u from the
+  // uploaded features and the tokens' embeddings, the head's layer, the final norm and LM head.
+  void run_feature_head(std::int64_t n_tokens, std::int64_t n_rows, KvCache& kv, float* logits_out,
+                        const DraftVocabulary* vocabulary, bool draft_weights,
+                        const Observe& observe);
   // The final norm and the LM head (`output`, or the draft vocabulary's) for the logit rows.
   void lm_head(std::int64_t n_rows, const Matrix& output, float* logits_out,
                const DraftVocabulary* vocabulary, const Observe& observe);
@@ -202,11 +217,13 @@ class LlamaModel {
 
   // Workspace in backend memory, grown to the largest T seen.
   DeviceBuffer x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
+  DeviceBuffer features_;      // a feature-head draft forward's input rows [T × hidden]
   DeviceBuffer draft_logits_;  // [rows × V'_local]: a draft vocabulary's logits before scattering
   const float* pending_ = nullptr;                  // residual delta not yet added to x_
   std::span<const std::string_view> observe_only_;  // the current forward's filter
   ForwardCounters counters_;
   std::optional<ExitHead> exit_head_;
+  std::optional<FeatureHead> feature_head_;
   std::optional<DraftWeights> draft_;
   // kTpInvariant: the projection and every layer's chunks (the exit head's at index num_layers),
   // and the draft copy's layers' chunks.

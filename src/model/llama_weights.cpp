@@ -208,6 +208,17 @@ Vector load_vector(Backend& backend, const TensorSource& source, const std::stri
 
 }  // namespace
 
+Matrix load_matrix_slice(const TensorSource& source, const std::string& name, IndexRange rows,
+                         IndexRange cols, std::optional<WeightFormat> convert_to,
+                         Backend& backend) {
+  return load_matrix(backend, source, name, rows, cols, convert_to);
+}
+
+Vector load_vector_slice(const TensorSource& source, const std::string& name, IndexRange range,
+                         Backend& backend) {
+  return load_vector(backend, source, name, range);
+}
+
 std::uint64_t layer_weight_bytes(const LayerWeights& layer) {
   std::uint64_t bytes = 0;
   for (const Matrix* m :

@@ -64,6 +64,12 @@ LayerWeights load_layer_weights(const TensorSource& source,
                                 const std::function<std::string(std::string_view)>& name_of,
                                 const ModelConfig& config, const ShardPlan& plan,
                                 std::optional<WeightFormat> convert_to, Backend& backend);
+// One matrix or vector out of `source` outside a model layer (a feature head's replicated fc): the
+// rows and columns given, in `convert_to` as load_layer_weights takes it; vectors in f32.
+Matrix load_matrix_slice(const TensorSource& source, const std::string& name, IndexRange rows,
+                         IndexRange cols, std::optional<WeightFormat> convert_to, Backend& backend);
+Vector load_vector_slice(const TensorSource& source, const std::string& name, IndexRange range,
+                         Backend& backend);
 // Bytes of one layer's weights in memory.
 std::uint64_t layer_weight_bytes(const LayerWeights& layer);
 

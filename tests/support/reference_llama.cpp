@@ -100,22 +100,29 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& w,
                                                    const std::vector<std::int32_t>& tokens,
                                                    const ReferenceSkips& skips,
                                                    const ReferenceResidualObserver& observe) {
+  const auto H = static_cast<std::size_t>(w.config.hidden_size);
+  std::vector<Vec> x(tokens.size());
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const auto row = static_cast<std::size_t>(tokens[t]) * H;
+    x[t].assign(w.embedding.begin() + static_cast<std::ptrdiff_t>(row),
+                w.embedding.begin() + static_cast<std::ptrdiff_t>(row + H));
+  }
+  return reference_forward_rows(w, std::move(x), skips, observe);
+}
+
+std::vector<std::vector<double>> reference_forward_rows(const ReferenceWeights& w,
+                                                        std::vector<std::vector<double>> x,
+                                                        const ReferenceSkips& skips,
+                                                        const ReferenceResidualObserver& observe) {
   const ModelConfig& c = w.config;
   const bool bf16 = w.bf16_activations;
-  const std::size_t T = tokens.size();
+  const std::size_t T = x.size();
   const auto H = static_cast<std::size_t>(c.hidden_size);
   const auto d = static_cast<std::size_t>(c.head_dim);
   const auto hq = static_cast<std::size_t>(c.num_heads);
   const auto hkv = static_cast<std::size_t>(c.num_kv_heads);
   const auto inter = static_cast<std::size_t>(c.intermediate_size);
   const Vec inv = inverse_frequencies(c);
-
-  std::vector<Vec> x(T);
-  for (std::size_t t = 0; t < T; ++t) {
-    const auto row = static_cast<std::size_t>(tokens[t]) * H;
-    x[t].assign(w.embedding.begin() + static_cast<std::ptrdiff_t>(row),
-                w.embedding.begin() + static_cast<std::ptrdiff_t>(row + H));
-  }
 
   for (std::size_t l = 0; l < static_cast<std::size_t>(c.num_layers); ++l) {
     const ReferenceLayer& L = w.layers[l];

@@ -51,6 +51,13 @@ std::vector<std::vector<double>> reference_forward(const ReferenceWeights& weigh
                                                    const ReferenceSkips& skips = {},
                                                    const ReferenceResidualObserver& observe = {});
 
+// The same from residual rows x [T][H] instead of token embeddings (w.embedding is not read):
+// w.layers over them, then the final norm and LM head. A feature head's layer over its input rows
+// is such a one-layer model.
+std::vector<std::vector<double>> reference_forward_rows(
+    const ReferenceWeights& weights, std::vector<std::vector<double>> x,
+    const ReferenceSkips& skips = {}, const ReferenceResidualObserver& observe = {});
+
 // Greedy continuation of `prompt` by `n` tokens (recomputing the whole sequence each step).
 std::vector<std::int32_t> reference_greedy(const ReferenceWeights& weights,
                                            const std::vector<std::int32_t>& prompt, int n,
