@@ -247,7 +247,56 @@ DraftStep DecodingRun::step(const Draft& draft, int parent) {
   args.draft.early_exit = round_.plan.exits_early();
   timer_.forward(PhaseTimer::Forward::kDraft, [&] { run_forward(args); });
   ++result_.stats.draft_forwards;
+  return pick_step(draft);
+}
 
+DraftStep DecodingRun::step_rows(const Draft& draft, int parent, const DraftRows& rows) {
+  SELFSPEC_CHECK(channel_.message().command == ControlCommand::kDraft,
+                 "a draft step after rank 0 ended drafting");
+  SELFSPEC_CHECK(parent == Draft::kRoot || (parent >= 0 && parent < draft.size()),
+                 "a feature draft step from node {} of a draft of {}", parent, draft.size());
+  const auto n = static_cast<std::int64_t>(rows.tokens.size());
+  const std::int64_t hidden = model_.config().hidden_size;
+  SELFSPEC_CHECK(n >= 1 && rows.positions.size() == rows.tokens.size() &&
+                     rows.features.rows.size() == static_cast<std::size_t>(n * hidden),
+                 "a feature draft step of {} tokens with {} positions and {} feature values", n,
+                 rows.positions.size(), rows.features.rows.size());
+  const std::int64_t chunk = std::max<std::int64_t>(options_.prefill_chunk, 1);
+  for (std::int64_t begin = 0; begin < n; begin += chunk) {
+    const std::int64_t end = std::min(n, begin + chunk);
+    const auto count = static_cast<std::size_t>(end - begin);
+    const auto row = static_cast<std::int32_t>(count - 1);
+    const FeatureRows features{
+        rows.features.rows.subspan(static_cast<std::size_t>(begin * hidden), count * hidden),
+        rows.features.first_slot + begin};
+    ForwardArgs args =
+        forward_args(rows.tokens.subspan(static_cast<std::size_t>(begin), count),
+                     rows.positions.subspan(static_cast<std::size_t>(begin), count),
+                     end == n ? std::span(&row, 1) : std::span<const std::int32_t>());
+    args.draft.draft_weights = options_.draft.draft_weights;
+    args.draft.vocabulary = options_.draft.vocabulary;
+    args.draft.features = &features;
+    add_observer(args, rows.observer);
+    timer_.forward(PhaseTimer::Forward::kDraft, [&] { run_forward(args); });
+    ++result_.stats.draft_forwards;
+  }
+  return pick_step(draft);
+}
+
+void DecodingRun::add_observer(ForwardArgs& args, const ForwardObserver* observer) {
+  static constexpr std::array<std::string_view, 1> kFinalResidual = {"final_residual"};
+  if (observer == nullptr) return;
+  if (tap_) {
+    args.observer = tap_->next_with(observer);
+    args.observe_only = {};
+    return;
+  }
+  args.observer = observer;
+  args.observe_only = kFinalResidual;
+}
+
+DraftStep DecodingRun::pick_step(const Draft& draft) {
+  ControlMessage& message = channel_.message();
   DraftChoice choice;
   timer_.control([&] {
     choice = picker_.draft(forward_.logits);
@@ -306,6 +355,7 @@ Verdict DecodingRun::verify(const Draft& draft) {
   const AttentionMask mask = tree ? draft.tree_mask() : AttentionMask::causal();
   ForwardArgs args = forward_args(forward_.tokens, forward_.positions, forward_.rows);
   if (tree) args.mask = &mask;
+  if (drafter_ != nullptr) add_observer(args, drafter_->verification_observer());
   timer_.forward(PhaseTimer::Forward::kVerify, [&] { run_forward(args); });
   ++result_.stats.verify_forwards;
 
@@ -321,6 +371,7 @@ Verdict DecodingRun::verify(const Draft& draft) {
   const ControlMessage& message = channel_.message();
   if (!comm_.is_root()) verdict = verdict_from_message(draft);
   verdict.kv_length = round_.base + 1 + static_cast<std::int64_t>(message.accepted);
+  if (drafter_ != nullptr) drafter_->verified(draft, verdict);
 
   DecodingStats& stats = result_.stats;
   ++stats.rounds;

@@ -78,6 +78,7 @@ class DecodingRun final : public DraftContext {
   // DraftContext
   const DraftPlan& plan() const override { return round_.plan; }
   DraftStep step(const Draft& draft, int parent) override;
+  DraftStep step_rows(const Draft& draft, int parent, const DraftRows& rows) override;
   bool is_root() const override { return comm_.is_root(); }
   std::int64_t generated() const override {
     return static_cast<std::int64_t>(channel_.tokens().size());
@@ -111,6 +112,12 @@ class DecodingRun final : public DraftContext {
                            std::span<const std::int32_t> positions,
                            std::span<const std::int32_t> rows);
   void run_forward(const ForwardArgs& args);
+  // A drafter's observer (may be null) on the forward too: beside the tap's, or alone seeing
+  // "final_residual".
+  void add_observer(ForwardArgs& args, const ForwardObserver* observer);
+  // After a draft step's forwards: rank 0 picks the token (and its alternatives) and decides
+  // whether drafting goes on; every rank learns both.
+  DraftStep pick_step(const Draft& draft);
   // Rank 0, once the step's tokens are emitted (`ended`: one of them ended generation): stop, or
   // plan the next round.
   void close_step(bool ended);

@@ -23,6 +23,8 @@ struct PassKey {
   bool early_exit = false;
   bool draft_weights = false;
   const DraftVocabulary* vocabulary = nullptr;
+  // A feature-head draft forward (its own rows and cache slots) runs alone: no two share a key.
+  const FeatureRows* features = nullptr;
 
   static PassKey of(const DraftForward& draft) {
     PassKey key;
@@ -33,10 +35,14 @@ struct PassKey {
     key.early_exit = draft.early_exit;
     key.draft_weights = draft.draft_weights;
     key.vocabulary = draft.vocabulary;
+    key.features = draft.features;
     return key;
   }
   bool operator==(const PassKey&) const = default;
-  bool drafts() const { return !full_plan || early_exit || draft_weights || vocabulary != nullptr; }
+  bool drafts() const {
+    return !full_plan || early_exit || draft_weights || vocabulary != nullptr ||
+           features != nullptr;
+  }
 };
 
 // A forward a sequence's run waits for.

@@ -1,6 +1,15 @@
 #include "draft/drafter.hpp"
 
+#include "core/error.hpp"
+
 namespace selfspec {
+
+DraftStep DraftContext::step_rows(const Draft& draft, int parent, const DraftRows& rows) {
+  (void)draft;
+  (void)parent;
+  (void)rows;
+  fail("this decoding loop runs no feature-head drafts");
+}
 
 void Drafter::propose(DraftContext& context, Draft& draft) {
   int parent = Draft::kRoot;

@@ -20,13 +20,17 @@
 //                 its own rank's floating-point data.
 //   observe()     rank 0, after verification: the draft and the Verdict on it (state a drafter
 //                 carries between rounds — e.g. an on-the-fly skip-set search — lives here).
+//   verification_observer(), verified()
+//                 every rank: a drafter that drafts from the target's features (a feature-level
+//                 head, EAGLE §3) sees each verification forward's "final_residual" rows and
+//                 then, on every rank, which of them the verdict kept.
 //   state()       rank 0, for reports and traces: what the drafter decided (JSON; null if nothing).
 // One implementation per file: LayerSkipDrafter (a fixed skip set: Draft & Verify §3.1),
 // EarlyExitDrafter (the first N layers and a trained exit head: EESD §3.1),
 // SwiftDrafter (SWIFT's on-the-fly skip-set search, §4.1), CosineSkipDrafter (a skip set per
 // request from the prompt's cosine similarities: Draft on the Fly §3, Alg. 1), SourcedDrafter
 // (draft sources such as lookup drafts tried before another drafter: LLMA / prompt lookup
-// decoding).
+// decoding), FeatureHeadDrafter (a trained head over the target's own features: EAGLE §3).
 #pragma once
 
 #include "draft/draft.hpp"
@@ -55,6 +59,17 @@ struct DraftStep {
   std::vector<std::int32_t> alternatives;
 };
 
+// The rows of one feature-level draft step (DraftContext::step_rows): each token with its
+// position and the feature row the head reads for it (model/draft_forward.hpp's FeatureRows).
+// The last row's logits give the draft; `observer` (may be null) sees every forward's
+// "final_residual" rows, the head's outputs, which the next step reads.
+struct DraftRows {
+  std::span<const std::int32_t> tokens;
+  std::span<const std::int32_t> positions;
+  FeatureRows features;
+  const ForwardObserver* observer = nullptr;
+};
+
 // How many of a candidate draft plan's greedy tokens equal the target's (SWIFT §4.1 eq. 3,
 // "matchness"), known on rank 0.
 struct DraftMatch {
@@ -77,6 +92,11 @@ class DraftContext {
   // rank learns both. Call only while the previous step said `more` (a round's first step is
   // always allowed).
   virtual DraftStep step(const Draft& draft, int parent) = 0;
+  // Collective: step() for a feature-level draft: the attached feature head over `rows` (a
+  // round's first step carries every committed row the head has not seen yet, in forwards of at
+  // most a prefill chunk each), drafting the child of `parent` from the last row. The default
+  // throws: a context that runs no feature-head drafts.
+  virtual DraftStep step_rows(const Draft& draft, int parent, const DraftRows& rows);
 
   // Every rank: whether this is rank 0, where drafters decide.
   virtual bool is_root() const = 0;
@@ -119,6 +139,16 @@ class Drafter {
   // token, each continuing the previous step's drawn token, until rank 0 stops; a step's
   // alternatives become siblings of its drawn token (a chain when there are none).
   virtual void propose(DraftContext& context, Draft& draft);
+  // Every rank: the observer of each verification forward, which sees its "final_residual" rows
+  // (row 0 the round's root, row 1 + i draft node i), or nullptr (the default) for none. It must
+  // stay valid until the request ends.
+  virtual const ForwardObserver* verification_observer() { return nullptr; }
+  // Every rank, after each verification (drafted or not): the draft and the verdict on it, whose
+  // accepted path every rank knows.
+  virtual void verified(const Draft& draft, const Verdict& verdict) {
+    (void)draft;
+    (void)verdict;
+  }
   // Rank 0: the verdict on this round's draft.
   virtual void observe(const Draft& draft, const Verdict& verdict) {
     (void)draft;

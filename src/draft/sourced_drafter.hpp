@@ -29,6 +29,14 @@ class SourcedDrafter final : public Drafter {
     return model_drafter_->begin_request(prompt_tokens);
   }
   DraftPlan next_plan() override { return model_drafter_->next_plan(); }
+  // The model's drafter sees every verification, a source's rounds included (a feature head
+  // reads the target's features of every committed token).
+  const ForwardObserver* verification_observer() override {
+    return model_drafter_->verification_observer();
+  }
+  void verified(const Draft& draft, const Verdict& verdict) override {
+    model_drafter_->verified(draft, verdict);
+  }
   void propose(DraftContext& context, Draft& draft) override;
   void observe(const Draft& draft, const Verdict& verdict) override;
   // Sources propose point masses (the verifier walks warped distributions under sampling).

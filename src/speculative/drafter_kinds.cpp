@@ -16,6 +16,7 @@ namespace selfspec {
   X(swift)                        \
   X(asd)                          \
   X(early_exit)                   \
+  X(feature_head)                 \
   X(lookup)
 
 #define SELFSPEC_DECLARE_KIND(name) std::unique_ptr<DrafterKind> make_##name##_kind();

@@ -6,12 +6,12 @@
 // streams as many bytes as seven of its Q4_K layers. On Qwen2.5-Coder-1.5B Q4_K_M at N 4 the
 // head in bf16 / q8_0 / q4_k gave c 0.23 / 0.19 / 0.17 with α 0.494 / 0.494 / 0.488; q8_0 keeps
 // the acceptance for most of the saving and, in blocks of 32, fits any TP slice).
-#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/weight_format.hpp"
 #include "draft/early_exit_drafter.hpp"
 #include "engine/engine.hpp"
 #include "model/exit_head.hpp"
+#include "speculative/draft_head_format.hpp"
 #include "speculative/drafter_kind.hpp"
 
 #include <fmt/format.h>
@@ -57,9 +57,9 @@ class EarlyExitKind final : public DrafterKind {
   void prepare(const ModelConfig& /*config*/) override { info_ = read_exit_head_info(exit_head_); }
 
   void attach(Engine& engine) override {
-    engine.model().attach_exit_head(load_exit_head(exit_head_, engine.config(),
-                                                   engine.model_identity(), engine.shard(),
-                                                   head_dtype(engine), engine.backend()));
+    engine.model().attach_exit_head(
+        load_exit_head(exit_head_, engine.config(), engine.model_identity(), engine.shard(),
+                       draft_head_format(engine, exit_head_dtype_), engine.backend()));
   }
 
   int exit_layer() const override { return info_.exit_layer; }
@@ -78,13 +78,6 @@ class EarlyExitKind final : public DrafterKind {
   }
 
  private:
-  std::optional<WeightFormat> head_dtype(const Engine& engine) const {
-    if (exit_head_dtype_ != "auto") return parse_weight_format(exit_head_dtype_);
-    if (engine.native_quantized_weights()) return WeightFormat::kQ8_0;
-    const std::optional<DType> load = engine.load_dtype();
-    return load ? std::optional(dense_format(*load)) : std::nullopt;
-  }
-
   std::string exit_head_;
   std::string exit_head_dtype_ = "auto";
   ExitHeadInfo info_;

@@ -20,10 +20,12 @@
 #include "decode/decoder.hpp"
 #include "draft/cosine_skip_drafter.hpp"
 #include "draft/early_exit_drafter.hpp"
+#include "draft/feature_head_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "draft/lookup_source.hpp"
 #include "draft/sourced_drafter.hpp"
 #include "draft/swift_drafter.hpp"
+#include "tests/support/feature_head_file.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/thread_comm.hpp"
@@ -241,6 +243,27 @@ TEST_F(SpeculativeBatchTest, EveryDrafterKindBatchesLosslessly) {
     c.drafter = make;
     c.controller = controller("fixed", 3);
     expect_equal_to_alone(*model_, comm_, c, 4, 512, true, name);
+  }
+}
+
+// Feature-head draft forwards run one sequence at a time (each over its own rows and slots) between
+// the batch's shared verifications; every request's tokens stay its tokens alone.
+TEST_F(SpeculativeBatchTest, FeatureHeadDraftsBatchLosslessly) {
+  attach_feature_head(*model_, dir_.path(), 4);
+  const std::int64_t hidden = model_->config().hidden_size;
+  for (const char* tree : {"none", "1:3"}) {
+    for (const bool sampled : {false, true}) {
+      Case c;
+      c.drafter = [hidden] {
+        return std::make_unique<FeatureHeadDrafter>(kLayers, hidden, "seeded head");
+      };
+      c.controller = controller("fixed", 3);
+      c.tree = tree;
+      const auto [drafted, accepted] =
+          expect_equal_to_alone(*model_, comm_, c, 4, 512, sampled,
+                                std::string("feature head ") + tree + (sampled ? " sampled" : ""));
+      EXPECT_GT(drafted, 0) << tree;
+    }
   }
 }
 

@@ -13,6 +13,8 @@
 //    the accepted path's KV rows compacted) keep greedy output token-identical, the KV cache equal
 //    to a fresh run's, and sampling distribution-exact;
 //  * early-exit drafts (the first N layers and an exit head) likewise, chains and trees;
+//  * feature-level drafts (a head over the target's final residual rows) likewise, alone and
+//    under lookup drafts, with every controller (Cali-TS's hidden-state tap beside the head's);
 //  * sampling stays distribution-exact with the requests in a batch, goodput-sized or not.
 #include "comm/local_comm.hpp"
 #include "control/acceptance_predictor.hpp"
@@ -21,12 +23,14 @@
 #include "decode/decoder.hpp"
 #include "decode/speculative_batch.hpp"
 #include "draft/early_exit_drafter.hpp"
+#include "draft/feature_head_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "draft/lookup_source.hpp"
 #include "draft/sourced_drafter.hpp"
 #include "model/draft_vocabulary.hpp"
 #include "model_io/safetensors.hpp"
 #include "tests/support/decoding_runs.hpp"
+#include "tests/support/feature_head_file.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_checkpoint.hpp"
@@ -467,6 +471,92 @@ TEST_F(SpeculativeGreedy, AnEarlyExitForwardNeedsAHeadAndItsCacheLayer) {
   EXPECT_THROW(EarlyExitDrafter(4, 0, "no layer"), Error);
 }
 
+// Feature-level drafts (EAGLE §3): a head over the target's final residual rows drafts; the output
+// never changes for every controller, K, chains and trees, both logits modes, alone and under
+// lookup drafts (whose rounds the head must still read the committed rows of). Attaching the
+// head leaves plain decoding's output unchanged.
+// (accepted draft tokens, drafted rounds of the head) over every configuration; the tokens checked.
+std::pair<std::int64_t, std::int64_t> expect_feature_drafts_lossless(
+    LlamaModel& model, LocalComm& comm, const std::filesystem::path& dir,
+    const std::vector<std::int32_t>& prompt) {
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  generation.prefill_chunk = 4;  // the first round's committed rows in several forwards
+  const std::vector<std::int32_t> expected = autoregressive(model, comm, prompt, generation);
+  attach_feature_head(model, dir, 7);
+  EXPECT_EQ(autoregressive(model, comm, prompt, generation), expected);
+  const std::int64_t hidden = model.config().hidden_size;
+  const int layers = static_cast<int>(model.config().num_layers);
+  std::int64_t accepted = 0, rounds = 0;
+  for (const bool lookups : {false, true}) {
+    for (const char* kind : {"fixed", "threshold", "thompson", "cali-ts"}) {
+      for (int k : {1, 4}) {
+        for (const char* tree : {"none", "0.6:3,1:1"}) {
+          for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+            ControllerOptions controller;
+            controller.kind = kind;
+            controller.max_draft = k;
+            controller.threshold = 0.3;
+            controller.predictor = random_predictor(hidden);
+            GenerationOptions g = generation;
+            g.logits = mode;
+            g.tree = TreeWidths::parse(tree);
+            std::unique_ptr<Drafter> drafter =
+                std::make_unique<FeatureHeadDrafter>(layers, hidden, "seeded head");
+            auto* feature = static_cast<FeatureHeadDrafter*>(drafter.get());
+            if (lookups) {
+              drafter =
+                  std::make_unique<SourcedDrafter>(lookup_sources({2, 1, 3}), std::move(drafter));
+            }
+            const GenerationResult r = speculative(model, comm, prompt, g, LayerPlan::full(layers),
+                                                   controller, nullptr, drafter.get());
+            const std::string label = std::string(lookups ? "lookups / " : "") + kind + " / K " +
+                                      std::to_string(k) + " / " + tree + " / " +
+                                      std::string(logits_mode_name(mode));
+            EXPECT_EQ(r.tokens, expected) << label;
+            EXPECT_GT(r.stats.drafted, 0) << label;
+            accepted += r.stats.accepted;
+            rounds += feature->state()["rounds"].get<std::int64_t>();
+          }
+        }
+      }
+    }
+  }
+  return {accepted, rounds};
+}
+
+// Feature-level drafts (EAGLE §3): a head over the target's final residual rows drafts; the output
+// never changes for every controller, K, chains and trees, both logits modes, alone and under
+// lookup drafts (whose rounds the head must still read the committed rows of). Attaching the
+// head leaves plain decoding's output unchanged. The fixture's model (64 ids) never accepts the
+// seeded head's drafts; a 12-id model does, so accepted rows (verified()'s path) are covered too.
+TEST_F(SpeculativeGreedy, FeatureHeadDraftsKeepTheOutputTokenIdentical) {
+  const auto [accepted_64, rounds_64] =
+      expect_feature_drafts_lossless(*model_, comm_, dir_.path(), prompt_);
+  EXPECT_GT(rounds_64, 0);
+  TempDir small_dir;
+  TinyModelSpec spec = speculative_tiny_spec(4);
+  spec.vocab = 12;
+  std::unique_ptr<LlamaModel> small = write_and_load_model(spec, small_dir.path(), comm_);
+  const auto [accepted_12, rounds_12] =
+      expect_feature_drafts_lossless(*small, comm_, small_dir.path(), {1, 7, 3, 9, 2});
+  EXPECT_GT(rounds_12, 0);
+  EXPECT_GT(accepted_12, 0);
+  (void)accepted_64;
+}
+
+TEST_F(SpeculativeGreedy, AFeatureHeadDraftNeedsItsHead) {
+  FeatureHeadDrafter drafter(4, model_->config().hidden_size, "none attached");
+  ControllerOptions controller;
+  GenerationOptions g;
+  g.max_new_tokens = 4;
+  EXPECT_THROW(
+      speculative(*model_, comm_, prompt_, g, LayerPlan::full(4), controller, nullptr, &drafter),
+      Error);
+  EXPECT_THROW(FeatureHeadDrafter(4, 0, "no hidden size"), Error);
+}
+
 TEST_F(SpeculativeGreedy, KvCacheAfterTreeRoundsEqualsAFreshRun) {
   GenerationOptions generation;
   generation.max_new_tokens = 33;
@@ -604,6 +694,7 @@ struct SamplingCase {
   bool early_exit = false;     // draft with an early-exit head after layer 1 (its layer's copy)
   bool draft_weights = false;  // the draft forwards read a q4_0 copy of the weights
   bool lookup = false;         // lookup drafts (2-gram down to 1, up to 2 tokens) over the drafter
+  bool feature_head = false;   // draft with a feature-level head (seeded, untrained)
 };
 void PrintTo(const SamplingCase& c, std::ostream* os) {
   *os << c.name;
@@ -688,18 +779,27 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     early_exit.emplace(3, 1, "layer 1's copy");
   }
   if (c.draft_weights) attach_q4_0_draft_weights(*model_, dir_.path());
+  const std::int64_t hidden = model_->config().hidden_size;
+  std::optional<FeatureHeadDrafter> feature;
+  if (c.feature_head) {
+    attach_feature_head(*model_, dir_.path(), 2);
+    feature.emplace(3, hidden, "seeded head");
+  }
   std::optional<SourcedDrafter> lookup;
   if (c.lookup) {
     std::unique_ptr<Drafter> inner;
-    if (c.early_exit) {
+    if (c.feature_head) {
+      inner = std::make_unique<FeatureHeadDrafter>(3, hidden, "seeded head");
+    } else if (c.early_exit) {
       inner = std::make_unique<EarlyExitDrafter>(3, 1, "layer 1's copy");
     } else {
       inner = std::make_unique<LayerSkipDrafter>(draft, "skips");
     }
     lookup.emplace(lookup_sources({2, 1, 2}), std::move(inner));
   }
-  Drafter* other = lookup ? static_cast<Drafter*>(&*lookup)
-                          : (early_exit ? static_cast<Drafter*>(&*early_exit) : nullptr);
+  Drafter* other = lookup    ? static_cast<Drafter*>(&*lookup)
+                   : feature ? static_cast<Drafter*>(&*feature)
+                             : (early_exit ? static_cast<Drafter*>(&*early_exit) : nullptr);
   const std::vector<double> target = exact_distribution(c.params, full, kDepth);
   const std::vector<double> draft_only = exact_distribution(c.params, draft, kDepth);
 
@@ -846,6 +946,33 @@ INSTANTIATE_TEST_SUITE_P(
                      false,
                      "none",
                      true,
+                     true,
+                     true},
+        SamplingCase{"feature_head_temperature_local",
+                     {1.0, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     false,
+                     false,
+                     false,
+                     true},
+        SamplingCase{"feature_head_tree_topk_topp_gather",
+                     {1.5, 6, 0.95, 0},
+                     LogitsMode::kGather,
+                     true,
+                     "1:3",
+                     false,
+                     false,
+                     false,
+                     true},
+        SamplingCase{"feature_head_lookup_local",
+                     {1.2, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     false,
+                     false,
                      true,
                      true}),
     [](const auto& test_info) { return test_info.param.name; });

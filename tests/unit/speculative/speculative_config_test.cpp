@@ -123,8 +123,8 @@ TEST(SpeculativeConfig, BadValuesNameTheFieldAndWhatItAllows) {
             "\"controller\" must be one of fixed, threshold, adaptive, thompson, cali-ts (got "
             "'oracle')");
   EXPECT_EQ(error_of({{"spec", "eagle"}}),
-            "\"spec\" must be one of none, layer-skip, swift, asd, early-exit, lookup (got "
-            "'eagle')");
+            "\"spec\" must be one of none, layer-skip, swift, asd, early-exit, feature-head, "
+            "lookup (got 'eagle')");
   EXPECT_EQ(error_of({{"spec", "layer-skip"}, {"skip-uniform", 1.5}}),
             "\"skip-uniform\" must be a number in [0, 0.99] (got 1.5)");
   EXPECT_EQ(error_of({{"spec", "layer-skip"}, {"skip-config", "/nonexistent.yaml"}}),

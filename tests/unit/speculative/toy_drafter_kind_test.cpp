@@ -137,8 +137,8 @@ TEST_F(ToyDrafterKind, OptionsAreCheckedAsTheBuiltInKindsAre) {
 
 TEST(DrafterKinds, ANameIsRegisteredOnce) {
   DrafterKinds kinds = builtin_drafter_kinds();
-  EXPECT_THAT(kinds.choices(),
-              ::testing::ElementsAre("none", "layer-skip", "swift", "asd", "early-exit", "lookup"));
+  EXPECT_THAT(kinds.choices(), ::testing::ElementsAre("none", "layer-skip", "swift", "asd",
+                                                      "early-exit", "feature-head", "lookup"));
   const auto every_other = [] { return std::make_unique<EveryOtherKind>(); };
   kinds.add(every_other);
   EXPECT_THROW(kinds.add(every_other), Error);
