@@ -14,6 +14,14 @@ std::atomic<Level> g_level{Level::kInfo};
 bool is_root() {
   return process_identity().rank == 0;
 }
+
+// "42 s", "3 min 05 s", "1 h 02 min": a time left, rounded to what a reader needs.
+std::string duration_text(double seconds) {
+  const auto s = static_cast<long long>(seconds + 0.5);
+  if (s < 60) return fmt::format("{} s", s);
+  if (s < 3600) return fmt::format("{} min {:02d} s", s / 60, s % 60);
+  return fmt::format("{} h {:02d} min", s / 3600, (s % 3600) / 60);
+}
 }  // namespace
 
 void set_level(Level new_level) {
@@ -60,7 +68,14 @@ void Progress::update(std::int64_t done) {
   const double seconds = std::chrono::duration<double>(now - start_).count();
   // A terminal gets one line rewritten in place; a log file gets one line per update.
   const char* end = isatty(STDERR_FILENO) ? "\r" : "\n";
-  fmt::print(stderr, "{}: {}/{} ({:.1f} s){}", label_, done_, total_, seconds, end);
+  // The time left at the rate so far (nothing before the first unit is done).
+  if (done_ > 0) {
+    const double left = seconds * static_cast<double>(total_ - done_) / static_cast<double>(done_);
+    fmt::print(stderr, "{}: {}/{} ({:.1f} s, about {} left){}", label_, done_, total_, seconds,
+               duration_text(left), end);
+  } else {
+    fmt::print(stderr, "{}: {}/{} ({:.1f} s){}", label_, done_, total_, seconds, end);
+  }
   std::fflush(stderr);
 }
 

@@ -32,8 +32,8 @@ void warn(fmt::format_string<Args...> format, Args&&... args) {
   write_warning(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// Progress of long work on rank 0 ("loading weights 37/80 layers") on stderr: silent for work that
-// ends within a second, then rate-limited.
+// Progress of long work on rank 0 ("loading weights 37/80 layers") on stderr, with the time left at
+// the rate so far: silent for work that ends within a second, then rate-limited.
 class Progress {
  public:
   Progress(std::string label, std::int64_t total);

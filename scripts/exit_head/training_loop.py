@@ -21,13 +21,16 @@ def run_epochs(model, curve, steps, windows, per_epoch, args, log, epoch_message
     number of train windows (batches of args.batch make an epoch's steps). per_epoch: the
     positions of an epoch. epoch_message(epoch, done, loss, count, seconds) -> the line logged
     at an epoch's end (done: "" or why it stopped short). progress_message(epoch, count,
-    seconds), when given, is logged every kProgressSeconds within an epoch."""
+    seconds), when given, is logged every kProgressSeconds within an epoch, followed by the time
+    left for the remaining epochs at the rate so far (evaluations included; an early stop ends
+    sooner)."""
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     total_steps = args.epochs * -(-windows // args.batch)
     schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, total_steps)
                 if args.lr_schedule == "cosine" else None)
     rng, generator = np.random.default_rng(args.seed), torch.Generator().manual_seed(args.seed)
     losses, epochs_run = [], 0
+    start = time.monotonic()
     for epoch in range(1, args.epochs + 1):
         epochs_run = epoch
         total, count, seconds = 0.0, 0, 0.0
@@ -38,7 +41,9 @@ def run_epochs(model, curve, steps, windows, per_epoch, args, log, epoch_message
             total, count, seconds = total + step_loss, count + step_count, seconds + step_seconds
             if progress_message and time.monotonic() - last_progress >= kProgressSeconds:
                 last_progress = time.monotonic()
-                log(progress_message(epoch, count, seconds))
+                done = (epoch - 1) * per_epoch + count
+                log(progress_message(epoch, count, seconds) +
+                    time_left(time.monotonic() - start, done, args.epochs * per_epoch))
             if curve.add_step(step_loss, step_count, step_seconds):
                 _evaluate(curve, model, epoch, count == per_epoch, args)
                 if curve.stop:
@@ -52,6 +57,16 @@ def run_epochs(model, curve, steps, windows, per_epoch, args, log, epoch_message
         if curve.stop:
             break
     return losses, epochs_run
+
+
+def time_left(elapsed, done, total):
+    """'; at most about 3 min 05 s left' at the rate so far ('' before any progress)."""
+    if done <= 0 or total <= done:
+        return ""
+    left = int(elapsed * (total - done) / done + 0.5)
+    text = (f"{left} s" if left < 60 else f"{left // 60} min {left % 60:02d} s" if left < 3600
+            else f"{left // 3600} h {(left % 3600) // 60:02d} min")
+    return f"; at most about {text} left"
 
 
 def _evaluate(curve, model, epoch, end_of_epoch, args):
