@@ -35,6 +35,31 @@ H=$(scripts/get-prompts.sh humaneval | tail -n 1)
 Q=$(scripts/get-model.sh qwen2.5-coder-1.5b-instruct | tail -n 1)
 TRAIN=(--epochs 2 --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512
        --eval-every 10000 --eval-positions 2000 --patience 4 --threads 2 --json)
+# The engine's configurations (cal-NAME / e-NAME[-rK] above). The draft vocabulary is the shipped
+# best configuration's (scripts/build-best-draft.sh qwen2.5-coder-1.5b: 16,384 ids ranked on
+# calibration data); "eesd" is this page's 4-epoch EESD head, "shipped" the best configuration's
+# own head (trained on the full recipe, 238k positions) with its lookups.
+best=$repo/out/best/qwen2.5-coder-1.5b
+VOCAB="--draft-vocab $best/vocab.json --draft-vocab-size 16384"
+FEATURE="--spec feature-head --feature-head $out/feature-4ep.safetensors $VOCAB"
+EESD="--spec early-exit --exit-head $out/eesd-n4-4ep.safetensors --exit-head-dtype q4_k $VOCAB"
+SHIPPED="--spec early-exit --exit-head $best/head-n4.safetensors --exit-head-dtype q4_k $VOCAB"
+LOOKUP="--lookup 3 --lookup-min-ngram 2 --lookup-max-draft 2"
+declare -A BENCH=(
+  [f-k1]="$FEATURE --controller fixed --max-draft 1 --threads 1"
+  [f-k1-q4k]="$FEATURE --feature-head-dtype q4_k --controller fixed --max-draft 1 --threads 1"
+  [f-k1-t2]="$FEATURE --controller fixed --max-draft 1 --tree 1:2 --threads 1"
+  [f-k1-t4]="$FEATURE --controller fixed --max-draft 1 --tree 1:4 --threads 1"
+  [f-k2]="$FEATURE --controller fixed,thompson --max-draft 2 --threads 1"
+  [eesd-k1]="$EESD --controller fixed --max-draft 1 --threads 1"
+  [f-q4k-t2]="$FEATURE --feature-head-dtype q4_k --controller fixed --max-draft 1 --tree 1:2 --threads 1"
+  [f-q4k-t4]="$FEATURE --feature-head-dtype q4_k --controller fixed --max-draft 1 --tree 1:4 --threads 1"
+  [shipped-k1]="$SHIPPED --controller fixed --max-draft 1 --threads 1"
+  [shipped-lookup]="$SHIPPED $LOOKUP --controller fixed --max-draft 1 --threads 1"
+  [f-q4k-lookup]="$FEATURE --feature-head-dtype q4_k $LOOKUP --controller fixed --max-draft 1 --threads 1"
+  [shipped-lookup-2t]="$SHIPPED $LOOKUP --controller fixed --max-draft 1 --threads 2"
+  [f-q4k-lookup-2t]="$FEATURE --feature-head-dtype q4_k $LOOKUP --controller fixed --max-draft 1 --threads 2"
+)
 run() {
   local name=$1
   echo "run.sh: $name ($(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
@@ -68,6 +93,19 @@ run() {
       "$PY" scripts/train_exit_head.py "$out/data/exit-layer-4" --out "$out/eesd-n4-4ep.safetensors" \
         "${TRAIN[@]}" --epochs 4 --curve "$here/eesd-4ep-curve.json" > "$here/eesd-4ep.json" \
         2> "$out/eesd-4ep.log" ;;
+    cal-*|e-*)
+      # The heads in the engine: `selfspec bench` (plain decoding and the configuration, each
+      # prompt checked token for token) of Qwen2.5-Coder-1.5B Q4_K_M, 64 greedy tokens per
+      # prompt. cal-*: 16 HumanEval calibration problems (choosing the shapes); e-*: the 16
+      # evaluation problems, once per round (rounds r1.. interleave every configuration).
+      local split=evaluation tag=$name
+      [[ $name == cal-* ]] && split=calibration
+      local config=${name#cal-}; config=${config#e-}; config=${config%-r[0-9]*}
+      [ -n "${BENCH[$config]:-}" ] || { echo "run.sh: no bench configuration '$config'" >&2; exit 2; }
+      # shellcheck disable=SC2086
+      "$S" bench --model "$Q" --weights-dtype native --prompts-file "$H" --split $split \
+        --max-prompts-per-task 16 --gen 64 --verify-cost-rounds 0 ${BENCH[$config]} \
+        --out "$here/$tag.json" > "$out/$tag.log" 2>&1 ;;
     *) echo "run.sh: no run '$name'" >&2; exit 2 ;;
   esac
 }

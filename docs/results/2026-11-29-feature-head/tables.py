@@ -10,9 +10,14 @@ cost c in multiply-adds relative to a full forward (model.json: the model's shap
 the best configuration's 16,384-id draft vocabulary), with the speedups these imply for one
 sequence when verification costs a full forward whatever its rows (v = 1): (1 + a1) / (1 + c) for
 one draft token, (1 + a1 + a1 * a2|1) / (1 + 2c) for a chain of two. Missing files are skipped
-with a note. Standard library only.
+with a note. Then the heads in the engine: `selfspec bench` of each configuration on the 16
+HumanEval calibration problems (cal-*.json, which chose the shapes) and, per round, on the 16
+evaluation problems (e-NAME-rK.json): α, M, c, v, eq. 6's expected speedup, the tokens/s of plain
+decoding and of the configuration, and their ratio, per configuration the mean over its rounds
+(each round's ratio listed too). Standard library only.
 """
 import json
+import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -96,10 +101,68 @@ def head_rows(model):
     return lines
 
 
+# The engine configurations (run.sh's BENCH), in the order of the tables, with their labels.
+ENGINE = (
+    ("f-k1", "feature head (q8_0), K 1"),
+    ("f-k1-q4k", "feature head (q4_k), K 1"),
+    ("f-k1-t2", "feature head (q8_0), K 1, tree 1:2"),
+    ("f-k1-t4", "feature head (q8_0), K 1, tree 1:4"),
+    ("f-q4k-t2", "feature head (q4_k), K 1, tree 1:2"),
+    ("f-q4k-t4", "feature head (q4_k), K 1, tree 1:4"),
+    ("f-k2", "feature head (q8_0), K 2"),
+    ("eesd-k1", "EESD head, 4 epochs (q4_k), K 1"),
+    ("shipped-k1", "shipped EESD head (238k positions), K 1"),
+    ("f-q4k-lookup", "feature head (q4_k), K 1 + lookups"),
+    ("shipped-lookup", "shipped best configuration: EESD + lookups"),
+    ("f-q4k-lookup-2t", "feature head (q4_k), K 1 + lookups, 2 threads"),
+    ("shipped-lookup-2t", "shipped best configuration, 2 threads"),
+)
+FIELDS = ("acceptance_rate", "mean_accepted_length", "cost_ratio_c", "verify_cost_ratio",
+          "expected_speedup_eq6", "autoregressive_tokens_per_s", "speculative_tokens_per_s",
+          "speedup")
+
+
+def bench_rows(path):
+    """{controller: overall fields} of one bench JSON, with its lossless count."""
+    with path.open() as f:
+        data = json.load(f)
+    return {r["controller"]: r["overall"] for r in data["results"]}
+
+
+def engine_table(prefix, rounds):
+    """One row per configuration and controller: the mean over the files prefix-NAME(-rK).json."""
+    lines = ["| configuration | controller | rounds | α | M | c | v | eq. 6 | plain tok/s | tok/s "
+             "| speedup | per round | lossless |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for name, label in ENGINE:
+        pattern = re.compile(rf"{re.escape(prefix)}{re.escape(name)}" + (r"-r\d+" if rounds else "")
+                             + r"\.json")
+        files = sorted(p for p in HERE.iterdir() if pattern.fullmatch(p.name))
+        per = {}
+        for path in files:
+            for controller, overall in bench_rows(path).items():
+                per.setdefault(controller, []).append(overall)
+        for controller, runs in per.items():
+            mean = {k: sum(r[k] for r in runs) / len(runs) for k in FIELDS}
+            lossless = f"{sum(r['lossless_prompts'] for r in runs)}/{sum(r['prompts'] for r in runs)}"
+            each = ", ".join(f"{r['speedup']:.2f}x" for r in runs)
+            lines.append(
+                f"| {label} | {controller} | {len(runs)} | {mean['acceptance_rate']:.3f} | "
+                f"{mean['mean_accepted_length']:.3f} | {mean['cost_ratio_c']:.3f} | "
+                f"{mean['verify_cost_ratio']:.3f} | {mean['expected_speedup_eq6']:.2f}x | "
+                f"{mean['autoregressive_tokens_per_s']:.1f} | "
+                f"{mean['speculative_tokens_per_s']:.1f} | **{mean['speedup']:.2f}x** | {each} | "
+                f"{lossless} |")
+    return lines + [""]
+
+
 def main():
     model = load("model")
     lines = ["## Data", ""] + data_table(load("collect"), load("eesd"))
     lines += ["## Heads", ""] + head_rows(model)
+    lines += ["## In the engine: calibration problems (choosing the shapes)", ""]
+    lines += engine_table("cal-", False)
+    lines += ["## In the engine: evaluation problems", ""] + engine_table("e-", True)
     print("\n".join(lines))
 
 
