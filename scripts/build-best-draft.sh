@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # Makes every file a best-draft run config names (configs/runs/best-*.yaml), from calibration
 # prompts only, into out/best/NAME/ (git-ignored), where the config looks for them:
-#   model.gguf          a link to the GGUF of scripts/get-model.sh
-#   head-nN.safetensors the early-exit head after layer N (EESD §3.1; scripts/train_exit_head.py)
-#   vocab.json          the draft vocabulary ranking (selfspec count-vocab)
+#   model.gguf              a link to the GGUF of scripts/get-model.sh
+#   feature-head.safetensors  Qwen: the feature-level draft head (EAGLE §3;
+#                           scripts/train_feature_head.py), read by --spec feature-head
+#   head-nN.safetensors     SmolLM2: the early-exit head after layer N (EESD §3.1;
+#                           scripts/train_exit_head.py; its best configuration does not read it)
+#   vocab.json              the draft vocabulary ranking (selfspec count-vocab)
+#   timings.json            the seconds of each step and of the whole recipe
 #
 #   scripts/build-best-draft.sh qwen2.5-coder-1.5b|smollm2-135m [--quick | --model-only]
 #
-# The recipe is the one docs/results/2026-11-27-eesd-n-sweep.md measured: collect-exit-data on the
-# calibration prompts (each continued by the model) and open text, then a head trained with
-# windows of 256, lr 3e-4 decayed by a cosine, until held-out agreement stops rising. Qwen: 41
-# HumanEval calibration problems × 8 continuations of 128 tokens + 150k tokens of the Python
-# standard library, N = 4 (about 25 min of collection and 20 of training on 2 cores). SmolLM2:
-# the 16 calibration prompts of bench/prompts × 32 continuations of 256 tokens + 420k tokens of
-# Debian documentation, N = 2 (about 12 + 3 min). --quick shrinks every budget (a smoke test of the
-# pipeline in a few minutes, into out/best/NAME-quick/; its head is not the measured one). --model-only links the model and
-# stops (configs/runs/best-smollm2-135m.yaml names no trained file).
+# Qwen: the recipe docs/results/2026-11-29-feature-head.md measured: collect-exit-data of the 41
+# HumanEval calibration problems, each continued twice by the model (128 tokens), and 40,000
+# tokens of the Python standard library at the final residual (--exit-layer L), then the feature
+# head trained 4 epochs (windows of 256, lr 3e-4 decayed by a cosine, the best held-out depth-1
+# agreement kept): about 5.5 min of collection, 1 of vocabulary and 13 of training on a 2-core
+# Zen 5. SmolLM2: the EESD recipe of docs/results/2026-11-27-eesd-n-sweep.md, the 16 calibration
+# prompts of bench/prompts × 32 continuations of 256 tokens + 420k tokens of Debian documentation,
+# N = 2 (about 12 + 3 min). Every step prints its progress (the tools' own lines, with the time
+# left) every 30 s, and the recipe its steps' elapsed times. --quick shrinks every budget (a smoke
+# test of the pipeline in a few minutes, into out/best/NAME-quick/; its head is not the measured
+# one). --model-only links the model and stops (configs/runs/best-smollm2-135m.yaml and
+# configs/runs/untrained-*.yaml name no trained file).
 # Uses the build in SELFSPEC_BUILD_DIR (default build) and /usr/bin/python3 with PyTorch (PYTHON).
 # Exit status: 0 done, 1 a step failed (its log is named), 2 bad arguments.
 set -euo pipefail
@@ -56,13 +63,13 @@ if [ $model_only -eq 1 ]; then
 fi
 case $name in
   qwen2.5-coder-1.5b)
-    n=4
+    kind=feature n=28  # the final residual: the feature head's input
     prompts=$(scripts/get-prompts.sh humaneval | tail -n 1)
     scripts/get-open-text.sh code "$out/open-text" >&2
     text=$out/open-text/python-stdlib
-    gen=128 continuations=8 tokens=150000 batch=16 epochs=2 chat=() ;;
+    gen=128 continuations=2 tokens=40000 batch=16 epochs=4 chat=() ;;
   smollm2-135m)
-    n=2
+    kind=eesd n=2
     prompts=$P/chat.jsonl,$P/qa.jsonl,$P/summarisation.jsonl,$P/maths.jsonl
     scripts/get-open-text.sh prose "$out/open-text" >&2
     text=$out/open-text
@@ -70,14 +77,29 @@ case $name in
 esac
 if [ $quick -eq 1 ]; then gen=32 continuations=1 tokens=4000 epochs=1; fi
 
+started=$SECONDS
+timings=()
 step() {  # step NAME COMMAND...: runs it with its output in NAME.log, naming the log on failure
-  local log=$out/$1.log
+  local name=$1 log=$out/$1.log begin=$SECONDS
   shift
-  echo "build-best-draft.sh: $(date +%T) ${log##*/}" >&2
-  if ! "$@" > "$log" 2>&1; then
+  echo "build-best-draft.sh: $(date +%T) $name (log ${log##*/}; $((SECONDS - started)) s so far)" >&2
+  "$@" > "$log" 2>&1 &
+  local pid=$! quiet=0
+  # Every 30 s, the step's latest progress line (the tools print the time left).
+  while kill -0 "$pid" 2> /dev/null; do
+    sleep 1
+    quiet=$((quiet + 1))
+    if [ $quiet -ge 30 ]; then
+      quiet=0
+      echo "build-best-draft.sh:   $name, $((SECONDS - begin)) s: $(tr '\r' '\n' < "$log" |
+        grep -v '^[[:space:]]*$' | tail -n 1 | cut -c1-160)" >&2
+    fi
+  done
+  if ! wait "$pid"; then
     echo "build-best-draft.sh: failed; see $log" >&2
     exit 1
   fi
+  timings+=("\"$name\": $((SECONDS - begin))")
 }
 step collect "$S" collect-exit-data --model "$gguf" --prompts-file "$prompts" "${chat[@]}" \
   --generate "$gen" --continuations "$continuations" --batch "$batch" \
@@ -86,7 +108,17 @@ step collect "$S" collect-exit-data --model "$gguf" --prompts-file "$prompts" "$
 step vocab "$S" count-vocab --model "$gguf" --prompts-file "$prompts" "${chat[@]}" \
   --generate "$gen" --batch "$batch" --open-text-files "$text" --threads 2 \
   --out "$out/vocab.json" --json
-step train "$PY" scripts/train_exit_head.py "$out/data" --out "$out/head-n$n.safetensors" \
-  --epochs "$epochs" --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512 \
-  --eval-every 20000 --eval-positions 3000 --patience 4 --threads 2 --json
-echo "build-best-draft.sh: done: $out (model.gguf, head-n$n.safetensors, vocab.json)" >&2
+if [ "$kind" = feature ]; then
+  head=feature-head.safetensors
+  step train "$PY" scripts/train_feature_head.py "$out/data" --out "$out/$head" \
+    --epochs "$epochs" --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512 \
+    --eval-every 10000 --eval-positions 2000 --patience 4 --threads 2 --json
+else
+  head=head-n$n.safetensors
+  step train "$PY" scripts/train_exit_head.py "$out/data" --out "$out/$head" \
+    --epochs "$epochs" --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512 \
+    --eval-every 20000 --eval-positions 3000 --patience 4 --threads 2 --json
+fi
+total=$((SECONDS - started))
+(IFS=,; echo "{${timings[*]}, \"total\": $total, \"finished\": \"$(date -u +%FT%TZ)\", \"cpu\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')\", \"cores\": $(nproc)}") > "$out/timings.json"
+echo "build-best-draft.sh: done in $((total / 60)) min $((total % 60)) s: $out (model.gguf, $head, vocab.json, timings.json)" >&2

@@ -74,12 +74,14 @@ TEST_F(Launch, PlanReadsRunConfigsAndTheCommandLineOverridesThem) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.json()["tp"], 4);
   EXPECT_EQ(r.json()["context"], 1024);
-  // Every shipped run config plans; the best-* configs name the files scripts/build-best-draft.sh
-  // makes (out/best/, git-ignored), and plan only where those exist.
+  // Every shipped run config plans; the best-* and untrained-* configs name the files
+  // scripts/build-best-draft.sh makes (out/best/, git-ignored), and plan only where those exist.
   for (const auto& entry : std::filesystem::directory_iterator(kSource / "configs/runs")) {
     const std::string name = entry.path().stem().string();
-    if (name.starts_with("best-") &&
-        !std::filesystem::exists(kSource / "out/best" / name.substr(5) / "model.gguf")) {
+    const std::size_t dash = name.find('-');
+    const std::string prefix = name.substr(0, dash);
+    if ((prefix == "best" || prefix == "untrained") &&
+        !std::filesystem::exists(kSource / "out/best" / name.substr(dash + 1) / "model.gguf")) {
       continue;
     }
     r = run(fmt::format("plan --config {} --json", entry.path().string()));
