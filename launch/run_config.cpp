@@ -1,12 +1,15 @@
 #include "launch/run_config.hpp"
 
 #include "core/error.hpp"
+#include "core/setting_spec.hpp"
+#include "speculative/speculative_config.hpp"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <vector>
 
 namespace selfspec::launch {
@@ -79,9 +82,18 @@ std::string scalar_text(const YAML::Node& node) {
 
 // Options naming input files: a relative path in a run config is relative to the config file, so
 // a config works from any directory (outputs — --out, --trace — stay relative to the caller's).
+// Besides the model's, every self-speculative setting declared as a file (a drafter kind's head
+// or skip set, the draft vocabulary: SettingType::kFile), so that a new kind's files need no entry
+// here.
 bool is_input_path(const std::string& key) {
-  return key == "model" || key == "architecture" || key == "tokenizer" || key == "skip-config" ||
-         key == "exit-head" || key == "draft-vocab" || key == "cali-predictor";
+  static const std::set<std::string> keys = [] {
+    std::set<std::string> files = {"model", "architecture", "tokenizer", "cali-predictor"};
+    for (const SettingSpec& setting : speculative_settings()) {
+      if (setting.type == SettingType::kFile) files.insert(setting.key);
+    }
+    return files;
+  }();
+  return keys.count(key) > 0;
 }
 
 std::string resolve_input_path(const std::string& value, const std::filesystem::path& file) {

@@ -86,6 +86,13 @@ TEST_F(Launch, PlanReadsRunConfigsAndTheCommandLineOverridesThem) {
     }
     r = run(fmt::format("plan --config {} --json", entry.path().string()));
     EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
+    // Where its files exist, a model config also generates: every file it names is found from
+    // any directory (plan reads no drafter setting).
+    if (prefix == "best" || prefix == "untrained") {
+      r = run(fmt::format("generate --config {} --prompt \"def f(x):\" --max-new-tokens 4 --json",
+                          entry.path().string()));
+      EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
+    }
   }
 }
 

@@ -87,16 +87,21 @@ TEST_F(RunConfigTest, TrainedDraftFilesAreInputPathsToo) {
   generate_->add_option("--exit-head");
   generate_->add_option("--draft-vocab");
   generate_->add_option("--cali-predictor");
+  generate_->add_option("--feature-head");
+  generate_->add_option("--skip-config");
   const std::string file = write(
       "decoding:\n  exit-head: ../out/h.safetensors\n  draft-vocab: v.json\n"
-      "  cali-predictor: /abs/p.safetensors\n");
+      "  cali-predictor: /abs/p.safetensors\n  feature-head: f.safetensors\n"
+      "  skip-config: ../s.json\n");
   const auto in_dir = [&](const std::string& p) {
     return (dir_.path() / p).lexically_normal().string();
   };
-  EXPECT_THAT(expand({"selfspec", "generate", "--config", file}),
-              ElementsAre("selfspec", "generate", "--exit-head=" + in_dir("../out/h.safetensors"),
-                          "--draft-vocab=" + in_dir("v.json"),
-                          "--cali-predictor=/abs/p.safetensors", "--config", file));
+  EXPECT_THAT(
+      expand({"selfspec", "generate", "--config", file}),
+      ElementsAre("selfspec", "generate", "--exit-head=" + in_dir("../out/h.safetensors"),
+                  "--draft-vocab=" + in_dir("v.json"), "--cali-predictor=/abs/p.safetensors",
+                  "--feature-head=" + in_dir("f.safetensors"),
+                  "--skip-config=" + in_dir("../s.json"), "--config", file));
 }
 
 TEST_F(RunConfigTest, AbsolutePathsStayAsWritten) {
