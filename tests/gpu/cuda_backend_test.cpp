@@ -3,17 +3,20 @@
 // invariance on the GPU (decode and verification sizes up to 64 tokens, chains and trees:
 // bit-identical rows); CUDA graphs replaying bit-identically to eager launches; the KV cache
 // after rollbacks equal to a fresh run's; self-speculative greedy decoding token-identical to
-// autoregressive decoding, chains and trees of up to 64 nodes; and the backend's guards (a
-// forward past the KV capacity is an error).
+// autoregressive decoding, chains and trees of up to 64 nodes; a feature-level head's forward
+// against the CPU backend and its drafts token-identical; and the backend's guards (a forward past
+// the KV capacity is an error).
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
 #include "decode/decoder.hpp"
 #include "decode/decoding_run.hpp"
+#include "draft/feature_head_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
 #include "draft/tree_widths.hpp"
 #include "model/attention_mask.hpp"
 #include "tests/support/decoding_runs.hpp"
+#include "tests/support/feature_head_file.hpp"
 #include "tests/support/gpu.hpp"
 #include "tests/support/model_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -243,6 +246,67 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
                   .tokens,
               expected)
         << kind;
+  }
+}
+
+// A feature-level head (model/feature_head.hpp) on the device: its forward over the target's final
+// residual rows matches the CPU backend's, and its drafts (chains, a tree, the first round's rows
+// in several forwards) leave greedy output token-identical.
+TEST_P(CudaBackendTest, FeatureHeadForwardMatchesTheCpuAndDraftsLosslessly) {
+  attach_feature_head(*gpu_model_, dir_.path(), 3);
+  attach_feature_head(*cpu_model_, dir_.path(), 3);
+  std::vector<float> residual;
+  const ForwardObserver keep = [&](std::string_view name, int, std::span<const float> data,
+                                   std::int64_t) {
+    if (name == "final_residual") residual.assign(data.begin(), data.end());
+  };
+  KvCache target_kv = cpu_model_->make_kv_cache(64);
+  const std::int32_t last = static_cast<std::int32_t>(tokens_.size()) - 1;
+  forward_rows(*cpu_model_, target_kv, tokens_, std::span(&last, 1), nullptr, nullptr, {}, &keep);
+  const std::size_t rows = tokens_.size() - 1;
+  const auto hidden = static_cast<std::size_t>(cpu_model_->config().hidden_size);
+  std::vector<std::int32_t> positions(rows), logit_rows(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    positions[i] = static_cast<std::int32_t>(i);
+    logit_rows[i] = static_cast<std::int32_t>(i);
+  }
+  const FeatureRows features{std::span(residual).first(rows * hidden), 0};
+  const auto head_logits = [&](LlamaModel& model) {
+    KvCache kv = model.make_kv_cache(64);
+    ForwardArgs args;
+    args.tokens = std::span(tokens_).subspan(1);
+    args.positions = positions;
+    args.logit_rows = logit_rows;
+    args.draft.features = &features;
+    std::vector<float> logits;
+    model.forward(args, kv, logits);
+    return logits;
+  };
+  const std::vector<float> cpu = head_logits(*cpu_model_);
+  EXPECT_LT(
+      relative_max_error(head_logits(*gpu_model_), std::vector<double>(cpu.begin(), cpu.end())),
+      1e-4);
+
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  generation.prefill_chunk = 3;
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9, 60, 8};
+  const std::vector<std::int32_t> expected =
+      autoregressive(*gpu_model_, comm_, prompt, generation, 64);
+  for (const char* tree : {"none", "1:3"}) {
+    for (int k : {1, 3}) {
+      ControllerOptions controller;
+      controller.kind = "fixed";
+      controller.max_draft = k;
+      GenerationOptions g = generation;
+      g.tree = TreeWidths::parse(tree);
+      FeatureHeadDrafter drafter(3, gpu_model_->config().hidden_size, "seeded head");
+      const GenerationResult r = speculative(*gpu_model_, comm_, prompt, g, LayerPlan::full(3),
+                                             controller, nullptr, &drafter, 64);
+      EXPECT_EQ(r.tokens, expected) << tree << " K " << k;
+      EXPECT_GT(r.stats.drafted, 0) << tree << " K " << k;
+    }
   }
 }
 
