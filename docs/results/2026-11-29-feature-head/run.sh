@@ -37,8 +37,10 @@ TRAIN=(--epochs 2 --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negat
        --eval-every 10000 --eval-positions 2000 --patience 4 --threads 2 --json)
 # The engine's configurations (cal-NAME / e-NAME[-rK] above). The draft vocabulary is the shipped
 # best configuration's (scripts/build-best-draft.sh qwen2.5-coder-1.5b: 16,384 ids ranked on
-# calibration data); "eesd" is this page's 4-epoch EESD head, "shipped" the best configuration's
-# own head (trained on the full recipe, 238k positions) with its lookups.
+# calibration data); "eesd" is this page's 4-epoch EESD head, "shipped" the previous best
+# configuration's own head (trained on the full recipe, 238k positions) with its lookups;
+# "untrained" configs/runs/untrained-qwen2.5-coder-1.5b.yaml (lookups alone). The feature head
+# here is bit for bit the one scripts/build-best-draft.sh rebuilt from a fresh clone.
 best=$repo/out/best/qwen2.5-coder-1.5b
 VOCAB="--draft-vocab $best/vocab.json --draft-vocab-size 16384"
 FEATURE="--spec feature-head --feature-head $out/feature-4ep.safetensors $VOCAB"
@@ -59,6 +61,8 @@ declare -A BENCH=(
   [f-q4k-lookup]="$FEATURE --feature-head-dtype q4_k $LOOKUP --controller fixed --max-draft 1 --threads 1"
   [shipped-lookup-2t]="$SHIPPED $LOOKUP --controller fixed --max-draft 1 --threads 2"
   [f-q4k-lookup-2t]="$FEATURE --feature-head-dtype q4_k $LOOKUP --controller fixed --max-draft 1 --threads 2"
+  [untrained]="--spec lookup --lookup 3 --lookup-min-ngram 2 --lookup-max-draft 4 --threads 1"
+  [untrained-2t]="--spec lookup --lookup 3 --lookup-min-ngram 2 --lookup-max-draft 4 --threads 2"
 )
 run() {
   local name=$1

@@ -14,7 +14,8 @@ with a note. Then the heads in the engine: `selfspec bench` of each configuratio
 HumanEval calibration problems (cal-*.json, which chose the shapes) and, per round, on the 16
 evaluation problems (e-NAME-rK.json): α, M, c, v, eq. 6's expected speedup, the tokens/s of plain
 decoding and of the configuration, and their ratio, per configuration the mean over its rounds
-(each round's ratio listed too). Standard library only.
+(each round's ratio listed too); and the best configuration's recipe timed from a fresh clone
+(recipe-timings.json). Standard library only.
 """
 import json
 import re
@@ -116,6 +117,8 @@ ENGINE = (
     ("shipped-lookup", "shipped best configuration: EESD + lookups"),
     ("f-q4k-lookup-2t", "feature head (q4_k), K 1 + lookups, 2 threads"),
     ("shipped-lookup-2t", "shipped best configuration, 2 threads"),
+    ("untrained", "no training: lookups alone (3/2/4)"),
+    ("untrained-2t", "no training: lookups alone, 2 threads"),
 )
 FIELDS = ("acceptance_rate", "mean_accepted_length", "cost_ratio_c", "verify_cost_ratio",
           "expected_speedup_eq6", "autoregressive_tokens_per_s", "speculative_tokens_per_s",
@@ -156,6 +159,20 @@ def engine_table(prefix, rounds):
     return lines + [""]
 
 
+def recipe_table(timings):
+    """recipe-timings.json: scripts/build-best-draft.sh's timings.json of the rebuild from a fresh
+    clone (seconds per step and in all)."""
+    if timings is None:
+        return ["(no recipe timing)", ""]
+    lines = ["| collection s | vocabulary s | training s | total | machine | finished |",
+             "|---:|---:|---:|---:|---|---|"]
+    total = timings["total"]
+    lines.append(f"| {timings['collect']} | {timings['vocab']} | {timings['train']} | "
+                 f"{total // 60} min {total % 60:02d} s | {timings['cpu']}, {timings['cores']} "
+                 f"cores | {timings['finished']} |")
+    return lines + [""]
+
+
 def main():
     model = load("model")
     lines = ["## Data", ""] + data_table(load("collect"), load("eesd"))
@@ -163,6 +180,8 @@ def main():
     lines += ["## In the engine: calibration problems (choosing the shapes)", ""]
     lines += engine_table("cal-", False)
     lines += ["## In the engine: evaluation problems", ""] + engine_table("e-", True)
+    lines += ["## The best configuration's recipe, from a fresh clone", ""]
+    lines += recipe_table(load("recipe-timings"))
     print("\n".join(lines))
 
 
