@@ -1061,8 +1061,17 @@ void BatchedSpeculativeSampling::expect_target_distribution(const BatchedSamplin
   };
   batch.run(requests, hooks);
   EXPECT_GT(batch.stats().max_sequences, 4);
-  EXPECT_LT(accepted, drafted);
-  EXPECT_GT(accepted, 0);
+  // The fixed-length cases must see rejections (residual draws). Goodput sizing drafts from
+  // measured pass times, so how much it drafts varies from run to run: on a busy machine it once
+  // drafted 16 tokens in all, every one accepted (CI, no-MPI build). It must draft, and the
+  // distribution must hold whatever it drafted.
+  if (c.goodput) {
+    EXPECT_GT(drafted, 0);
+    EXPECT_LE(accepted, drafted);
+  } else {
+    EXPECT_LT(accepted, drafted);
+    EXPECT_GT(accepted, 0);
+  }
   const auto [chi2, dof] = pooled_chi_square(counts, target, kRuns);
   EXPECT_LT(chi2, boost::math::quantile(boost::math::chi_squared(dof), 1.0 - 1e-6))
       << "dof " << dof;
