@@ -18,7 +18,11 @@
 #  * feature-4ep, eesd-4ep: the feature head of `feature` and the EESD head of `eesd` with 4
 #    epochs instead of 2 (the cosine then decays over 4; the feature head's curve was still rising
 #    at the end of 2).
-# Calibration prompts only; nothing here is measured on an evaluation prompt.
+#  * cal-NAME, e-NAME-rK: the heads in the engine (`selfspec bench`; configurations in BENCH below)
+#    on the 16 HumanEval calibration problems, and in interleaved rounds on the 16 evaluation ones;
+#  * s-collect, s-feature, s-cal-NAME: SmolLM2-135M's feature head (data, training, calibration
+#    benches; configurations in SBENCH).
+# The collections and trainings read calibration prompts only.
 #   docs/results/2026-11-29-feature-head/run.sh [NAME ...]   (default: all, in this order)
 # Uses the repository root's build (SELFSPEC_BUILD_DIR, default build) and /usr/bin/python3 with
 # PyTorch (PYTHON); the data and heads go to out/studies/feature-head/ (git-ignored), the JSON
@@ -33,6 +37,8 @@ out=$repo/out/studies/feature-head
 mkdir -p "$out"
 H=$(scripts/get-prompts.sh humaneval | tail -n 1)
 Q=$(scripts/get-model.sh qwen2.5-coder-1.5b-instruct | tail -n 1)
+SM=$(scripts/get-model.sh smollm2-135m-instruct | tail -n 1)
+SUITE=$repo/bench/prompts/chat.jsonl,$repo/bench/prompts/qa.jsonl,$repo/bench/prompts/summarisation.jsonl,$repo/bench/prompts/maths.jsonl
 TRAIN=(--epochs 2 --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512
        --eval-every 10000 --eval-positions 2000 --patience 4 --threads 2 --json)
 # The engine's configurations (cal-NAME / e-NAME[-rK] above). The draft vocabulary is the shipped
@@ -63,6 +69,18 @@ declare -A BENCH=(
   [f-q4k-lookup-2t]="$FEATURE --feature-head-dtype q4_k $LOOKUP --controller fixed --max-draft 1 --threads 2"
   [untrained]="--spec lookup --lookup 3 --lookup-min-ngram 2 --lookup-max-draft 4 --threads 1"
   [untrained-2t]="--spec lookup --lookup 3 --lookup-min-ngram 2 --lookup-max-draft 4 --threads 2"
+)
+# SmolLM2-135M's configurations (s-cal-NAME / s-e-NAME[-rK]): its feature head over its own
+# draft vocabulary (8,192 ids, counted by s-collect), alone and with the lookups of its best
+# configuration (configs/runs/best-smollm2-135m.yaml: lookups alone, 3/2/2), which runs beside.
+SFEATURE="--spec feature-head --feature-head $out/s-feature.safetensors --draft-vocab $out/s-vocab.json --draft-vocab-size 8192"
+SLOOKUP="--lookup 3 --lookup-min-ngram 2 --lookup-max-draft 2"
+declare -A SBENCH=(
+  [f-k1]="$SFEATURE --controller fixed --max-draft 1 --threads 1"
+  [f-k1-q4_0]="$SFEATURE --feature-head-dtype q4_0 --controller fixed --max-draft 1 --threads 1"
+  [f-lookup]="$SFEATURE $SLOOKUP --controller fixed --max-draft 1 --threads 1"
+  [f-thompson-lookup]="$SFEATURE $SLOOKUP --controller thompson --max-draft 3 --threads 1"
+  [lookup]="--spec lookup $SLOOKUP --threads 1"
 )
 run() {
   local name=$1
@@ -97,6 +115,34 @@ run() {
       "$PY" scripts/train_exit_head.py "$out/data/exit-layer-4" --out "$out/eesd-n4-4ep.safetensors" \
         "${TRAIN[@]}" --epochs 4 --curve "$here/eesd-4ep-curve.json" > "$here/eesd-4ep.json" \
         2> "$out/eesd-4ep.log" ;;
+    s-collect)
+      # SmolLM2-135M (30 layers): the feature head's data from the 16 calibration prompts of
+      # bench/prompts (chat template), each continued 8 times (256 tokens), and 100,000 tokens
+      # of Debian's English documentation (open text), at the final residual.
+      [ -d "$out/s-open-text" ] || scripts/get-open-text.sh prose "$out/s-open-text" >&2
+      rm -rf "$out/s-data"
+      "$S" collect-exit-data --model "$SM" --prompts-file "$SUITE" --chat --generate 256 \
+        --continuations 8 --batch 32 --open-text-files "$out/s-open-text" \
+        --open-text-tokens 100000 --open-text-window 512 --exit-layer 30 --threads 2 --seed 24 \
+        --out "$out/s-data" --json > "$here/s-collect.json" 2> "$out/s-collect.log"
+      "$S" count-vocab --model "$SM" --prompts-file "$SUITE" --chat --generate 256 --batch 32 \
+        --open-text-files "$out/s-open-text" --threads 2 --out "$out/s-vocab.json" --json \
+        > "$here/s-vocab.json" 2> "$out/s-vocab.log" ;;
+    s-feature)
+      "$PY" scripts/train_feature_head.py "$out/s-data" --out "$out/s-feature.safetensors" \
+        "${TRAIN[@]}" --epochs 4 --curve "$here/s-feature-curve.json" > "$here/s-feature.json" \
+        2> "$out/s-feature.log" ;;
+    s-cal-*|s-e-*)
+      # SmolLM2's benches: the 16 calibration prompts (s-cal-) or the 12 evaluation prompts
+      # (s-e-, 3 per task), chat template, 64 greedy tokens.
+      local split=evaluation tag=$name per=3
+      [[ $name == s-cal-* ]] && split=calibration && per=4
+      local config=${name#s-cal-}; config=${config#s-e-}; config=${config%-r[0-9]*}
+      [ -n "${SBENCH[$config]:-}" ] || { echo "run.sh: no SmolLM2 configuration '$config'" >&2; exit 2; }
+      # shellcheck disable=SC2086
+      "$S" bench --model "$SM" --weights-dtype native --prompts-file "$SUITE" --chat \
+        --split $split --max-prompts-per-task $per --gen 64 --verify-cost-rounds 0 \
+        ${SBENCH[$config]} --out "$here/$tag.json" > "$out/$tag.log" 2>&1 ;;
     cal-*|e-*)
       # The heads in the engine: `selfspec bench` (plain decoding and the configuration, each
       # prompt checked token for token) of Qwen2.5-Coder-1.5B Q4_K_M, 64 greedy tokens per

@@ -15,7 +15,8 @@ HumanEval calibration problems (cal-*.json, which chose the shapes) and, per rou
 evaluation problems (e-NAME-rK.json): α, M, c, v, eq. 6's expected speedup, the tokens/s of plain
 decoding and of the configuration, and their ratio, per configuration the mean over its rounds
 (each round's ratio listed too); and the best configuration's recipe timed from a fresh clone
-(recipe-timings.json). Standard library only.
+(recipe-timings.json); SmolLM2-135M's feature head: its data (s-collect.json, s-feature.json) and
+its calibration benches (s-cal-*.json). Standard library only.
 """
 import json
 import re
@@ -120,6 +121,14 @@ ENGINE = (
     ("untrained", "no training: lookups alone (3/2/4)"),
     ("untrained-2t", "no training: lookups alone, 2 threads"),
 )
+# SmolLM2-135M's configurations (run.sh's SBENCH).
+SMOL = (
+    ("f-k1", "feature head (q8_0), K 1"),
+    ("f-k1-q4_0", "feature head (q4_0), K 1"),
+    ("f-lookup", "feature head (q8_0), K 1 + lookups"),
+    ("f-thompson-lookup", "feature head (q8_0), Thompson K ≤ 3 + lookups"),
+    ("lookup", "lookups alone (its best configuration)"),
+)
 FIELDS = ("acceptance_rate", "mean_accepted_length", "cost_ratio_c", "verify_cost_ratio",
           "expected_speedup_eq6", "autoregressive_tokens_per_s", "speculative_tokens_per_s",
           "speedup")
@@ -132,12 +141,12 @@ def bench_rows(path):
     return {r["controller"]: r["overall"] for r in data["results"]}
 
 
-def engine_table(prefix, rounds):
+def engine_table(prefix, rounds, configurations=ENGINE):
     """One row per configuration and controller: the mean over the files prefix-NAME(-rK).json."""
     lines = ["| configuration | controller | rounds | α | M | c | v | eq. 6 | plain tok/s | tok/s "
              "| speedup | per round | lossless |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
-    for name, label in ENGINE:
+    for name, label in configurations:
         pattern = re.compile(rf"{re.escape(prefix)}{re.escape(name)}" + (r"-r\d+" if rounds else "")
                              + r"\.json")
         files = sorted(p for p in HERE.iterdir() if pattern.fullmatch(p.name))
@@ -180,6 +189,9 @@ def main():
     lines += ["## In the engine: calibration problems (choosing the shapes)", ""]
     lines += engine_table("cal-", False)
     lines += ["## In the engine: evaluation problems", ""] + engine_table("e-", True)
+    lines += ["## SmolLM2-135M in the engine: calibration prompts", ""]
+    lines += data_table(load("s-collect"), load("s-feature"))
+    lines += engine_table("s-cal-", False, SMOL)
     lines += ["## The best configuration's recipe, from a fresh clone", ""]
     lines += recipe_table(load("recipe-timings"))
     print("\n".join(lines))
