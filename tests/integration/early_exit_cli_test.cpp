@@ -6,7 +6,7 @@
 // --predictor`, then `generate --controller cali-ts` (plain output at TP 1 and 2, the same draft
 // lengths at both). A head or predictor made for another model or exit layer, or options in the
 // wrong combination, are refused naming the file or option.
-#include "tests/integration/cli_fixture.hpp"
+#include "tests/integration/draft_head_cli_fixture.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,49 +19,10 @@ namespace {
 
 const std::filesystem::path kSource(SELFSPEC_SOURCE_DIR);
 
-class EarlyExitCli : public Cli {
+class EarlyExitCli : public DraftHeadCli {
  protected:
-  void SetUp() override {
-    model_ = make_model("m", 5);
-    tokenizer_ = kSource / "tests/data/tokenizer/gpt2_style.tokenizer.json";
-    std::string text;
-    int id = 0;
-    for (const char* prompt : {"Hello! How are you today?", "Tell me about the sea and the sky.",
-                               "What colour is the sky?", "Name three birds of the sea."}) {
-      text += nlohmann::json{{"id", std::to_string(id++)},
-                             {"task", "chat"},
-                             {"split", "calibration"},
-                             {"prompt", prompt}}
-                  .dump() +
-              "\n";
-    }
-    suite_ = dir_ / "suite.jsonl";
-    std::ofstream(suite_) << text;
-  }
-  std::filesystem::path make_model(const std::string& name, int seed) {
-    const auto path = dir_ / name;
-    const CommandResult made = run(fmt::format(
-        "make-model --out {} --layers 4 --hidden 64 --heads 8 --kv-heads 2 --intermediate 100 "
-        "--vocab 1210 --seed {}",
-        path.string(), seed));
-    EXPECT_EQ(made.exit_code, 0) << made.err;
-    return path;
-  }
-  std::filesystem::path collect() {
-    const auto out = dir_ / "data";
-    const CommandResult r = run(fmt::format(
-        "collect-exit-data --model {} --tokenizer {} --prompts-file {} --exit-layer 2 --top-k 8 "
-        "--generate 24 --out {} --json",
-        model_.string(), tokenizer_.string(), suite_.string(), out.string()));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return out;
-  }
-  std::string generate(const std::string& extra) const {
-    return fmt::format(
-        "generate --model {} --tokenizer {} --prompt 'the sea and the sky' --max-new-tokens 24 "
-        "--ignore-eos --json {}",
-        model_.string(), tokenizer_.string(), extra);
-  }
+  // The exit head's data: exit layer N = 2.
+  std::filesystem::path collect() { return collect_at(2); }
   // The last step of the tests that call it: without MPI it skips the rest of the test at TP 2.
   void expect_plain_output(const std::filesystem::path& head) {
     const CommandResult plain = run(generate(""));
@@ -81,12 +42,7 @@ class EarlyExitCli : public Cli {
       }
     }
   }
-  std::filesystem::path model_, tokenizer_, suite_;
 };
-
-bool torch_available() {
-  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
-}
 
 TEST_F(EarlyExitCli, TheUntrainedHeadDraftsLosslesslyAtTp1AndTp2) {
   const auto data = collect();

@@ -5,7 +5,7 @@
 // and under mpirun -np 2 with --debug-sync, chains and trees, with --lookup, and with the head in
 // bf16 or quantized at load. An exit head, a head made for another model and the options without
 // --spec feature-head are refused naming the file or option.
-#include "tests/integration/cli_fixture.hpp"
+#include "tests/integration/draft_head_cli_fixture.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,49 +18,11 @@ namespace {
 
 const std::filesystem::path kSource(SELFSPEC_SOURCE_DIR);
 
-bool torch_available() {
-  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
-}
-
-class FeatureHeadCli : public Cli {
+class FeatureHeadCli : public DraftHeadCli {
  protected:
-  void SetUp() override {
-    model_ = make_model("m", 5);
-    tokenizer_ = kSource / "tests/data/tokenizer/gpt2_style.tokenizer.json";
-    std::string text;
-    int id = 0;
-    for (const char* prompt : {"Hello! How are you today?", "Tell me about the sea and the sky.",
-                               "What colour is the sky?", "Name three birds of the sea."}) {
-      text += nlohmann::json{{"id", std::to_string(id++)},
-                             {"task", "chat"},
-                             {"split", "calibration"},
-                             {"prompt", prompt}}
-                  .dump() +
-              "\n";
-    }
-    suite_ = dir_ / "suite.jsonl";
-    std::ofstream(suite_) << text;
-  }
-  std::filesystem::path make_model(const std::string& name, int seed) {
-    const auto path = dir_ / name;
-    const CommandResult made = run(fmt::format(
-        "make-model --out {} --layers 4 --hidden 64 --heads 8 --kv-heads 2 --intermediate 100 "
-        "--vocab 1210 --seed {}",
-        path.string(), seed));
-    EXPECT_EQ(made.exit_code, 0) << made.err;
-    return path;
-  }
-  // The feature head's data: exit layer L = 4, the final residual (one exit layer: the files are
-  // in the directory itself, init_layer.safetensors an exit head of the last layer).
-  std::filesystem::path collect() {
-    const auto out = dir_ / "data";
-    const CommandResult r = run(fmt::format(
-        "collect-exit-data --model {} --tokenizer {} --prompts-file {} --exit-layer 4 --top-k 8 "
-        "--generate 24 --out {} --json",
-        model_.string(), tokenizer_.string(), suite_.string(), out.string()));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return out;
-  }
+  // The feature head's data: exit layer L = 4, the final residual (init_layer.safetensors is then
+  // an exit head of the last layer).
+  std::filesystem::path collect() { return collect_at(4); }
   // Trains a feature head on `data`; returns dir_/head.safetensors (a failure, with the
   // trainer's log, when it fails: the callers stop on HasFailure()).
   std::filesystem::path train(const std::filesystem::path& data) {
@@ -73,13 +35,6 @@ class FeatureHeadCli : public Cli {
     EXPECT_EQ(std::system(command.c_str()), 0) << read_file(dir_ / "train.log");
     return head;
   }
-  std::string generate(const std::string& extra) const {
-    return fmt::format(
-        "generate --model {} --tokenizer {} --prompt 'the sea and the sky' --max-new-tokens 24 "
-        "--ignore-eos --json {}",
-        model_.string(), tokenizer_.string(), extra);
-  }
-  std::filesystem::path model_, tokenizer_, suite_;
 };
 
 TEST_F(FeatureHeadCli, CollectTrainLoadDraft) {
