@@ -255,37 +255,17 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
 TEST_P(CudaBackendTest, FeatureHeadForwardMatchesTheCpuAndDraftsLosslessly) {
   attach_feature_head(*gpu_model_, dir_.path(), 3);
   attach_feature_head(*cpu_model_, dir_.path(), 3);
-  std::vector<float> residual;
-  const ForwardObserver keep = [&](std::string_view name, int, std::span<const float> data,
-                                   std::int64_t) {
-    if (name == "final_residual") residual.assign(data.begin(), data.end());
-  };
-  KvCache target_kv = cpu_model_->make_kv_cache(64);
-  const std::int32_t last = static_cast<std::int32_t>(tokens_.size()) - 1;
-  forward_rows(*cpu_model_, target_kv, tokens_, std::span(&last, 1), nullptr, nullptr, {}, &keep);
+  const std::vector<float> residual = final_residual_rows(*cpu_model_, tokens_);
   const std::size_t rows = tokens_.size() - 1;
   const auto hidden = static_cast<std::size_t>(cpu_model_->config().hidden_size);
-  std::vector<std::int32_t> positions(rows), logit_rows(rows);
-  for (std::size_t i = 0; i < rows; ++i) {
-    positions[i] = static_cast<std::int32_t>(i);
-    logit_rows[i] = static_cast<std::int32_t>(i);
-  }
-  const FeatureRows features{std::span(residual).first(rows * hidden), 0};
-  const auto head_logits = [&](LlamaModel& model) {
-    KvCache kv = model.make_kv_cache(64);
-    ForwardArgs args;
-    args.tokens = std::span(tokens_).subspan(1);
-    args.positions = positions;
-    args.logit_rows = logit_rows;
-    args.draft.features = &features;
-    std::vector<float> logits;
-    model.forward(args, kv, logits);
-    return logits;
-  };
-  const std::vector<float> cpu = head_logits(*cpu_model_);
-  EXPECT_LT(
-      relative_max_error(head_logits(*gpu_model_), std::vector<double>(cpu.begin(), cpu.end())),
-      1e-4);
+  const std::span<const float> features = std::span(residual).first(rows * hidden);
+  const std::span<const std::int32_t> next = std::span(tokens_).subspan(1);
+  KvCache cpu_kv = cpu_model_->make_kv_cache(64);
+  KvCache gpu_kv = gpu_model_->make_kv_cache(64);
+  const std::vector<float> cpu = feature_forward_logits(*cpu_model_, cpu_kv, features, next, 0);
+  EXPECT_LT(relative_max_error(feature_forward_logits(*gpu_model_, gpu_kv, features, next, 0),
+                               std::vector<double>(cpu.begin(), cpu.end())),
+            1e-4);
 
   GenerationOptions generation;
   generation.max_new_tokens = 40;

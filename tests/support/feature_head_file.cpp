@@ -8,6 +8,7 @@
 #include "model_io/safetensors_file_output.hpp"
 #include "model_io/safetensors_writer.hpp"
 #include "model_io/tensor_source.hpp"
+#include "tests/support/model_fixture.hpp"
 
 #include <random>
 
@@ -64,6 +65,39 @@ FeatureHeadValues write_feature_head(const std::filesystem::path& checkpoint_dir
   for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
   write_safetensors_file(writer, path);
   return values;
+}
+
+std::vector<float> final_residual_rows(LlamaModel& model, std::span<const std::int32_t> tokens) {
+  std::vector<float> rows;
+  const ForwardObserver keep = [&](std::string_view name, int, std::span<const float> data,
+                                   std::int64_t) {
+    if (name == "final_residual") rows.assign(data.begin(), data.end());
+  };
+  KvCache kv = model.make_kv_cache(static_cast<std::int64_t>(tokens.size()));
+  const std::int32_t last = static_cast<std::int32_t>(tokens.size()) - 1;
+  forward_rows(model, kv, tokens, std::span(&last, 1), nullptr, nullptr, {}, &keep);
+  return rows;
+}
+
+std::vector<float> feature_forward_logits(LlamaModel& model, KvCache& kv,
+                                          std::span<const float> features,
+                                          std::span<const std::int32_t> tokens,
+                                          std::int64_t first) {
+  const auto n = tokens.size();
+  std::vector<std::int32_t> positions(n), rows(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    positions[i] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(i));
+    rows[i] = static_cast<std::int32_t>(i);
+  }
+  const FeatureRows input{features, first};
+  ForwardArgs args;
+  args.tokens = tokens;
+  args.positions = positions;
+  args.logit_rows = rows;
+  args.draft.features = &input;
+  std::vector<float> logits;
+  model.forward(args, kv, logits);
+  return logits;
 }
 
 FeatureHeadValues attach_feature_head(LlamaModel& model, const std::filesystem::path& dir,

@@ -34,40 +34,6 @@ using Rows = std::vector<std::vector<double>>;
 
 const std::vector<std::int32_t> kTokens = {1, 14, 3, 27, 9, 20, 5};
 
-// The target's final residual rows [T × H] of `tokens` (a fresh cache).
-std::vector<float> final_residual(LlamaModel& model, std::span<const std::int32_t> tokens) {
-  std::vector<float> rows;
-  const ForwardObserver keep = [&](std::string_view name, int, std::span<const float> data,
-                                   std::int64_t) {
-    if (name == "final_residual") rows.assign(data.begin(), data.end());
-  };
-  KvCache kv = model.make_kv_cache(32);
-  const std::int32_t last = static_cast<std::int32_t>(tokens.size()) - 1;
-  forward_rows(model, kv, tokens, std::span(&last, 1), nullptr, nullptr, {}, &keep);
-  return rows;
-}
-
-// Logits [T × V_local] of the feature forward of rows j = 0..T-2 (h_j, token x_{j+1}, position j)
-// over `kv` from slot `first` (positions first..), every row's logits.
-std::vector<float> feature_forward(LlamaModel& model, KvCache& kv, std::span<const float> features,
-                                   std::span<const std::int32_t> tokens, std::int64_t first) {
-  const auto n = tokens.size();
-  std::vector<std::int32_t> positions(n), rows(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    positions[i] = static_cast<std::int32_t>(first + static_cast<std::int64_t>(i));
-    rows[i] = static_cast<std::int32_t>(i);
-  }
-  const FeatureRows input{features, first};
-  ForwardArgs args;
-  args.tokens = tokens;
-  args.positions = positions;
-  args.logit_rows = rows;
-  args.draft.features = &input;
-  std::vector<float> logits;
-  model.forward(args, kv, logits);
-  return logits;
-}
-
 double rms_scale(const std::vector<double>& x, double eps) {
   double sum = 0.0;
   for (double v : x) sum += v * v;
@@ -107,11 +73,11 @@ Rows reference_head_logits(const ReferenceWeights& ref, const FeatureHeadValues&
 
 void expect_equals_reference(LlamaModel& model, const ReferenceWeights& ref,
                              const FeatureHeadValues& head, const std::string& label) {
-  const std::vector<float> h = final_residual(model, kTokens);
+  const std::vector<float> h = final_residual_rows(model, kTokens);
   KvCache kv = model.make_kv_cache(32);
   const std::span<const std::int32_t> next = std::span(kTokens).subspan(1);
   const auto rows = static_cast<std::int64_t>(next.size());
-  const std::vector<float> logits = feature_forward(
+  const std::vector<float> logits = feature_forward_logits(
       model, kv, std::span(h).first(static_cast<std::size_t>(rows * model.config().hidden_size)),
       next, 0);
   EXPECT_EQ(kv.length(), 0) << label << ": a feature forward leaves the cache's length alone";
@@ -169,17 +135,17 @@ TEST(FeatureHead, RowsAreTokenCountInvariantAndWriteTheHeadsLayerAtTheirSlots) {
   std::unique_ptr<LlamaModel> model = load_model(dir.path(), comm);
   attach_feature_head(*model, dir.path());
   const std::int64_t hidden = model->config().hidden_size;
-  const std::vector<float> h = final_residual(*model, kTokens);
+  const std::vector<float> h = final_residual_rows(*model, kTokens);
   const std::span<const std::int32_t> next = std::span(kTokens).subspan(1);
   const auto rows = next.size();
   const std::span<const float> features =
       std::span(h).first(rows * static_cast<std::size_t>(hidden));
   const auto vocab = static_cast<std::size_t>(model->vocab_local());
   KvCache all = model->make_kv_cache(32);
-  const std::vector<float> together = feature_forward(*model, all, features, next, 0);
+  const std::vector<float> together = feature_forward_logits(*model, all, features, next, 0);
   KvCache one = model->make_kv_cache(32);
   for (std::size_t t = 0; t < rows; ++t) {
-    const std::vector<float> alone = feature_forward(
+    const std::vector<float> alone = feature_forward_logits(
         *model, one,
         features.subspan(t * static_cast<std::size_t>(hidden), static_cast<std::size_t>(hidden)),
         next.subspan(t, 1), static_cast<std::int64_t>(t));
@@ -276,17 +242,18 @@ TEST_F(FeatureHeadFiles, OneDraftHeadPerModelAndForwardsThatFit) {
   std::vector<float> features(static_cast<std::size_t>(2 * hidden), 0.5F);
   const std::vector<std::int32_t> tokens = {3, 4};
   KvCache plain = model_->make_kv_cache(8);
-  EXPECT_THROW(feature_forward(*model_, plain, features, tokens, 0), Error);  // no head
+  EXPECT_THROW(feature_forward_logits(*model_, plain, features, tokens, 0), Error);  // no head
   attach_feature_head(*model_, dir_.path());
   EXPECT_THROW(attach_layer_as_exit_head(*model_, dir_.path(), 1), Error);
   KvCache kv = model_->make_kv_cache(8);
-  EXPECT_NO_THROW(feature_forward(*model_, kv, features, tokens, 6));
-  EXPECT_THROW(feature_forward(*model_, kv, features, tokens, 7), Error);  // past the cache
+  EXPECT_NO_THROW(feature_forward_logits(*model_, kv, features, tokens, 6));
+  EXPECT_THROW(feature_forward_logits(*model_, kv, features, tokens, 7), Error);  // past the cache
   EXPECT_THROW(
-      feature_forward(*model_, kv, std::span(features).first(static_cast<std::size_t>(hidden)),
-                      tokens, 0),
+      feature_forward_logits(
+          *model_, kv, std::span(features).first(static_cast<std::size_t>(hidden)), tokens, 0),
       Error);  // one row of features for two tokens
-  EXPECT_THROW(feature_forward(*model_, plain, features, tokens, 0), Error);  // no head layer
+  EXPECT_THROW(feature_forward_logits(*model_, plain, features, tokens, 0),
+               Error);  // no head layer
 }
 
 }  // namespace
