@@ -284,11 +284,14 @@ DraftStep DecodingRun::step_rows(const Draft& draft, int parent, const DraftRows
 }
 
 void DecodingRun::add_observer(ForwardArgs& args, const ForwardObserver* observer) {
+  // Only the rows the drafter and the tap read reach the host (on a device backend nothing else
+  // is downloaded).
   static constexpr std::array<std::string_view, 1> kFinalResidual = {"final_residual"};
+  static constexpr std::array<std::string_view, 2> kWithTap = {"final_residual", "final_norm"};
   if (observer == nullptr) return;
   if (tap_) {
     args.observer = tap_->next_with(observer);
-    args.observe_only = {};
+    args.observe_only = kWithTap;
     return;
   }
   args.observer = observer;
