@@ -17,6 +17,12 @@ namespace selfspec {
 namespace {
 constexpr int kMaxDraftPerRound = kMaxDraftTokens;  // the message holds the target's token too
 
+// The accepted nodes the model drafted (a lookup branch's sourced nodes apart).
+int model_accepted(const Draft& draft, const Verdict& verdict) {
+  return static_cast<int>(std::count_if(verdict.accepted.begin(), verdict.accepted.end(),
+                                        [&](int node) { return !draft.is_sourced(node); }));
+}
+
 }  // namespace
 
 bool logits_stay_on_device(const LlamaModel& model) {
@@ -203,6 +209,13 @@ int DecodingRun::draft_room() const {
       {channel_.remaining() - 1, kMaxDraftPerRound, node_budget(), draft_limit_}));
 }
 
+int DecodingRun::node_room() const {
+  // Every node is a row of the verification forward, written into the KV cache after the root.
+  if (!comm_.is_root()) return 0;
+  return static_cast<int>(std::min<std::int64_t>(
+      {kMaxDraftPerRound, node_budget(), kv_.capacity() - round_.base - 1, draft_limit_}));
+}
+
 DraftMatch DecodingRun::score_plan(const LayerPlan& candidate, int window) {
   // The committed sequence is prompt + emitted tokens; all but the last (the root) are in the KV.
   const std::vector<std::int32_t>& output = channel_.tokens();
@@ -378,8 +391,8 @@ Verdict DecodingRun::verify(const Draft& draft) {
 
   DecodingStats& stats = result_.stats;
   ++stats.rounds;
-  stats.drafted += draft.drawn();
-  stats.alternatives += draft.size() - draft.drawn();
+  stats.drafted += draft.drawn() + draft.sourced();
+  stats.alternatives += draft.size() - draft.drawn() - draft.sourced();
   for (const int node : verdict.accepted) stats.alternatives_accepted += draft.is_alternative(node);
   stats.accepted += verdict.accepted_count();
   stats.round_tokens += message.n_tokens;
@@ -393,7 +406,8 @@ void DecodingRun::decide_round(const Draft& draft, const Verdict& verdict) {
   const bool ended = channel_.emit(tokens);
   channel_.message().accepted = static_cast<std::uint32_t>(verdict.accepted_count());
   if (!draft.empty()) {
-    if (!draft.from_lookup()) controller_->update(draft.drawn(), verdict.accepted_count());
+    // The controller prices the model's draft steps: a lookup's nodes are not its own.
+    if (!draft.from_lookup()) controller_->update(draft.drawn(), model_accepted(draft, verdict));
     drafter_->observe(draft, verdict);
   }
   report_round(draft, verdict);

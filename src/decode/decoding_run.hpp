@@ -87,6 +87,7 @@ class DecodingRun final : public DraftContext {
   DraftMatch score_plan(const LayerPlan& candidate, int window) override;
   void history(std::vector<std::int32_t>& out) const override;
   int draft_room() const override;
+  int node_room() const override;
 
  private:
   // The state of the current round, known on every rank unless noted.

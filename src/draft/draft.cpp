@@ -8,20 +8,36 @@ void Draft::clear() {
   tokens_.clear();
   parents_.clear();
   confidences_.clear();
-  alternative_.clear();
+  kinds_.clear();
   drawn_ = 0;
+  sourced_ = 0;
   lookup_ = false;
 }
 
 int Draft::add(std::int32_t token, int parent, double confidence) {
-  return append(token, parent, confidence, false);
+  return append(token, parent, confidence, Kind::kDrawn);
 }
 
 int Draft::add_alternative(std::int32_t token, int parent) {
-  return append(token, parent, 0.0, true);
+  return append(token, parent, 0.0, Kind::kAlternative);
 }
 
-int Draft::append(std::int32_t token, int parent, double confidence, bool alternative) {
+int Draft::add_sourced(std::int32_t token, int parent) {
+  return append(token, parent, 0.0, Kind::kSourced);
+}
+
+Draft Draft::prefix(int nodes) const {
+  SELFSPEC_CHECK(nodes >= 0 && nodes <= size(), "the first {} nodes of a draft of {}", nodes,
+                 size());
+  Draft out;
+  for (int node = 0; node < nodes; ++node) {
+    out.append(token(node), parent(node), confidence(node), kind(node));
+  }
+  out.lookup_ = lookup_;
+  return out;
+}
+
+int Draft::append(std::int32_t token, int parent, double confidence, Kind kind) {
   SELFSPEC_CHECK(parent >= kRoot && parent < size(),
                  "draft node {} cannot continue node {} (the draft has {} nodes)", size(), parent,
                  size());
@@ -31,8 +47,9 @@ int Draft::append(std::int32_t token, int parent, double confidence, bool altern
   tokens_.push_back(token);
   parents_.push_back(parent);
   confidences_.push_back(confidence);
-  alternative_.push_back(alternative ? 1 : 0);
-  if (!alternative) ++drawn_;
+  kinds_.push_back(kind);
+  if (kind == Kind::kDrawn) ++drawn_;
+  if (kind == Kind::kSourced) ++sourced_;
   return size() - 1;
 }
 

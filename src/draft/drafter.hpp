@@ -117,8 +117,13 @@ class DraftContext {
   // last), into `out`.
   virtual void history(std::vector<std::int32_t>& out) const = 0;
   // Rank 0: the most nodes this round's draft may hold without draft steps (the tokens left to
-  // generate and, for trees, the node budget; not the controller's K); 0 elsewhere.
+  // generate and, for trees, the node budget; not the controller's K); 0 elsewhere. It bounds a
+  // chain's length, and so any path's depth.
   virtual int draft_room() const = 0;
+  // Rank 0: the most nodes this round's draft may hold in all, however they branch (the
+  // verification forward's rows: the KV cache's room, the control message's and, for trees, the
+  // node budget); 0 elsewhere. The default, draft_room(), is never more.
+  virtual int node_room() const { return draft_room(); }
 };
 
 class Drafter {

@@ -70,6 +70,19 @@ std::vector<SettingSpec> common_settings(const SpeculativeKinds& kinds) {
        .fallback = LookupConfig{}.max_draft,
        .min = 1,
        .max = DraftSource::kMaxTokens},
+      {.key = "lookup-tree",
+       .type = SettingType::kFlag,
+       .help = "lookup: the drafter drafts every round and a lookup joins its draft as a branch "
+               "of one token tree, verified in one forward (off: a lookup drafts its round "
+               "alone, with no draft forward)",
+       .fallback = false},
+      {.key = "lookup-min-reach",
+       .type = SettingType::kNumber,
+       .help = "lookup: propose a lookup's next token only while the running estimate of the "
+               "chance that the target accepts it and every one before it is at least this",
+       .fallback = 0.0,
+       .min = 0.0,
+       .max = 1.0},
       {.key = "tree",
        .type = SettingType::kText,
        .help = "draft token trees: each draft step is verified with its next most likely tokens "
@@ -154,8 +167,9 @@ void refuse_drafting_settings_without_drafter(const nlohmann::json& given) {
   SELFSPEC_CHECK(given.value("draft-weights", "none") == "none",
                  "--draft-weights needs self-speculative decoding (--spec)");
   SELFSPEC_CHECK(!given.contains("lookup") && !given.contains("lookup-min-ngram") &&
-                     !given.contains("lookup-max-draft"),
-                 "--lookup/--lookup-min-ngram/--lookup-max-draft need self-speculative decoding "
+                     !given.contains("lookup-max-draft") && !given.contains("lookup-tree") &&
+                     !given.contains("lookup-min-reach"),
+                 "--lookup and its --lookup-* settings need self-speculative decoding "
                  "(--spec: its drafter drafts the rounds without a match)");
 }
 
@@ -199,6 +213,8 @@ void read_drafting(const nlohmann::json& given, SpeculativeConfig& config) {
   config.lookup.max_ngram = given.value("lookup", config.lookup.max_ngram);
   config.lookup.min_ngram = given.value("lookup-min-ngram", config.lookup.min_ngram);
   config.lookup.max_draft = given.value("lookup-max-draft", config.lookup.max_draft);
+  config.lookup.tree = given.value("lookup-tree", config.lookup.tree);
+  config.lookup.min_reach = given.value("lookup-min-reach", config.lookup.min_reach);
   config.draft_weights = given.value("draft-weights", config.draft_weights);
   config.draft_vocab.file = given.value("draft-vocab", "");
   if (given.contains("draft-vocab-size")) {
@@ -209,6 +225,9 @@ void read_drafting(const nlohmann::json& given, SpeculativeConfig& config) {
   SELFSPEC_CHECK(config.lookup.max_ngram == 0 || config.lookup.max_ngram >= config.lookup.min_ngram,
                  "--lookup {} is shorter than --lookup-min-ngram {}", config.lookup.max_ngram,
                  config.lookup.min_ngram);
+  SELFSPEC_CHECK(config.lookup.enabled() ||
+                     (!given.contains("lookup-tree") && !given.contains("lookup-min-reach")),
+                 "--lookup-tree and --lookup-min-reach shape lookup drafts: they need --lookup N");
   TreeWidths::parse(config.tree.widths, "--tree");
 }
 
@@ -251,6 +270,10 @@ SpeculativeConfig speculative_config(const nlohmann::json& settings, SettingSour
                  "--spec {} drafts with --lookup N (the longest n-gram matched, e.g. 3)",
                  kind->name());
   read_drafting(given, config);
+  SELFSPEC_CHECK(!config.lookup.tree || !kind->needs_lookup(),
+                 "--lookup-tree grafts lookups onto the drafter's own draft, and --spec {} drafts "
+                 "nothing of its own (leave --lookup-tree out)",
+                 kind->name());
   check_controllers(given, *kinds.controllers, config);
   return config;
 }
@@ -278,6 +301,10 @@ nlohmann::json SpeculativeConfig::to_json() const {
   out["lookup"] = lookup.max_ngram;
   out["lookup-min-ngram"] = lookup.min_ngram;
   out["lookup-max-draft"] = lookup.max_draft;
+  if (lookup.enabled()) {
+    out["lookup-tree"] = lookup.tree;
+    out["lookup-min-reach"] = lookup.min_reach;
+  }
   out["draft-weights"] = draft_weights;
   if (!draft_vocab.file.empty()) out["draft-vocab"] = draft_vocab.file;
   if (!draft_vocab.sizes.empty()) {

@@ -35,12 +35,15 @@ struct SpeculativeKinds {
 };
 
 // Lookup drafts (draft/lookup_source.hpp, a source tried before the model's draft): the longest
-// recurring suffix of up to max_ngram tokens, down to min_ngram, proposes at most max_draft tokens.
-// max_ngram 0: off.
+// recurring suffix of up to max_ngram tokens, down to min_ngram, proposes at most max_draft tokens;
+// drafting its round alone, or grafted onto the model's draft (tree), as far as its running
+// acceptance reaches min_reach (draft/sourced_drafter.hpp). max_ngram 0: off.
 struct LookupConfig {
   int max_ngram = 0;
   int min_ngram = 2;
   int max_draft = 4;
+  bool tree = false;
+  double min_reach = 0.0;
   bool enabled() const { return max_ngram > 0; }
 };
 

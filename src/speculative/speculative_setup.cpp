@@ -105,7 +105,9 @@ std::unique_ptr<Drafter> SpeculativeSetup::make_drafter(std::uint64_t sampling_s
   std::vector<std::unique_ptr<DraftSource>> sources;  // tried in order, then the model's draft
   sources.push_back(make_lookup_source(
       {config_.lookup.max_ngram, config_.lookup.min_ngram, config_.lookup.max_draft}));
-  return std::make_unique<SourcedDrafter>(std::move(sources), std::move(drafter));
+  return std::make_unique<SourcedDrafter>(
+      std::move(sources), std::move(drafter),
+      SourcedDrafterOptions{config_.lookup.tree, config_.lookup.min_reach});
 }
 
 ControllerOptions SpeculativeSetup::controller_options(const std::string& kind,
@@ -164,7 +166,9 @@ nlohmann::json SpeculativeSetup::describe() const {
   if (config_.lookup.enabled()) {
     out["lookup"] = {{"max_ngram", config_.lookup.max_ngram},
                      {"min_ngram", config_.lookup.min_ngram},
-                     {"max_draft", config_.lookup.max_draft}};
+                     {"max_draft", config_.lookup.max_draft},
+                     {"tree", config_.lookup.tree},
+                     {"min_reach", config_.lookup.min_reach}};
   }
   if (kind_ != nullptr) kind_->describe(out, num_layers_);
   return out;

@@ -163,9 +163,12 @@ Verdict TokenPicker::verify(const LogitRows& rows, const Draft& draft) {
     walk_lookup_sampled(draft, verdict);
     return verdict;
   }
-  if (!draft.is_chain()) {
+  // A chain with sourced nodes (a lookup branch that continued the model's chain) holds point
+  // masses, which the tree walk tests as such.
+  if (!draft.is_chain() || (draft.sourced() > 0 && kind_ != Kind::kGreedy)) {
     SELFSPEC_CHECK(kind_ != Kind::kDense,
-                   "verify: a token tree needs a picker made for trees (max_alternatives > 0)");
+                   "verify: a token tree or a sourced branch needs a picker made for trees or "
+                   "point-mass drafts");
     if (kind_ == Kind::kGreedy) {
       walk_tree_greedy(draft, verdict);
     } else {
@@ -255,7 +258,7 @@ void TokenPicker::walk_tree_sampled(const Draft& draft, Verdict& verdict) {
   // The draft step (q_dists_ index) of every drawn node, in node order.
   std::vector<int> step_of(static_cast<std::size_t>(draft.size()), -1);
   for (int node = 0, step = 0; node < draft.size(); ++node) {
-    if (!draft.is_alternative(node)) step_of[static_cast<std::size_t>(node)] = step++;
+    if (!draft.is_point_mass(node)) step_of[static_cast<std::size_t>(node)] = step++;
   }
   int node = Draft::kRoot;
   for (;;) {
@@ -263,7 +266,7 @@ void TokenPicker::walk_tree_sampled(const Draft& draft, Verdict& verdict) {
     int next = Draft::kRoot;
     for (const int child : draft.children(node)) {
       const std::int32_t x = draft.token(child);
-      if (draft.is_alternative(child)) {
+      if (draft.is_point_mass(child)) {
         if (uniform() < r.prob_of(x)) {  // a point-mass proposal: accept with probability r(x)
           next = child;
           break;

@@ -34,6 +34,11 @@
 //     comes from p after the last one. These are exact speculative sampling steps for a point-mass
 //     q, so the output follows p; they need the warped distributions, as trees do (a picker made
 //     with point_mass_drafts).
+//   lookup branches (--lookup-tree; Draft::add_sourced): a source's tokens grafted onto the
+//     model's draft as a branch of its tree. Sourced nodes are point masses wherever they sit and
+//     are tested as alternatives are (accepted with probability r(x), else r without x), after the
+//     node's drawn child and alternatives; a draft with sourced nodes is walked as a tree under
+//     sampling even when it is a chain.
 //
 // Random draws come from one seeded stream on rank 0, consumed in a fixed order: one draw per
 // sampled token, one per acceptance test, one for the residual (plus one more when the residual

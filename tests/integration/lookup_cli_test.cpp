@@ -1,9 +1,10 @@
 // --lookup N through the binary (lookup drafts: copied text, no draft forward), on a bf16 model
 // make-model writes: greedy output equals plain decoding at TP 1 and TP 2, alone (--spec lookup:
-// plain steps where nothing matches), over a skip set and over a --draft-weights copy, and the
+// plain steps where nothing matches), over a skip set and over a --draft-weights copy, drafting
+// their rounds alone or grafted onto the skip draft (--lookup-tree, --lookup-min-reach), and the
 // JSON reports the lookup rounds; it samples too (the chi-square test of decode_test checks the
-// distribution); a lookup shorter than its minimum, --lookup without --spec and --spec lookup
-// without --lookup are refused by name.
+// distribution); a lookup shorter than its minimum, --lookup without --spec, --spec lookup
+// without --lookup and --lookup-tree over --spec lookup are refused by name.
 #include "tests/integration/cli_fixture.hpp"
 
 #include <gmock/gmock.h>
@@ -46,7 +47,10 @@ TEST_F(LookupCli, GreedyOutputEqualsPlainAtTp1AndTp2) {
       "--spec lookup --lookup 3",
       "--spec layer-skip --skip-attn 1 --skip-mlp 2 --lookup 3 --max-draft 4",
       "--spec layer-skip --skip-uniform 0 --draft-weights q4_0 --lookup 4 --lookup-min-ngram 1 "
-      "--lookup-max-draft 6 --max-draft 6 --tree 1:2"};
+      "--lookup-max-draft 6 --max-draft 6 --tree 1:2",
+      "--spec layer-skip --skip-attn 1 --skip-mlp 2 --lookup 3 --max-draft 2 --lookup-tree",
+      "--spec layer-skip --skip-uniform 0 --lookup 3 --lookup-min-ngram 1 --max-draft 3 "
+      "--tree 1:2 --lookup-tree --lookup-min-reach 0.2"};
   for (const int ranks : {0, 2}) {
     if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
     const nlohmann::json plain = generate(model, ranks, "");
@@ -57,6 +61,9 @@ TEST_F(LookupCli, GreedyOutputEqualsPlainAtTp1AndTp2) {
       EXPECT_EQ(j["tokens"], plain["tokens"]) << "np " << ranks << ": " << spec;
       EXPECT_GT(j["spec"]["drafter_state"]["lookup"]["rounds"].get<int>(), 0) << spec;
       EXPECT_EQ(j["spec"]["lookup"]["max_ngram"].get<int>() > 0, true);
+      const bool tree = spec.find("--lookup-tree") != std::string::npos;
+      EXPECT_EQ(j["spec"]["lookup"]["tree"].get<bool>(), tree) << spec;
+      EXPECT_EQ(j["spec"]["drafter_state"]["lookup"]["tree_rounds"].get<int>() > 0, tree) << spec;
     }
   }
 }
@@ -87,6 +94,9 @@ TEST_F(LookupCli, BadCombinationsAreRefusedByName) {
   const CommandResult no_n = run(base + "--spec lookup");
   EXPECT_NE(no_n.exit_code, 0);
   EXPECT_THAT(no_n.err, HasSubstr("--lookup N"));
+  const CommandResult nothing_to_graft_onto = run(base + "--spec lookup --lookup 2 --lookup-tree");
+  EXPECT_NE(nothing_to_graft_onto.exit_code, 0);
+  EXPECT_THAT(nothing_to_graft_onto.err, HasSubstr("--lookup-tree"));
 }
 
 }  // namespace

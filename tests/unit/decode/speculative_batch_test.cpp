@@ -3,8 +3,8 @@
 // batch size, pass budget, arrival order and neighbours:
 //  * greedy, for layer-skip drafts under every controller, chains and token trees (each
 //    sequence's tree mask inside a shared pass), early exit, the draft-weight copy, lookups before
-//    a model drafter, SWIFT's on-the-fly search and Draft on the Fly's prompt observer, mixed with
-//    plain requests; at TP 1 and 2;
+//    a model drafter or grafted onto its draft, SWIFT's on-the-fly search and Draft on the Fly's
+//    prompt observer, mixed with plain requests; at TP 1 and 2;
 //  * sampled, with each request's own seed: the same tokens as alone (reproducible per request);
 //  * a request's tokens reach on_token as they are chosen, in order, and its result once;
 //  * requests that arrive while others run join between passes, from a list or a feed (under the
@@ -228,6 +228,14 @@ TEST_F(SpeculativeBatchTest, EveryDrafterKindBatchesLosslessly) {
          std::vector<std::unique_ptr<DraftSource>> sources;
          sources.push_back(make_lookup_source({}));
          return std::make_unique<SourcedDrafter>(std::move(sources), skip_drafter());
+       }},
+      // Lookups grafted onto the skip draft: a chain-configured request verifies a tree.
+      {"lookup-tree+skip",
+       [] {
+         std::vector<std::unique_ptr<DraftSource>> sources;
+         sources.push_back(make_lookup_source({}));
+         return std::make_unique<SourcedDrafter>(std::move(sources), skip_drafter(),
+                                                 SourcedDrafterOptions{.tree = true});
        }},
       {"swift",
        [] {

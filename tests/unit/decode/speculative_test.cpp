@@ -15,6 +15,8 @@
 //  * early-exit drafts (the first N layers and an exit head) likewise, chains and trees;
 //  * feature-level drafts (a head over the target's final residual rows) likewise, alone and
 //    under lookup drafts, with every controller (Cali-TS's hidden-state tap beside the head's);
+//  * lookup drafts alone or grafted onto the model's draft as a branch of one tree
+//    (--lookup-tree): greedy token-identical, sampling distribution-exact;
 //  * sampling stays distribution-exact with the requests in a batch, goodput-sized or not.
 #include "comm/local_comm.hpp"
 #include "control/acceptance_predictor.hpp"
@@ -162,9 +164,11 @@ TEST_F(SpeculativeGreedy, QuantizedDraftWeightsKeepTheOutputTokenIdentical) {
 }
 
 // Lookup drafts (a lookup source before the model's draft: draft/sourced_drafter.hpp) over a
-// skip-set or q4_0-weights fallback, under both logits modes, several K and lookup lengths, chains
-// and trees: the output equals autoregressive decoding, lookups fire (the prompt repeats itself,
-// and so does this model's output) and some of their tokens are accepted.
+// skip-set or q4_0-weights fallback, drafting alone or grafted onto the model's draft as a branch
+// of one tree (--lookup-tree, with and without min_reach), under both logits modes, several K and
+// lookup lengths, chains and trees: the output equals autoregressive decoding, lookups fire (the
+// prompt repeats itself, and so does this model's output) and some of their tokens are accepted,
+// grafted ones included.
 TEST_F(SpeculativeGreedy, LookupDraftsKeepTheOutputTokenIdentical) {
   GenerationOptions generation;
   generation.max_new_tokens = 48;
@@ -173,35 +177,42 @@ TEST_F(SpeculativeGreedy, LookupDraftsKeepTheOutputTokenIdentical) {
   const std::vector<std::int32_t> expected = autoregressive(*model_, comm_, prompt, generation);
   attach_q4_0_draft_weights(*model_, dir_.path());
   const LayerPlan plan = LayerPlan::skipping(4, std::vector<int>{1}, std::vector<int>{2});
-  std::int64_t lookup_accepted = 0;
-  for (const bool draft_weights : {false, true}) {
-    for (const char* tree : {"none", "1:2"}) {
-      for (const int k : {2, 6}) {
-        for (const int max_tokens : {1, 4}) {
-          for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
-            ControllerOptions controller;
-            controller.kind = "thompson";
-            controller.max_draft = k;
-            GenerationOptions g = generation;
-            g.logits = mode;
-            g.draft.draft_weights = draft_weights;
-            g.tree = TreeWidths::parse(tree);
-            SourcedDrafter drafter(lookup_sources({3, 1, max_tokens}),
-                                   std::make_unique<LayerSkipDrafter>(plan, "skips"));
-            const GenerationResult r =
-                speculative(*model_, comm_, prompt, g, plan, controller, nullptr, &drafter);
-            EXPECT_EQ(r.tokens, expected)
-                << "weights " << draft_weights << " / tree " << tree << " / K " << k << " / lookup "
-                << max_tokens << " / " << logits_mode_name(mode);
-            const nlohmann::json state = drafter.state();
-            EXPECT_GT(state["lookup"]["rounds"].get<int>(), 0);
-            lookup_accepted += state["lookup"]["accepted"].get<std::int64_t>();
+  std::int64_t lookup_accepted = 0, sourced_accepted = 0;
+  const SourcedDrafterOptions joins[] = {{}, {.tree = true}, {.tree = true, .min_reach = 0.3}};
+  for (const SourcedDrafterOptions& join : joins) {
+    for (const bool draft_weights : {false, true}) {
+      for (const char* tree : {"none", "1:2"}) {
+        for (const int k : {2, 6}) {
+          for (const int max_tokens : {1, 4}) {
+            for (LogitsMode mode : {LogitsMode::kGather, LogitsMode::kLocal}) {
+              ControllerOptions controller;
+              controller.kind = "thompson";
+              controller.max_draft = k;
+              GenerationOptions g = generation;
+              g.logits = mode;
+              g.draft.draft_weights = draft_weights;
+              g.tree = TreeWidths::parse(tree);
+              SourcedDrafter drafter(lookup_sources({3, 1, max_tokens}),
+                                     std::make_unique<LayerSkipDrafter>(plan, "skips"), join);
+              const GenerationResult r =
+                  speculative(*model_, comm_, prompt, g, plan, controller, nullptr, &drafter);
+              EXPECT_EQ(r.tokens, expected)
+                  << "join tree " << join.tree << " reach " << join.min_reach << " / weights "
+                  << draft_weights << " / tree " << tree << " / K " << k << " / lookup "
+                  << max_tokens << " / " << logits_mode_name(mode);
+              const nlohmann::json state = drafter.state()["lookup"];
+              EXPECT_GT(state["rounds"].get<int>(), 0);
+              EXPECT_EQ(state["tree_rounds"].get<int>() > 0, join.tree);
+              lookup_accepted += state["accepted"].get<std::int64_t>();
+              sourced_accepted += state["sourced_accepted"].get<std::int64_t>();
+            }
           }
         }
       }
     }
   }
   EXPECT_GT(lookup_accepted, 0);
+  EXPECT_GT(sourced_accepted, 0);
 }
 
 // A pruned draft vocabulary changes the drafts, never the output: V' from one id to the whole
@@ -473,8 +484,8 @@ TEST_F(SpeculativeGreedy, AnEarlyExitForwardNeedsAHeadAndItsCacheLayer) {
 
 // Feature-level drafts (EAGLE §3): a head over the target's final residual rows drafts; the output
 // never changes for every controller, K, chains and trees, both logits modes, alone and under
-// lookup drafts (whose rounds the head must still read the committed rows of). Attaching the
-// head leaves plain decoding's output unchanged.
+// lookup drafts (drafting alone, or grafted onto the head's draft; the head must still read the
+// committed rows of every round). Attaching the head leaves plain decoding's output unchanged.
 // (accepted draft tokens, drafted rounds of the head) over every configuration; the tokens checked.
 std::pair<std::int64_t, std::int64_t> expect_feature_drafts_lossless(
     LlamaModel& model, LocalComm& comm, const std::filesystem::path& dir,
@@ -489,7 +500,7 @@ std::pair<std::int64_t, std::int64_t> expect_feature_drafts_lossless(
   const std::int64_t hidden = model.config().hidden_size;
   const int layers = static_cast<int>(model.config().num_layers);
   std::int64_t accepted = 0, rounds = 0;
-  for (const bool lookups : {false, true}) {
+  for (const char* lookups : {"none", "alone", "tree"}) {
     for (const char* kind : {"fixed", "threshold", "thompson", "cali-ts"}) {
       for (int k : {1, 4}) {
         for (const char* tree : {"none", "0.6:3,1:1"}) {
@@ -505,13 +516,14 @@ std::pair<std::int64_t, std::int64_t> expect_feature_drafts_lossless(
             std::unique_ptr<Drafter> drafter =
                 std::make_unique<FeatureHeadDrafter>(layers, hidden, "seeded head");
             auto* feature = static_cast<FeatureHeadDrafter*>(drafter.get());
-            if (lookups) {
-              drafter =
-                  std::make_unique<SourcedDrafter>(lookup_sources({2, 1, 3}), std::move(drafter));
+            if (std::string_view(lookups) != "none") {
+              drafter = std::make_unique<SourcedDrafter>(
+                  lookup_sources({2, 1, 3}), std::move(drafter),
+                  SourcedDrafterOptions{.tree = std::string_view(lookups) == "tree"});
             }
             const GenerationResult r = speculative(model, comm, prompt, g, LayerPlan::full(layers),
                                                    controller, nullptr, drafter.get());
-            const std::string label = std::string(lookups ? "lookups / " : "") + kind + " / K " +
+            const std::string label = std::string("lookups ") + lookups + " / " + kind + " / K " +
                                       std::to_string(k) + " / " + tree + " / " +
                                       std::string(logits_mode_name(mode));
             EXPECT_EQ(r.tokens, expected) << label;
@@ -695,6 +707,7 @@ struct SamplingCase {
   bool draft_weights = false;  // the draft forwards read a q4_0 copy of the weights
   bool lookup = false;         // lookup drafts (2-gram down to 1, up to 2 tokens) over the drafter
   bool feature_head = false;   // draft with a feature-level head (seeded, untrained)
+  bool lookup_tree = false;    // lookups grafted onto the model's draft (--lookup-tree)
 };
 void PrintTo(const SamplingCase& c, std::ostream* os) {
   *os << c.name;
@@ -795,7 +808,8 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     } else {
       inner = std::make_unique<LayerSkipDrafter>(draft, "skips");
     }
-    lookup.emplace(lookup_sources({2, 1, 2}), std::move(inner));
+    lookup.emplace(lookup_sources({2, 1, 2}), std::move(inner),
+                   SourcedDrafterOptions{.tree = c.lookup_tree});
   }
   Drafter* other = lookup    ? static_cast<Drafter*>(&*lookup)
                    : feature ? static_cast<Drafter*>(&*feature)
@@ -805,12 +819,13 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
 
   // Many independent generations (one seed each) of 4 tokens with K = 2: the third token is, across
   // runs, an accepted draft, a residual draw after a rejection, or a plain target draw after an
-  // earlier rejection.
+  // earlier rejection. Grafted lookups draft behind K = 1: a round's nodes are bounded by the
+  // tokens left, and two model nodes would leave no room for a branch.
   constexpr int kRuns = 3000;
   std::map<std::int32_t, int> counts;
   ControllerOptions controller;
   controller.kind = "fixed";
-  controller.max_draft = 2;
+  controller.max_draft = c.lookup_tree ? 1 : 2;
   std::int64_t drafted = 0, accepted = 0;
   // Pruned: q is 0 outside the kept ids, so those tokens come only from residual or target draws.
   const std::vector<std::int32_t> kept_ids = {0, 1, 3, 4, 6, 7, 9, 10};
@@ -855,6 +870,11 @@ TEST_P(SpeculativeSampling, ThirdTokenFollowsTheTargetDistribution) {
     EXPECT_GT(state["rounds"].get<int>(), 0);
     EXPECT_GT(state["accepted"].get<int>(), 0);
     EXPECT_LT(state["accepted"].get<int>(), state["drafted"].get<int>());
+    // Grafted branches: their point masses accepted and rejected.
+    if (c.lookup_tree) {
+      EXPECT_GT(state["sourced_accepted"].get<int>(), 0);
+      EXPECT_LT(state["sourced_accepted"].get<int>(), state["sourced_nodes"].get<int>());
+    }
   }
 
   // H0: the speculative samples follow the target. Critical value at a false-alarm rate of 1e-6
@@ -973,6 +993,36 @@ INSTANTIATE_TEST_SUITE_P(
                      "none",
                      false,
                      false,
+                     true,
+                     true},
+        SamplingCase{"lookup_tree_temperature_local",
+                     {1.0, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     false,
+                     false,
+                     true,
+                     false,
+                     true},
+        SamplingCase{"lookup_tree_topk_topp_tree_gather",
+                     {1.5, 6, 0.95, 0},
+                     LogitsMode::kGather,
+                     false,
+                     "1:2",
+                     false,
+                     false,
+                     true,
+                     false,
+                     true},
+        SamplingCase{"lookup_tree_feature_head_local",
+                     {1.2, 0, 1.0, 0},
+                     LogitsMode::kLocal,
+                     false,
+                     "none",
+                     false,
+                     false,
+                     true,
                      true,
                      true}),
     [](const auto& test_info) { return test_info.param.name; });

@@ -1,14 +1,19 @@
-// The draft as data (chains and token trees: parents, depths, alternatives, paths, the
-// verification mask), tree widths by confidence, and the Drafter's default proposal (chains, and
-// trees from steps' alternatives) against a scripted DraftContext.
+// The draft as data (chains and token trees: parents, depths, alternatives, sourced nodes, paths,
+// the verification mask), tree widths by confidence, the Drafter's default proposal (chains, and
+// trees from steps' alternatives) and SourcedDrafter's rounds (a source alone, or grafted onto the
+// model's draft as a branch; proposal lengths from running acceptance) against a scripted
+// DraftContext.
 #include "draft/draft.hpp"
 #include "core/error.hpp"
+#include "draft/draft_source.hpp"
 #include "draft/drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "draft/sourced_drafter.hpp"
 #include "draft/tree_widths.hpp"
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
 namespace selfspec {
@@ -111,6 +116,40 @@ TEST(Draft, AlternativesAreSiblingsOfTheDrawnTokenAndPathsFollowTokens) {
   EXPECT_EQ(draft.drawn(), 0);
 }
 
+TEST(Draft, SourcedNodesArePointMassesThatMayContinueOneAnother) {
+  // root ─ 10(0) ─ 20(3)
+  //      ├ 11(1)
+  //      └ 40(2) ─ 41(4) ─ 42(5)    (sourced: 2, 4, 5; a lookup branch)
+  Draft draft;
+  draft.add(10, Draft::kRoot, 0.4);
+  draft.add_alternative(11, Draft::kRoot);
+  draft.add_sourced(40, Draft::kRoot);
+  draft.add(20, 0, 0.7);
+  draft.add_sourced(41, 2);
+  draft.add_sourced(42, 4);
+  EXPECT_EQ(draft.drawn(), 2);
+  EXPECT_EQ(draft.sourced(), 3);
+  EXPECT_TRUE(draft.is_sourced(2));
+  EXPECT_FALSE(draft.is_alternative(2));
+  EXPECT_TRUE(draft.is_point_mass(1));
+  EXPECT_TRUE(draft.is_point_mass(5));
+  EXPECT_FALSE(draft.is_point_mass(3));
+  EXPECT_EQ(draft.path_of(std::vector<std::int32_t>{40, 41, 42}), (std::vector<int>{2, 4, 5}));
+  EXPECT_EQ(draft.depth(5), 3);
+  EXPECT_THROW(draft.add_sourced(20, 0), Error);  // siblings still differ
+  // The first nodes form a draft of their own, kinds and marks kept.
+  const Draft first = draft.prefix(4);
+  EXPECT_EQ(first.size(), 4);
+  EXPECT_EQ(first.drawn(), 2);
+  EXPECT_EQ(first.sourced(), 1);
+  EXPECT_TRUE(first.is_alternative(1));
+  EXPECT_EQ(first.parent(3), 0);
+  EXPECT_EQ(draft.prefix(0).size(), 0);
+  EXPECT_THROW((void)draft.prefix(7), Error);
+  draft.clear();
+  EXPECT_EQ(draft.sourced(), 0);
+}
+
 TEST(TreeWidths, BinsByConfidence) {
   const TreeWidths swift = TreeWidths::swift();
   EXPECT_EQ(swift.width(0.1), 10);
@@ -203,6 +242,134 @@ TEST(Drafter, AStepsAlternativesBecomeSiblingsAndDraftingContinuesFromTheDrawnTo
             (std::vector<int>{Draft::kRoot, Draft::kRoot, Draft::kRoot, 0, 3, 3}));
   EXPECT_EQ(draft.drawn(), 3);
   EXPECT_TRUE(draft.is_alternative(5));
+}
+
+// A source that proposes the same tokens each round (as many as the room allows).
+class FixedSource final : public DraftSource {
+ public:
+  explicit FixedSource(std::vector<std::int32_t> tokens) : tokens_(std::move(tokens)) {}
+  std::string_view name() const override { return "fixed"; }
+  std::vector<std::int32_t> propose(std::span<const std::int32_t>, int room) override {
+    const auto n = std::min(tokens_.size(), static_cast<std::size_t>(room));
+    return {tokens_.begin(), tokens_.begin() + static_cast<std::ptrdiff_t>(n)};
+  }
+  nlohmann::json settings() const override { return nlohmann::json::object(); }
+
+ private:
+  std::vector<std::int32_t> tokens_;
+};
+
+// The model's drafter: the default chain proposal, and what it observed.
+class RecordingDrafter final : public Drafter {
+ public:
+  std::string_view name() const override { return "recording"; }
+  DraftPlan next_plan() override { return {LayerPlan::full(2), -1}; }
+  void observe(const Draft& draft, const Verdict& verdict) override {
+    observed.push_back({draft, verdict});
+  }
+  std::vector<std::pair<Draft, Verdict>> observed;
+};
+
+struct SourcedRound {
+  std::unique_ptr<SourcedDrafter> drafter;
+  RecordingDrafter* model = nullptr;
+};
+
+SourcedRound sourced_drafter(std::vector<std::int32_t> proposal, SourcedDrafterOptions options) {
+  std::vector<std::unique_ptr<DraftSource>> sources;
+  sources.push_back(std::make_unique<FixedSource>(std::move(proposal)));
+  auto model = std::make_unique<RecordingDrafter>();
+  SourcedRound round;
+  round.model = model.get();
+  round.drafter = std::make_unique<SourcedDrafter>(std::move(sources), std::move(model), options);
+  return round;
+}
+
+std::vector<std::int32_t> tokens_of(const Draft& draft) {
+  return {draft.tokens().begin(), draft.tokens().end()};
+}
+
+TEST(SourcedDrafter, AloneTheSourceDraftsTheRoundWithoutTheModel) {
+  SourcedRound round = sourced_drafter({7, 9, 4}, {});
+  ScriptedContext context({7, 8}, LayerPlan::full(2));
+  Draft draft;
+  round.drafter->propose(context, draft);
+  EXPECT_TRUE(context.parents.empty());  // no draft step
+  EXPECT_TRUE(draft.from_lookup());
+  EXPECT_TRUE(draft.is_chain());
+  EXPECT_EQ(tokens_of(draft), (std::vector<std::int32_t>{7, 9, 4}));
+  round.drafter->observe(draft, Verdict{{0}, 5, 0});
+  EXPECT_TRUE(round.model->observed.empty());
+  const nlohmann::json state = round.drafter->state()["fixed"];
+  EXPECT_EQ(state["rounds"], 1);
+  EXPECT_EQ(state["drafted"], 3);
+  EXPECT_EQ(state["accepted"], 1);
+  EXPECT_EQ(state["tree_rounds"], 0);
+}
+
+// The model drafts 7 8; the proposal 7 9 4 follows node 0 (7) and branches off it: 9 and 4 are
+// sourced nodes, and one forward verifies the tree. The model's drafter observes its own nodes.
+TEST(SourcedDrafter, InTreeRoundsTheProposalIsAGraftedBranch) {
+  SourcedRound round = sourced_drafter({7, 9, 4}, {.tree = true});
+  ScriptedContext context({7, 8}, LayerPlan::full(2));
+  Draft draft;
+  round.drafter->propose(context, draft);
+  EXPECT_EQ(context.parents, (std::vector<int>{Draft::kRoot, 0}));
+  EXPECT_FALSE(draft.from_lookup());
+  EXPECT_EQ(tokens_of(draft), (std::vector<std::int32_t>{7, 8, 9, 4}));
+  EXPECT_EQ(std::vector<int>(draft.parents().begin(), draft.parents().end()),
+            (std::vector<int>{Draft::kRoot, 0, 0, 2}));
+  EXPECT_EQ(draft.drawn(), 2);
+  EXPECT_EQ(draft.sourced(), 2);
+  // The target takes 7 and 9, then says 6: the model's view is 7 accepted, then 9.
+  round.drafter->observe(draft, Verdict{{0, 2}, 6, 0});
+  ASSERT_EQ(round.model->observed.size(), 1u);
+  const auto& [own_draft, own_verdict] = round.model->observed[0];
+  EXPECT_EQ(tokens_of(own_draft), (std::vector<std::int32_t>{7, 8}));
+  EXPECT_EQ(own_draft.sourced(), 0);
+  EXPECT_EQ(own_verdict.accepted, (std::vector<int>{0}));
+  EXPECT_EQ(own_verdict.next_token, 9);
+  const nlohmann::json state = round.drafter->state()["fixed"];
+  EXPECT_EQ(state["drafted"], 3);
+  EXPECT_EQ(state["accepted"], 2);
+  EXPECT_EQ(state["tree_rounds"], 1);
+  EXPECT_EQ(state["sourced_nodes"], 2);
+  EXPECT_EQ(state["sourced_accepted"], 1);
+
+  // The round's room bounds the tree: with 3 nodes, only 9 is grafted.
+  context.parents.clear();
+  context.room = 3;
+  Draft small;
+  round.drafter->propose(context, small);
+  EXPECT_EQ(tokens_of(small), (std::vector<std::int32_t>{7, 8, 9}));
+  // A proposal the model's chain holds entirely adds no node, and the model sees the whole draft.
+  SourcedRound same = sourced_drafter({7, 8}, {.tree = true});
+  ScriptedContext again({7, 8}, LayerPlan::full(2));
+  Draft chain;
+  same.drafter->propose(again, chain);
+  EXPECT_EQ(chain.sourced(), 0);
+  same.drafter->observe(chain, Verdict{{0, 1}, 3, 0});
+  ASSERT_EQ(same.model->observed.size(), 1u);
+  EXPECT_EQ(same.model->observed[0].second.accepted, (std::vector<int>{0, 1}));
+  EXPECT_EQ(same.drafter->state()["fixed"]["accepted"], 2);
+}
+
+// min_reach: token d is proposed while the estimated chance of accepting tokens 0..d, a product
+// of (taken + 1) / (offered + 2), is at least min_reach. Untried: 1/2, then 1/4.
+TEST(SourcedDrafter, ProposalsStopWhereTheirRunningAcceptanceFallsBelowMinReach) {
+  SourcedRound round = sourced_drafter({7, 9, 4}, {.tree = false, .min_reach = 0.4});
+  ScriptedContext context({5}, LayerPlan::full(2));
+  Draft draft;
+  round.drafter->propose(context, draft);
+  EXPECT_EQ(tokens_of(draft), (std::vector<std::int32_t>{7}));
+  round.drafter->observe(draft, Verdict{{}, 3, 0});  // rejected: depth 0 now 1/3
+  EXPECT_NEAR(round.drafter->state()["fixed"]["reach"][0].get<double>(), 1.0 / 3.0, 1e-12);
+  Draft next;
+  round.drafter->propose(context, next);
+  EXPECT_FALSE(next.from_lookup());  // nothing proposed: the model drafts
+  EXPECT_EQ(tokens_of(next), (std::vector<std::int32_t>{5}));
+  EXPECT_THROW((void)sourced_drafter({1}, {.min_reach = 1.5}), Error);
+  EXPECT_THROW((void)sourced_drafter({1}, {.min_reach = -0.1}), Error);
 }
 
 }  // namespace

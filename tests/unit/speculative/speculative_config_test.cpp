@@ -88,6 +88,10 @@ TEST(SpeculativeConfig, ToJsonRoundTrips) {
                           {"lookup-min-ngram", 1},
                           {"lookup-max-draft", 6},
                           {"draft-vocab-size", 0}},
+           nlohmann::json{{"spec", "asd"},
+                          {"lookup", 3},
+                          {"lookup-tree", true},
+                          {"lookup-min-reach", 0.25}},
        }) {
     const SpeculativeConfig config = speculative_config(settings);
     const nlohmann::json written = config.to_json();
@@ -141,6 +145,16 @@ TEST(SpeculativeConfig, BadCombinationsAreRefusedByName) {
   EXPECT_THAT(error_of({{"spec", "lookup"}}), HasSubstr("--spec lookup drafts with --lookup N"));
   EXPECT_THAT(error_of({{"spec", "asd"}, {"lookup", 2}, {"lookup-min-ngram", 3}}),
               HasSubstr("--lookup 2 is shorter than --lookup-min-ngram 3"));
+  // Grafted lookups need lookups, and a drafter of the model's own to graft them onto.
+  EXPECT_THAT(error_of({{"spec", "asd"}, {"lookup-tree", true}}),
+              HasSubstr("--lookup-tree and --lookup-min-reach shape lookup drafts: they need "
+                        "--lookup N"));
+  EXPECT_THAT(error_of({{"lookup-min-reach", 0.5}}), HasSubstr("need self-speculative decoding"));
+  EXPECT_THAT(error_of({{"spec", "lookup"}, {"lookup", 3}, {"lookup-tree", true}}),
+              HasSubstr("--spec lookup drafts nothing of its own"));
+  EXPECT_EQ(error_of({{"spec", "lookup"}, {"lookup", 3}, {"lookup-min-reach", 1.5}}),
+            "\"lookup-min-reach\" must be a number in [0, 1] (got 1.5)");
+  EXPECT_EQ(error_of({{"spec", "lookup"}, {"lookup", 3}, {"lookup-min-reach", 0.5}}), "");
   EXPECT_THAT(error_of({{"spec", "asd"}, {"cali-theta0", 0.2}}),
               HasSubstr("--cali-theta0 needs --controller cali-ts"));
   EXPECT_THAT(error_of({{"spec", "asd"}, {"controller", "cali-ts"}}),
