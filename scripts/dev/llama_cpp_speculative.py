@@ -5,7 +5,9 @@ item 4: llama.cpp's speculative decoding of the same GGUF, with Qwen2.5-Coder-0.
 model, and its draftless n-gram types). Standard library only.
 
 What it measures, per prompt (greedy: --temp 0 --top-k 1 -s 1, --ignore-eos, -c 4096; the prompt
-text exactly as in the prompts file, no chat template, given with -f; stdin is /dev/null):
+text exactly as in the prompts file, no chat template, given with -f: the file carries one newline
+more, which llama.cpp's -f drops, and --no-escape keeps backslashes as they are; stdin is
+/dev/null):
 
   * --config plain: `llama-completion ... -no-cnv`. Its stderr's common_perf_print lines give the
     figures: `prompt eval time = X ms / N tokens` (prefill) and `eval time = X ms / R runs`
@@ -207,8 +209,10 @@ def select_prompts(prompts, ids, prompts_file="the prompts file"):
 def build_command(config, bin_dir, model, prompt_file, gen, threads, draft_model=None,
                   extra_args=()):
     """The argv of one run: llama-completion for plain, llama-speculative-simple otherwise."""
-    common = ["-f", prompt_file, "-n", str(gen), "-t", str(threads), "--temp", "0", "--top-k",
-              "1", "-s", "1", "-c", str(kCtx)]
+    # --no-escape: the prompt's text as is (llama.cpp would turn a backslash-n in a docstring into
+    # a newline).
+    common = ["-f", prompt_file, "--no-escape", "-n", str(gen), "-t", str(threads), "--temp", "0",
+              "--top-k", "1", "-s", "1", "-c", str(kCtx)]
     if config == "plain":
         argv = [os.path.join(bin_dir, "llama-completion"), "-m", model] + common + \
             ["-no-cnv", "--ignore-eos"]
@@ -287,6 +291,14 @@ def write_log(path, argv, outcome, stdout, stderr):
         f.write("===== stdout =====\n" + stdout + "\n===== stderr =====\n" + stderr)
 
 
+def prompt_file_text(prompt):
+    """What the prompt file holds: llama.cpp's -f drops one trailing newline of the file it reads
+    (common/arg.cpp), so the file carries one more, and llama.cpp reads the prompt exactly. (A
+    code prompt ending in a newline and the same prompt without it are different prompts: the
+    model continues the first with a function body and often restates the second's signature.)"""
+    return prompt + "\n"
+
+
 def run_prompt(config, prompt_id, prompt, argv_for, work_dir, timeout_s):
     """Runs one prompt: writes the prompt file in work_dir, runs argv_for(prompt_file) with
     stdin /dev/null, keeps the log in work_dir and returns (argv, per-prompt record). Failure
@@ -294,7 +306,7 @@ def run_prompt(config, prompt_id, prompt, argv_for, work_dir, timeout_s):
     name = safe_name(prompt_id)
     prompt_file = os.path.join(work_dir, f"{name}.prompt.txt")
     with open(prompt_file, "w", encoding="utf-8", newline="") as f:
-        f.write(prompt)
+        f.write(prompt_file_text(prompt))
     argv = argv_for(prompt_file)
     log = os.path.join(work_dir, f"{name}.{config}.log")
     before = loadavg()

@@ -200,8 +200,14 @@ class PromptsTest(unittest.TestCase):
 
 
 class CommandTest(unittest.TestCase):
+    def test_prompt_file_compensates_for_the_dropped_newline(self):
+        self.assertEqual(spec.prompt_file_text("def f():\n"), "def f():\n\n")
+        self.assertEqual(spec.prompt_file_text("x = 1"), "x = 1\n")
+        self.assertEqual(spec.prompt_file_text(""), "\n")
+
     def test_commands(self):
-        sampling = ["-n", "64", "-t", "2", "--temp", "0", "--top-k", "1", "-s", "1", "-c", "4096"]
+        sampling = ["--no-escape", "-n", "64", "-t", "2", "--temp", "0", "--top-k", "1", "-s",
+                    "1", "-c", "4096"]
         self.assertEqual(spec.build_command("plain", "/b", "/m.gguf", "/p.txt", 64, 2),
                          ["/b/llama-completion", "-m", "/m.gguf", "-f", "/p.txt"] + sampling
                          + ["-no-cnv", "--ignore-eos"])
@@ -250,6 +256,8 @@ with open(os.path.join(here, "calls.jsonl")) as f:
 with open(os.path.join(here, "stderr." + kind)) as f:
     err = f.read()
 prompt = open(sys.argv[sys.argv.index("-f") + 1]).read()
+if prompt.endswith("\n"):  # as llama.cpp's -f does
+    prompt = prompt[:-1]
 mode = os.environ.get("FAKE_MODE", "")
 if mode == "fail" and calls == 2:
     print("fake failure", file=sys.stderr)
@@ -338,7 +346,8 @@ class ScriptTest(unittest.TestCase):
                                         self.draft])
         self.assertEqual(calls[0][-3:], ["--ignore-eos", "--spec-draft-n-max", "6"])
         with open(calls[0][calls[0].index("-f") + 1], encoding="utf-8") as f:
-            self.assertEqual(f.read(), "def f3():\n")  # the prompt exactly, kept in --log-dir
+            # the prompt and the newline llama.cpp's -f drops, kept in --log-dir
+            self.assertEqual(f.read(), "def f3():\n\n")
         self.assertIn("HumanEval_3.draft.log", os.listdir(logs))
         self.assertIn("HumanEval/1: 13.07 tok/s (19 tokens in 1.454 s; prefill 109 tokens in "
                       "1.831 s), drafted 16 accepted 13 (81.2%)", done.stderr)
