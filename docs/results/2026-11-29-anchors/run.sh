@@ -10,7 +10,9 @@
 #  * round-K: one evaluation round on the 16 evaluation problems: at 1 and then 2 threads, every
 #    configuration of EVAL_S (selfspec: plain decoding and the configuration, each prompt checked
 #    token for token) and EVAL_L (llama.cpp), selfspec first in odd rounds and llama.cpp first in
-#    even ones; JSON e-s-NAME-tT-rK.json and e-l-NAME-tT-rK.json.
+#    even ones; JSON e-s-NAME-tT-rK.json and e-l-NAME-tT-rK.json;
+#  * order-check: untrained, then best, at 2 threads (the reverse of the rounds' order), into
+#    o-s-NAME-t2.json.
 # Nothing here trains: the feature head, draft vocabulary and model are the shipped best
 # configuration's (scripts/build-best-draft.sh qwen2.5-coder-1.5b), the draft model of llama.cpp is
 # Qwen2.5-Coder-0.5B-Instruct Q4_K_M (scripts/get-model.sh qwen2.5-coder-0.5b-instruct).
@@ -112,6 +114,12 @@ run() {
           fi
         done
       done ;;
+    order-check)
+      # The 2-thread rounds ran best first, tree second and untrained third; their plain decoding
+      # rose in that order in both rounds. The same two configurations in the opposite order tell
+      # a position effect from a configuration one.
+      selfspec_run untrained evaluation 2 "$here/o-s-untrained-t2.json"
+      selfspec_run best evaluation 2 "$here/o-s-best-t2.json" ;;
     *) echo "run.sh: no run '$name'" >&2; exit 2 ;;
   esac
 }

@@ -143,8 +143,21 @@ def evaluation():
     return lines
 
 
+def order_check():
+    """The order-check run: untrained, then best, at 2 threads (the reverse of the rounds)."""
+    lines = ["## Order check: 2 threads, untrained first and best second", "",
+             "| run | plain tok/s | tok/s | speedup |", "|---|---|---|---|"]
+    for name in ("untrained", "best"):
+        path = os.path.join(HERE, f"o-s-{name}-t2.json")
+        if not os.path.exists(path):
+            return []
+        f = selfspec_figures(load(os.path.basename(path)))
+        lines.append(f'| {name} | {fmt(f["plain"], 1)} | {fmt(f["spec"], 1)} | {fmt(f["speedup"])}x |')
+    return lines
+
+
 def main():
-    print("\n".join(calibration() + [""] + evaluation()))
+    print("\n".join(calibration() + [""] + evaluation() + order_check()))
 
 
 if __name__ == "__main__":
