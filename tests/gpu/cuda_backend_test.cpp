@@ -4,8 +4,9 @@
 // bit-identical rows); CUDA graphs replaying bit-identically to eager launches; the KV cache
 // after rollbacks equal to a fresh run's; self-speculative greedy decoding token-identical to
 // autoregressive decoding, chains and trees of up to 64 nodes; a feature-level head's forward
-// against the CPU backend and its drafts token-identical; and the backend's guards (a forward past
-// the KV capacity is an error).
+// against the CPU backend and its drafts token-identical; lookups grafted onto the model's draft
+// (--lookup-tree: chain-configured rounds verifying trees) token-identical; and the backend's
+// guards (a forward past the KV capacity is an error).
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
 #include "core/error.hpp"
@@ -13,6 +14,8 @@
 #include "decode/decoding_run.hpp"
 #include "draft/feature_head_drafter.hpp"
 #include "draft/layer_skip_drafter.hpp"
+#include "draft/lookup_source.hpp"
+#include "draft/sourced_drafter.hpp"
 #include "draft/tree_widths.hpp"
 #include "model/attention_mask.hpp"
 #include "tests/support/decoding_runs.hpp"
@@ -286,6 +289,46 @@ TEST_P(CudaBackendTest, FeatureHeadForwardMatchesTheCpuAndDraftsLosslessly) {
                                              controller, nullptr, &drafter, 64);
       EXPECT_EQ(r.tokens, expected) << tree << " K " << k;
       EXPECT_GT(r.stats.drafted, 0) << tree << " K " << k;
+    }
+  }
+}
+
+// Lookups grafted onto the model's draft as branches of one tree (--lookup-tree): over a layer-skip
+// draft and over a feature head, chains and 1:2 trees, the device verifies the merged trees (a
+// chain-configured round may verify a tree) and greedy output stays token-identical. The prompt
+// repeats itself, so the lookups fire from the first round.
+TEST_P(CudaBackendTest, GraftedLookupsKeepTheOutputTokenIdentical) {
+  attach_feature_head(*gpu_model_, dir_.path(), 3);
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9, 40, 14, 3, 27, 9, 5, 14, 3};
+  const std::vector<std::int32_t> expected =
+      autoregressive(*gpu_model_, comm_, prompt, generation, 64);
+  const std::int64_t hidden = gpu_model_->config().hidden_size;
+  for (const bool feature : {false, true}) {
+    for (const char* tree : {"none", "1:2"}) {
+      ControllerOptions controller;
+      controller.kind = "fixed";
+      controller.max_draft = 2;
+      GenerationOptions g = generation;
+      g.tree = TreeWidths::parse(tree);
+      const LayerPlan plan = feature ? LayerPlan::full(3) : skip_layer_1_attention();
+      std::unique_ptr<Drafter> model_drafter;
+      if (feature) {
+        model_drafter = std::make_unique<FeatureHeadDrafter>(3, hidden, "seeded head");
+      } else {
+        model_drafter = std::make_unique<LayerSkipDrafter>(plan, "skips");
+      }
+      std::vector<std::unique_ptr<DraftSource>> sources;
+      sources.push_back(make_lookup_source({3, 1, 3}));
+      SourcedDrafter drafter(std::move(sources), std::move(model_drafter),
+                             SourcedDrafterOptions{.tree = true});
+      const GenerationResult r =
+          speculative(*gpu_model_, comm_, prompt, g, plan, controller, nullptr, &drafter, 64);
+      const std::string label = std::string(feature ? "feature head" : "skips") + " / " + tree;
+      EXPECT_EQ(r.tokens, expected) << label;
+      EXPECT_GT(drafter.state()["lookup"]["tree_rounds"].get<int>(), 0) << label;
     }
   }
 }
