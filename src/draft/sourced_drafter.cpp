@@ -8,13 +8,13 @@
 namespace selfspec {
 namespace {
 
-// Rank 0's proposal, as it travels to every rank: which source, its tokens, and how far the
-// round's draft may reach (DraftContext::draft_room and node_room, known on rank 0 only).
+// Rank 0's proposal, as it travels to every rank: which source, its tokens (at most
+// DraftContext::draft_room, so no deeper than a path may reach), and the most nodes the round's
+// draft may hold (DraftContext::node_room, known on rank 0 only).
 struct SourceProposal {
   std::int32_t source = -1;  // -1: no source proposed; the model drafts
   std::int32_t count = 0;
-  std::int32_t depth_room = 0;  // the deepest node
-  std::int32_t node_room = 0;   // the most nodes
+  std::int32_t node_room = 0;
   std::array<std::int32_t, DraftSource::kMaxTokens> tokens{};
 };
 
@@ -62,7 +62,6 @@ void SourcedDrafter::propose(DraftContext& context, Draft& draft) {
   if (context.is_root() && !sources_.empty()) {
     context.history(history_);
     const int room = std::min(context.draft_room(), DraftSource::kMaxTokens);
-    proposal.depth_room = room;
     proposal.node_room = context.node_room();
     for (std::size_t i = 0; i < sources_.size() && proposal.count == 0; ++i) {
       const std::vector<std::int32_t> tokens = sources_[i]->propose(history_, room);
@@ -89,7 +88,7 @@ void SourcedDrafter::propose(DraftContext& context, Draft& draft) {
   if (proposal.count == 0) return;
   model_nodes_ = draft.size();
   if (!draft.empty()) {
-    placed_ = graft(draft, proposal.depth_room, proposal.node_room);
+    placed_ = graft(draft, proposal.node_room);
     return;
   }
   // The source drafts the round alone: a chain, with no draft forward.
@@ -99,17 +98,17 @@ void SourcedDrafter::propose(DraftContext& context, Draft& draft) {
   draft.mark_lookup();
 }
 
-int SourcedDrafter::graft(Draft& draft, int depth_room, int node_room) const {
+int SourcedDrafter::graft(Draft& draft, int node_room) const {
   // The proposal follows the model's nodes while they carry its tokens; from the first it does
-  // not find there on, its tokens are sourced nodes, as many and as deep as the round's room
-  // leaves (token i sits at depth i + 1).
+  // not find there on, its tokens are sourced nodes, as many as the round's room leaves (its
+  // length already keeps every token within a path's reach).
   int node = Draft::kRoot;
   int placed = 0;
   for (const std::int32_t token : proposed_) {
     const int child = draft.child_with(node, token);
     if (child != Draft::kRoot) {
       node = child;
-    } else if (draft.size() < node_room && placed < depth_room) {
+    } else if (draft.size() < node_room) {
       node = draft.add_sourced(token, node);
     } else {
       break;

@@ -85,7 +85,7 @@ class SourcedDrafter final : public Drafter {
   // Rank 0: how many of `proposed` tokens source `source` may propose now (min_reach).
   int reachable(int source, int proposed) const;
   // Every rank: grafts the proposal onto the model's draft; returns the proposal tokens it holds.
-  int graft(Draft& draft, int depth_room, int node_room) const;
+  int graft(Draft& draft, int node_room) const;
   // Rank 0: a source's round's statistics, from the committed tokens.
   void count_source_round(const Draft& draft, const Verdict& verdict);
 
