@@ -5,7 +5,8 @@ or, with --predictor, EESD's Cali-TS acceptance predictor from `selfspec collect
     scripts/train_exit_head.py DATA_DIR --out exit_head.safetensors [--epochs 3] [--lr 1e-4]
         [--batch 64] [--heldout 0.1] [--negatives 512] [--kl-weight 1.0] [--ce-weight 1.0]
         [--max-len 1024] [--loss-chunk 1024] [--eval-every N] [--eval-positions N] [--patience P]
-        [--min-delta 0.002] [--curve CURVE.json] [--seed 0] [--threads N] [--allow-incomplete]
+        [--min-delta 0.002] [--curve CURVE.json] [--precision f32|bf16] [--seed 0]
+        [--threads N] [--allow-incomplete]
         [--json]
     scripts/train_exit_head.py --predictor CALI_DIR --out predictor.safetensors [--epochs 20]
         [--lr 1e-3] [--batch 64] [--weight-decay 0.01] [--heldout 0.1] [--seed 0] [--threads N]
@@ -75,6 +76,7 @@ from exit_head.dataset import (DataError, evaluation_windows, load_manifest,  # 
                                load_positions, model_spec, sequence_spans, split_sequences,
                                windows_of)
 from exit_head.exit_layer import ExitLayer, FrozenHead  # noqa: E402
+from exit_head import precision  # noqa: E402
 from exit_head.learning_curve import LearningCurve  # noqa: E402
 from exit_head.losses import distillation_loss  # noqa: E402
 from exit_head.training_loop import run_epochs  # noqa: E402
@@ -160,6 +162,7 @@ def parse_args(argv):
     parser.add_argument("--curve", metavar="FILE.json",
                         help="write the learning curve (settings and every evaluation) as JSON, "
                              "rewritten after each evaluation (exit head only)")
+    precision.add_argument(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--allow-incomplete", action="store_true",
@@ -293,7 +296,7 @@ def backward_in_chunks(z, rows, head, data, args, generator):
     `rows`) and returns its sum. The loss runs over --loss-chunk positions at a time, each with
     its own sampled candidate set, into the gradient of a detached z, so that only one chunk's
     [positions, candidates] logits are held at once; then that gradient flows through the layer."""
-    leaf = z.detach().requires_grad_()
+    leaf = precision.loss_leaf(z)
     total = 0.0
     for begin in range(0, len(rows), args.loss_chunk):
         chunk = rows[begin:begin + args.loss_chunk]
@@ -303,7 +306,7 @@ def backward_in_chunks(z, rows, head, data, args, generator):
             args.negatives, generator, args.kl_weight, args.ce_weight)
         (loss * (len(chunk) / len(rows))).backward()
         total += float(loss) * len(chunk)
-    z.backward(leaf.grad)
+    z.backward(precision.output_gradient(leaf, z))
     return total
 
 
@@ -316,8 +319,9 @@ def train_steps(model, head, optimiser, data, windows, args, rng, generator):
         model.train()
         batch = Batch(data, [windows[i] for i in order[begin:begin + args.batch]])
         optimiser.zero_grad()
-        total = backward_in_chunks(final_states(model, head, batch), batch.rows.numpy(), head,
-                                   data, args, generator)
+        with precision.autocast(args.precision):
+            states = final_states(model, head, batch)
+        total = backward_in_chunks(states, batch.rows.numpy(), head, data, args, generator)
         optimiser.step()
         model.eval()
         yield total, len(batch.rows), time.monotonic() - start
@@ -333,7 +337,7 @@ def curve_settings(manifest, spec, args, summary):
     settings.update({name: getattr(args, name) for name in (
         "epochs", "lr", "weight_decay", "batch", "max_len", "negatives", "kl_weight", "ce_weight",
         "heldout", "seed", "threads", "eval_every", "eval_positions", "patience", "min_delta",
-        "lr_schedule")})
+        "lr_schedule", "precision")})
     settings["init"] = os.path.abspath(args.init) if args.init else None
     settings.update({name: summary[name] for name in (
         "train_positions", "heldout_positions", "evaluated_positions")})

@@ -6,7 +6,8 @@ for depth 2) from `selfspec collect-exit-data --exit-layer L` with L = num_layer
         [--lr 1e-4] [--lr-schedule constant|cosine] [--weight-decay 0.01] [--batch 64] [--heldout 0.1] [--negatives 512]
         [--kl-weight 1.0] [--ce-weight 1.0] [--feature-weight 1.0] [--depth2-weight 0.0]
         [--max-len 1024] [--loss-chunk 1024] [--eval-every N] [--eval-positions N] [--patience P]
-        [--min-delta 0.002] [--curve CURVE.json] [--seed 0] [--threads N] [--allow-incomplete]
+        [--min-delta 0.002] [--curve CURVE.json] [--precision f32|bf16] [--seed 0]
+        [--threads N] [--allow-incomplete]
         [--json]
 
 The data. With exit layer L = num_layers (anything else is refused, naming "exit_layer"), a row's
@@ -85,6 +86,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 from exit_head import feature_head as fh  # noqa: E402
+from exit_head import precision  # noqa: E402
 from exit_head.dataset import (DataError, evaluation_windows, load_manifest,  # noqa: E402
                                load_positions, model_spec, sequence_spans, split_sequences,
                                windows_of)
@@ -146,6 +148,7 @@ def parse_args(argv):
                         help="the rise in depth-1 agreement that counts for --patience")
     parser.add_argument("--curve", metavar="FILE.json",
                         help="write the learning curve as JSON, rewritten after each evaluation")
+    precision.add_argument(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--allow-incomplete", action="store_true",
@@ -212,8 +215,8 @@ def backward_depth(z, targets, rows, weight, head, data, args, generator):
     predictions of data rows `rows` [M], normed targets `targets` [M, H]) and that loss. The
     distillation runs --loss-chunk rows at a time into a detached copy of z, each chunk with its
     own sampled candidate set, so that only one chunk's logits are held at once."""
-    leaf = z.detach().requires_grad_()
-    feature = fh.feature_loss(leaf, targets.detach())
+    leaf = precision.loss_leaf(z)
+    feature = fh.feature_loss(leaf, targets.detach().float())
     (weight * args.feature_weight * feature).backward()
     total = args.feature_weight * float(feature)
     for begin in range(0, len(rows), args.loss_chunk):
@@ -224,7 +227,7 @@ def backward_depth(z, targets, rows, weight, head, data, args, generator):
             args.negatives, generator, args.kl_weight, args.ce_weight)
         (weight * loss * (len(chunk) / len(rows))).backward()
         total += float(loss) * len(chunk) / len(rows)
-    return leaf.grad, weight * total
+    return precision.output_gradient(leaf, z), weight * total
 
 
 def train_step(model, head, batch, data, args, generator):
@@ -234,7 +237,8 @@ def train_step(model, head, batch, data, args, generator):
     if not bool(depth1.any()):
         return 0.0
     with_depth2 = args.depth2_weight > 0 and bool(batch.depth2.any())
-    normed, z1, z2 = fh.forward(model, head, batch, with_depth2)
+    with precision.autocast(args.precision):
+        normed, z1, z2 = fh.forward(model, head, batch, with_depth2)
     targets = fh.next_rows(normed)
     outputs, gradients, loss = [z1[depth1]], [], 0.0
     grad, part = backward_depth(outputs[0], targets[depth1], batch.depth1_targets, 1.0, head,
@@ -279,6 +283,7 @@ def curve_settings(manifest, spec, args, summary, embedding):
     settings.update({name: getattr(args, name) for name in (
         "epochs", "lr", "lr_schedule", "weight_decay", "batch", "max_len", "negatives", "loss_chunk",
         "kl_weight", "ce_weight", "feature_weight", "depth2_weight", "heldout", "seed", "threads",
+        "precision",
         "eval_every", "eval_positions", "patience", "min_delta")})
     settings.update({name: summary[name] for name in (
         "train_positions", "heldout_positions", "evaluated_positions")})

@@ -190,6 +190,29 @@ class TrainExitHeadTest(unittest.TestCase):
         self.assertEqual(summary["heldout_sequences"], 12)
         self.check_head_file(out, summary)
 
+    def test_bf16_training_learns_like_f32_and_writes_an_f32_head(self):
+        # --precision bf16: the forward under bf16 autocast, the weights, the loss and the
+        # evaluations in f32. It learns (its agreement rises as f32's does) yet is not f32's run.
+        data = make_data_dir(self.temp.name, noisy_teacher(self.teacher, self.rng),
+                             self.teacher, self.rng)
+        runs = {}
+        for precision in ("f32", "bf16"):
+            out = os.path.join(self.temp.name, f"{precision}.safetensors")
+            code, summary, err = run_trainer(
+                [data, "--out", out, "--epochs", "6", "--lr", "1e-2", "--batch", "4",
+                 "--negatives", "64", "--heldout", "0.25", "--precision", precision, "--json",
+                 "--threads", "1"])
+            self.assertEqual(code, 0, err)
+            self.assertEqual(summary["settings"]["precision"], precision)
+            self.check_head_file(out, summary)
+            runs[precision] = summary
+        f32, bf16 = runs["f32"], runs["bf16"]
+        self.assertEqual(bf16["agreement_before"], f32["agreement_before"])  # f32 evaluations
+        self.assertGreater(bf16["agreement_after"], bf16["agreement_before"] + 0.1)
+        self.assertGreater(bf16["agreement_after"], f32["agreement_after"] - 0.1)
+        self.assertNotEqual(bf16["train_loss"], f32["train_loss"])
+        np.testing.assert_allclose(bf16["train_loss"][0], f32["train_loss"][0], rtol=0.05)
+
     def check_head_file(self, out, summary):
         tensors, metadata = read_safetensors(out)
         self.assertEqual({k: list(v.shape) for k, v in tensors.items()},

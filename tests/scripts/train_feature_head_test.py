@@ -360,6 +360,28 @@ class TrainFeatureHeadTest(unittest.TestCase):
                 self.assertIn(field, point)
         self.check_head_file(out, summary, data_dir)
 
+    def test_bf16_training_learns_like_f32_and_writes_an_f32_head(self):
+        # --precision bf16: the head's forward under bf16 autocast, both depths' losses and the
+        # evaluations in f32; the written head is f32 and reloads with its kept figures.
+        data_dir = make_data_dir(self.temp.name, self.rng)
+        runs = {}
+        for precision in ("f32", "bf16"):
+            out = self.path(f"{precision}.safetensors")
+            code, summary, err = run_main(train_feature_head, [
+                data_dir, "--out", out, "--epochs", "6", "--lr", "1e-2", "--batch", "4",
+                "--negatives", "20", "--heldout", "0.25", "--depth2-weight", "0.5",
+                "--eval-positions", "80", "--precision", precision, "--json", "--threads", "1"])
+            self.assertEqual(code, 0, err)
+            self.assertEqual(summary["settings"]["precision"], precision)
+            runs[precision] = (summary, out)
+        (f32, _), (bf16, out) = runs["f32"], runs["bf16"]
+        self.assertEqual(bf16["agreement_before"], f32["agreement_before"])  # f32 evaluations
+        self.assertGreater(bf16["best"]["heldout_agreement"], bf16["agreement_before"] + 0.5)
+        self.assertGreater(bf16["best"]["depth2_agreement"], 0.3)
+        self.assertNotEqual(bf16["train_loss"], f32["train_loss"])
+        np.testing.assert_allclose(bf16["train_loss"][0], f32["train_loss"][0], rtol=0.05)
+        self.check_head_file(out, bf16, data_dir)
+
     def check_head_file(self, out, summary, data_dir):
         tensors, metadata = read_safetensors(out)
         layer = {"input_layernorm.weight": [16], "post_attention_layernorm.weight": [16],
