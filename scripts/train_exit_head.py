@@ -337,7 +337,7 @@ def curve_settings(manifest, spec, args, summary):
     settings.update({name: getattr(args, name) for name in (
         "epochs", "lr", "weight_decay", "batch", "max_len", "negatives", "kl_weight", "ce_weight",
         "heldout", "seed", "threads", "eval_every", "eval_positions", "patience", "min_delta",
-        "lr_schedule", "precision")})
+        "lr_schedule", "precision", "precision_probe")})
     settings["init"] = os.path.abspath(args.init) if args.init else None
     settings.update({name: summary[name] for name in (
         "train_positions", "heldout_positions", "evaluated_positions")})
@@ -499,6 +499,10 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    if args.predictor is None:
+        args.precision, args.precision_probe = precision.resolve(args.precision, args.threads)
+        if args.precision_probe is not None:
+            log(precision.describe(args.precision, args.precision_probe))
     try:
         summary = train_predictor(args) if args.predictor is not None else train(args)
     except (DataError, SafetensorsError, OSError) as error:

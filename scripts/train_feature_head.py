@@ -283,7 +283,7 @@ def curve_settings(manifest, spec, args, summary, embedding):
     settings.update({name: getattr(args, name) for name in (
         "epochs", "lr", "lr_schedule", "weight_decay", "batch", "max_len", "negatives", "loss_chunk",
         "kl_weight", "ce_weight", "feature_weight", "depth2_weight", "heldout", "seed", "threads",
-        "precision",
+        "precision", "precision_probe",
         "eval_every", "eval_positions", "patience", "min_delta")})
     settings.update({name: summary[name] for name in (
         "train_positions", "heldout_positions", "evaluated_positions")})
@@ -450,6 +450,9 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    args.precision, args.precision_probe = precision.resolve(args.precision, args.threads)
+    if args.precision_probe is not None:
+        log(precision.describe(args.precision, args.precision_probe))
     try:
         summary = train(args)
     except (DataError, SafetensorsError, OSError) as error:

@@ -40,6 +40,7 @@ sys.path.insert(0, kScripts)
 import train_exit_head  # noqa: E402
 import train_exit_head_test  # noqa: E402  (its random layer)
 import train_feature_head  # noqa: E402
+from exit_head import precision  # noqa: E402
 from exit_head import training_loop  # noqa: E402
 from exit_head import feature_head as fh  # noqa: E402
 from exit_head.dataset import (evaluation_windows, load_manifest, load_positions,  # noqa: E402
@@ -381,6 +382,27 @@ class TrainFeatureHeadTest(unittest.TestCase):
         self.assertNotEqual(bf16["train_loss"], f32["train_loss"])
         np.testing.assert_allclose(bf16["train_loss"][0], f32["train_loss"][0], rtol=0.05)
         self.check_head_file(out, bf16, data_dir)
+
+    def test_auto_precision_follows_a_timed_probe_and_falls_back_to_f32(self):
+        parser = train_feature_head.argparse.ArgumentParser()
+        precision.add_argument(parser)
+        self.assertEqual(parser.parse_args([]).precision, "f32")  # auto only when asked
+        self.assertEqual(precision.resolve("bf16", 1), ("bf16", None))
+        chosen, probe = precision.resolve("auto", 1)
+        self.assertGreater(probe["f32_s"], 0.0)
+        self.assertGreater(probe["bf16_s"], 0.0)
+        self.assertEqual(chosen, "bf16" if probe["speedup"] >= precision.kAutoMinSpeedup
+                         else "f32")
+        self.assertIn(f"auto -> {chosen}", precision.describe(chosen, probe))
+        # A probe that dies (as an unsupported instruction would kill it) means f32.
+        saved = precision._PROBE
+        precision._PROBE = "import os; os.abort()"
+        try:
+            chosen, probe = precision.resolve("auto", 1)
+        finally:
+            precision._PROBE = saved
+        self.assertEqual(chosen, "f32")
+        self.assertIn("probe failed", precision.describe(chosen, probe))
 
     def check_head_file(self, out, summary, data_dir):
         tensors, metadata = read_safetensors(out)
