@@ -11,12 +11,13 @@
 #
 #   scripts/build-best-draft.sh qwen2.5-coder-1.5b|smollm2-135m [--quick | --model-only]
 #
-# Qwen: the recipe docs/results/2026-11-29-feature-head.md measured: collect-exit-data of the 41
-# HumanEval calibration problems, each continued twice by the model (128 tokens), and 40,000
+# Qwen: the recipe of docs/results/2026-11-29-head-training.md: collect-exit-data of the 41
+# HumanEval calibration problems, each continued twice by the model (128 tokens), and 70,000
 # tokens of the Python standard library at the final residual (--exit-layer L), then the feature
 # head trained 4 epochs (windows of 256, lr 3e-4 decayed by a cosine, the best held-out depth-1
-# agreement kept): about 5.5 min of collection, 1 of vocabulary and 13 of training on a 2-core
-# Zen 5. SmolLM2: the EESD recipe of docs/results/2026-11-27-eesd-n-sweep.md, the 16 calibration
+# agreement kept, evaluated every 30,000 positions) under bf16 autocast where a timed probe finds
+# it faster (--precision auto; docs/results/2026-11-29-feature-head.md measured the same recipe
+# with 40,000 tokens in f32). SmolLM2: the EESD recipe of docs/results/2026-11-27-eesd-n-sweep.md, the 16 calibration
 # prompts of bench/prompts × 32 continuations of 256 tokens + 420k tokens of Debian documentation,
 # N = 2 (about 12 + 3 min). Every step prints its progress (the tools' own lines, with the time
 # left) every 30 s, and the recipe its steps' elapsed times. --quick shrinks every budget (a smoke
@@ -67,13 +68,13 @@ case $name in
     prompts=$(scripts/get-prompts.sh humaneval | tail -n 1)
     scripts/get-open-text.sh code "$out/open-text" >&2
     text=$out/open-text/python-stdlib
-    gen=128 continuations=2 tokens=40000 batch=16 epochs=4 chat=() ;;
+    gen=128 continuations=2 tokens=70000 batch=16 epochs=4 eval_every=30000 chat=() ;;
   smollm2-135m)
     kind=eesd n=2
     prompts=$P/chat.jsonl,$P/qa.jsonl,$P/summarisation.jsonl,$P/maths.jsonl
     scripts/get-open-text.sh prose "$out/open-text" >&2
     text=$out/open-text
-    gen=256 continuations=32 tokens=420000 batch=32 epochs=1 chat=(--chat) ;;
+    gen=256 continuations=32 tokens=420000 batch=32 epochs=1 eval_every=20000 chat=(--chat) ;;
 esac
 if [ $quick -eq 1 ]; then gen=32 continuations=1 tokens=4000 epochs=1; fi
 
@@ -112,12 +113,14 @@ if [ "$kind" = feature ]; then
   head=feature-head.safetensors
   step train "$PY" scripts/train_feature_head.py "$out/data" --out "$out/$head" \
     --epochs "$epochs" --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512 \
-    --eval-every 10000 --eval-positions 2000 --patience 4 --threads 2 --json
+    --eval-every "$eval_every" --eval-positions 2000 --patience 4 --precision auto --threads 2 \
+    --json
 else
   head=head-n$n.safetensors
   step train "$PY" scripts/train_exit_head.py "$out/data" --out "$out/$head" \
     --epochs "$epochs" --batch 8 --max-len 256 --lr 3e-4 --lr-schedule cosine --negatives 512 \
-    --eval-every 20000 --eval-positions 3000 --patience 4 --threads 2 --json
+    --eval-every "$eval_every" --eval-positions 3000 --patience 4 --precision auto --threads 2 \
+    --json
 fi
 total=$((SECONDS - started))
 (IFS=,; echo "{${timings[*]}, \"total\": $total, \"finished\": \"$(date -u +%FT%TZ)\", \"cpu\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')\", \"cores\": $(nproc)}") > "$out/timings.json"
