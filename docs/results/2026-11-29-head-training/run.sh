@@ -62,6 +62,8 @@ declare -A BENCH=(
   [f-otc-lookup]="$F --feature-head $out/feature.safetensors $LOOKUP $K1"
   [f-recipe]="$F --feature-head $out/recipe/out/best/qwen2.5-coder-1.5b/feature-head.safetensors $K1"
   [f-recipe-lookup]="$F --feature-head $out/recipe/out/best/qwen2.5-coder-1.5b/feature-head.safetensors $LOOKUP $K1"
+  [f-base-lookup-2t]="$F --feature-head $base/feature-4ep.safetensors $LOOKUP ${K1/--threads 1/--threads 2}"
+  [f-recipe-lookup-2t]="$F --feature-head $out/recipe/out/best/qwen2.5-coder-1.5b/feature-head.safetensors $LOOKUP ${K1/--threads 1/--threads 2}"
 )
 bench() {  # bench PROMPTS_FILE OUT_NAME CONFIG: `selfspec bench` (plain decoding and the
   # configuration, each prompt checked token for token) of Qwen2.5-Coder-1.5B Q4_K_M, 64 greedy
@@ -104,10 +106,9 @@ run() {
       (cd "$out/recipe" && SELFSPEC_BUILD_DIR=$(dirname "$(dirname "$S")") \
         scripts/build-best-draft.sh qwen2.5-coder-1.5b) 2> "$out/recipe.log"
       cp "$out/recipe/out/best/qwen2.5-coder-1.5b/timings.json" "$here/recipe-timings.json"
-      # The trainer's --json summary (the last JSON line of its log), without its curve.
-      grep '^{' "$out/recipe/out/best/qwen2.5-coder-1.5b/train.log" | tail -n 1 |
-        python3 -c 'import json, sys; d = json.load(sys.stdin); d.pop("curve", None)
-print(json.dumps(d))' > "$here/recipe-train.json"
+      # The trainer's --json summary (the last JSON line of its log).
+      grep '^{' "$out/recipe/out/best/qwen2.5-coder-1.5b/train.log" | tail -n 1 \
+        > "$here/recipe-train.json"
       cmp "$out/recipe/out/best/qwen2.5-coder-1.5b/vocab.json" "$best/vocab.json" >&2 ||
         echo "run.sh: the recipe's vocabulary differs from the shipped one" >&2 ;;
     dev-prompts)
