@@ -5,7 +5,7 @@ or, with --predictor, EESD's Cali-TS acceptance predictor from `selfspec collect
     scripts/train_exit_head.py DATA_DIR --out exit_head.safetensors [--epochs 3] [--lr 1e-4]
         [--batch 64] [--heldout 0.1] [--negatives 512] [--kl-weight 1.0] [--ce-weight 1.0]
         [--max-len 1024] [--loss-chunk 1024] [--eval-every N] [--eval-positions N] [--patience P]
-        [--min-delta 0.002] [--curve CURVE.json] [--precision f32|bf16] [--seed 0]
+        [--min-delta 0.002] [--curve CURVE.json] [--precision f32|bf16|auto] [--seed 0]
         [--threads N] [--allow-incomplete]
         [--json]
     scripts/train_exit_head.py --predictor CALI_DIR --out predictor.safetensors [--epochs 20]

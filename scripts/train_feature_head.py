@@ -6,7 +6,7 @@ for depth 2) from `selfspec collect-exit-data --exit-layer L` with L = num_layer
         [--lr 1e-4] [--lr-schedule constant|cosine] [--weight-decay 0.01] [--batch 64] [--heldout 0.1] [--negatives 512]
         [--kl-weight 1.0] [--ce-weight 1.0] [--feature-weight 1.0] [--depth2-weight 0.0]
         [--max-len 1024] [--loss-chunk 1024] [--eval-every N] [--eval-positions N] [--patience P]
-        [--min-delta 0.002] [--curve CURVE.json] [--precision f32|bf16] [--seed 0]
+        [--min-delta 0.002] [--curve CURVE.json] [--precision f32|bf16|auto] [--seed 0]
         [--threads N] [--allow-incomplete]
         [--json]
 
