@@ -500,9 +500,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     if args.predictor is None:
-        args.precision, args.precision_probe = precision.resolve(args.precision, args.threads)
-        if args.precision_probe is not None:
-            log(precision.describe(args.precision, args.precision_probe))
+        precision.settle(args, log)
     try:
         summary = train_predictor(args) if args.predictor is not None else train(args)
     except (DataError, SafetensorsError, OSError) as error:

@@ -450,9 +450,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    args.precision, args.precision_probe = precision.resolve(args.precision, args.threads)
-    if args.precision_probe is not None:
-        log(precision.describe(args.precision, args.precision_probe))
+    precision.settle(args, log)
     try:
         summary = train(args)
     except (DataError, SafetensorsError, OSError) as error:

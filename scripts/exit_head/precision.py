@@ -65,6 +65,14 @@ def resolve(choice, threads):
     return ("bf16" if speedup >= kAutoMinSpeedup else "f32"), probe
 
 
+def settle(args, log):
+    """Replaces args.precision by the precision to train in (resolve), sets args.precision_probe,
+    and logs the choice when auto made it."""
+    args.precision, args.precision_probe = resolve(args.precision, args.threads)
+    if args.precision_probe is not None:
+        log(describe(args.precision, args.precision_probe))
+
+
 def describe(precision, probe):
     """One line for the log: the precision and, for auto, why."""
     if probe is None:
