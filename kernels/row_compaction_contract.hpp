@@ -3,8 +3,8 @@
 // limit and the argument check. Free of fmt (nvcc compiles the CUDA side), so the check returns
 // its message and each side throws it.
 //
-// compact_rows works on `blocks` blocks of rows (block b starts at base + b * block_stride floats
-// and holds rows_per_block rows of row_floats floats) and, in every block, copies row from[i] to
+// compact_rows works on `blocks` blocks of rows (block b starts at base + b * block_stride bytes
+// and holds rows_per_block rows of row_bytes bytes) and, in every block, copies row from[i] to
 // row to + i for i = 0, 1, ..., n - 1 in that order. With `from` strictly ascending and
 // from[i] >= to + i, a destination to + j never holds a source that is still to be read
 // (to + j < to + i <= from[i] for j < i), so the in-order copy equals copying every row from the
@@ -24,14 +24,14 @@ inline constexpr std::int64_t kMaxCompactedRows = 64;
 // Empty when compact_rows may run with these arguments, else what is wrong (prefixed with
 // "compact_rows: ").
 inline std::string row_compaction_error(std::int64_t blocks, std::int64_t block_stride,
-                                        std::int64_t rows_per_block, std::int64_t row_floats,
+                                        std::int64_t rows_per_block, std::int64_t row_bytes,
                                         std::span<const std::int32_t> from, std::int64_t to) {
   const auto str = [](std::int64_t value) { return std::to_string(value); };
   const auto n = static_cast<std::int64_t>(from.size());
-  if (blocks < 0 || row_floats <= 0 || rows_per_block <= 0 ||
-      block_stride < rows_per_block * row_floats) {
+  if (blocks < 0 || row_bytes <= 0 || rows_per_block <= 0 ||
+      block_stride < rows_per_block * row_bytes) {
     return "compact_rows: bad geometry (" + str(blocks) + " blocks of " + str(rows_per_block) +
-           " rows of " + str(row_floats) + " floats, block stride " + str(block_stride) +
+           " rows of " + str(row_bytes) + " bytes, block stride " + str(block_stride) +
            "; blocks must not overlap)";
   }
   if (n > kMaxCompactedRows) {

@@ -7,7 +7,8 @@
 // than the L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so GB/s is HBM bandwidth (weights
 // + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512) reports TFLOP/s. Decode
 // attention (T = 1 over 160 / 1k / 4k / 16k cached slots, 32 query heads, 8 KV heads, head_dim
-// 128) rotates over KV-cache copies the same way and reports GB/s of K and V read. RoPE fused with
+// 128, an f32 and a bf16 KV cache) rotates over KV-cache copies the same way and reports GB/s of K
+// and V read (4 or 2 bytes an element). RoPE fused with
 // the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written. The
 // quantized GEMV (GGUF formats as stored: Q4_0, Q8_0, Q4_K, Q6_K, 4096 x 4096 at T = 1, 4, 8;
 // activations quantized once per call) reports GB/s of its quantized rows read. RMSNorm
@@ -336,7 +337,8 @@ void bm_cublaslt(benchmark::State& state, std::int64_t rows, std::int64_t cols,
   });
 }
 
-void bm_attention(benchmark::State& state, std::int64_t n_past) {
+// Decode attention over a KV cache of kv_dtype (f32 or bf16).
+void bm_attention(benchmark::State& state, std::int64_t n_past, DType kv_dtype) {
   guarded(state, [&] {
     const Stream stream;
     AttentionDims dims;
@@ -345,10 +347,12 @@ void bm_attention(benchmark::State& state, std::int64_t n_past) {
     dims.n_kv_heads = 8;
     dims.head_dim = 128;
     dims.capacity = n_past + 1;
+    dims.kv_dtype = kv_dtype;
     const auto cache_elements =
         static_cast<std::size_t>(dims.n_kv_heads * dims.capacity * dims.head_dim);
+    const std::size_t element = dtype_size(kv_dtype);
     // K and V of one copy live side by side in one pool entry.
-    const Pool caches = make_pool(DType::kF32, 2 * cache_elements, 5);
+    const Pool caches = make_pool(kv_dtype, 2 * cache_elements, 5);
     const DeviceMemory q =
         random_device(DType::kF32, static_cast<std::size_t>(dims.n_q_heads * dims.head_dim), 6);
     const DeviceMemory out(static_cast<std::size_t>(dims.n_q_heads * dims.head_dim) *
@@ -361,11 +365,11 @@ void bm_attention(benchmark::State& state, std::int64_t n_past) {
         cudaMemcpy(step.get(), &step_host, sizeof step_host, cudaMemcpyHostToDevice));
     const float scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
     // K and V rows actually read: the n_past + 1 visible slots of every KV head.
-    const double bytes =
-        2.0 * static_cast<double>(dims.n_kv_heads * (n_past + 1) * dims.head_dim) * sizeof(float);
+    const double bytes = 2.0 * static_cast<double>(dims.n_kv_heads * (n_past + 1) * dims.head_dim) *
+                         static_cast<double>(element);
     run_timed(state, stream, bytes, 0.0, [&](std::int64_t call) {
-      const auto* k_cache = reinterpret_cast<const float*>(caches.copy(call));
-      const float* v_cache = k_cache + cache_elements;
+      const std::uint8_t* k_cache = caches.copy(call);
+      const std::uint8_t* v_cache = k_cache + cache_elements * element;
       attention(q.get<float>(), k_cache, v_cache, dims, step.get<StepParams>(), nullptr, scale,
                 out.get<float>(), workspace.get(), stream.get());
     });
@@ -459,9 +463,10 @@ void bm_compact_rows(benchmark::State& state, std::int64_t layers, std::int64_t 
         random_device(DType::kF32, static_cast<std::size_t>(blocks * kCapacity * head_dim), 11);
     const double bytes = 2.0 * static_cast<double>(blocks) * static_cast<double>(from.size()) *
                          static_cast<double>(head_dim) * sizeof(float);
+    constexpr auto kFloat = static_cast<std::int64_t>(sizeof(float));
     run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
-      compact_rows(cache.get<float>(), blocks, kCapacity * head_dim, kCapacity, head_dim, from, kTo,
-                   stream.get());
+      compact_rows(cache.get(), blocks, kCapacity * head_dim * kFloat, kCapacity, head_dim * kFloat,
+                   from, kTo, stream.get());
     });
   });
 }
@@ -512,10 +517,17 @@ void register_benchmarks() {
   }
   configure(benchmark::RegisterBenchmark("rope_write_kv/32x128/T:1",
                                          [](benchmark::State& s) { bm_rope_write_kv(s); }));
-  for (const std::int64_t slots : {160, 1024, 4096, 16384}) {
-    const std::string name = "attention/T:1/slots:" + std::to_string(slots);
-    configure(benchmark::RegisterBenchmark(
-        name.c_str(), [slots](benchmark::State& s) { bm_attention(s, slots); }));
+  // "attention/..." is the f32 cache (the name kept from before bf16 caches),
+  // "attention/bf16-kv/..." the bf16 cache.
+  for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {
+    for (const std::int64_t slots : {160, 1024, 4096, 16384}) {
+      const std::string name =
+          std::string(kv_dtype == DType::kBF16 ? "attention/bf16-kv" : "attention") +
+          "/T:1/slots:" + std::to_string(slots);
+      configure(benchmark::RegisterBenchmark(name.c_str(), [slots, kv_dtype](benchmark::State& s) {
+        bm_attention(s, slots, kv_dtype);
+      }));
+    }
   }
   for (const std::int64_t n_ids : {4096, 16384}) {
     for (const std::int64_t width : {49152, 151936}) {

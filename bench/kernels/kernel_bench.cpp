@@ -169,30 +169,35 @@ struct AttentionHeads {
   std::int64_t head_dim;
 };
 
-void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots, AttentionHeads heads) {
+void bm_attention(benchmark::State& state, Isa isa, std::int64_t n_slots, AttentionHeads heads,
+                  DType kv_dtype) {
   if (!select_isa(state, isa)) return;
   // One new token after n_slots - 1. Each iteration reads the next of several K/V cache copies
-  // (together beyond the caches).
+  // (together beyond the caches), each in kv_dtype.
   const std::int64_t dim = heads.head_dim;
-  const AttentionShape shape{1, heads.q_heads, heads.kv_heads, dim, n_slots - 1, n_slots};
+  const AttentionShape shape{1, heads.q_heads, heads.kv_heads, dim, n_slots - 1, n_slots, kv_dtype};
   const std::size_t cache = static_cast<std::size_t>(shape.n_kv_heads * shape.capacity * dim);
-  const std::size_t copies = std::max<std::size_t>(2, pool_bytes() / (2 * cache * sizeof(float)));
-  AlignedBuffer<float> pool(2 * cache * copies);
+  const std::size_t element = dtype_size(kv_dtype);
+  const std::size_t copy_bytes = 2 * cache * element;
+  const std::size_t copies = std::max<std::size_t>(2, pool_bytes() / copy_bytes);
+  AlignedBuffer<std::byte> pool(copy_bytes * copies);
   const std::vector<float> kv = random_vector(2 * cache, 3);
   for (std::size_t c = 0; c < copies; ++c) {
-    std::memcpy(pool.data() + c * 2 * cache, kv.data(), kv.size() * sizeof(float));
+    for (std::size_t i = 0; i < kv.size(); ++i) {
+      store_from_f32(kv_dtype, pool.data() + c * copy_bytes, i, kv[i]);
+    }
   }
   const std::vector<float> q = random_vector(static_cast<std::size_t>(shape.n_q_heads * dim), 5);
   std::vector<float> out(q.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   std::size_t next = 0;
   for (auto _ : state) {
-    const float* k = pool.data() + (next++ % copies) * 2 * cache;
-    attention(q.data(), k, k + cache, shape, nullptr, scale, out.data());
+    const std::byte* k = pool.data() + (next++ % copies) * copy_bytes;
+    attention(q.data(), k, k + cache * element, shape, nullptr, scale, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double bytes = 2.0 * 4.0 * static_cast<double>(cache);
+  const double bytes = 2.0 * static_cast<double>(element) * static_cast<double>(cache);
   const double macs = 2.0 * static_cast<double>(heads.q_heads * n_slots * dim);
   state.counters["GB/s"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -365,13 +370,17 @@ void register_all() {
   for (const AttentionHeads& heads : attention_heads) {
     for (const std::int64_t slots : {1024, 4096}) {
       for (const Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-        const std::string name =
-            fmt::format("attention_decode/{}/T1/slots{}/{}on{}x{}", isa_name(isa), slots,
-                        heads.q_heads, heads.kv_heads, heads.head_dim);
-        benchmark::RegisterBenchmark(
-            name.c_str(), [=](benchmark::State& state) { bm_attention(state, isa, slots, heads); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMicrosecond);
+        // The f32 cache keeps its old names; a bf16 cache is named so.
+        for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {
+          const std::string name = fmt::format(
+              "attention_decode/{}/T1/slots{}/{}on{}x{}{}", isa_name(isa), slots, heads.q_heads,
+              heads.kv_heads, heads.head_dim, kv_dtype == DType::kBF16 ? "/bf16-kv" : "");
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& state) { bm_attention(state, isa, slots, heads, kv_dtype); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }

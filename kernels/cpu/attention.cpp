@@ -15,7 +15,8 @@
 // Masked slots are skipped, never summed as zeros, so a query gives bit-identical output whether it
 // is alone (T = 1, n_past = its slot) or inside a batch, whatever the thread count and the ISA
 // (the AVX2 and AVX-512 forms of steps 1 and 3: attention_simd.hpp). Scores live in a per-thread
-// scratch buffer. A query that sees no slot at all gets zeros.
+// scratch buffer. A query that sees no slot at all gets zeros. A bf16 cache's K and V elements are
+// widened exactly (bf16_to_f32) where steps 1 and 3 read them, and nothing else changes.
 #include "kernels/cpu/attention.hpp"
 
 #include "kernels/cpu/attention_simd.hpp"
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -47,13 +49,21 @@ Scratch& thread_scratch() {
 
 // out[d] = Σ over visible slots i, ascending, from 0, of probs[i] * v[slot(i)][d]: the scalar form
 // of step 3 (attention_simd.hpp's kernels vectorise it over d).
-void values_scalar(const float* v_head, std::int64_t head_dim, const detail::VisibleSlots& slots,
+float widen(float x) {
+  return x;
+}
+float widen(std::uint16_t x) {
+  return bf16_to_f32(x);
+}
+
+template <class Elem>
+void values_scalar(const Elem* v_head, std::int64_t head_dim, const detail::VisibleSlots& slots,
                    const float* probs, float* __restrict out) {
   std::fill(out, out + head_dim, 0.0f);
   auto add_row = [&](std::int64_t i, std::int64_t slot) {
-    const float* __restrict v = v_head + slot * head_dim;
+    const Elem* __restrict v = v_head + slot * head_dim;
     const float p = probs[i];
-    for (std::int64_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
+    for (std::int64_t d = 0; d < head_dim; ++d) out[d] += p * widen(v[d]);
   };
   for (std::int64_t i = 0; i < slots.n_contiguous; ++i) add_row(i, i);
   for (std::int64_t i = slots.n_contiguous; i < slots.count; ++i) {
@@ -87,36 +97,43 @@ void softmax_visible(Isa isa, float* scores, const detail::VisibleSlots& slots, 
 }
 
 // Step 1 for the query heads of one KV head: scores[h * n_keys + i] for keys [0, n_keys).
+// (matmul's rows kernels widen bf16 weights exactly, so they serve a bf16 cache as they are.)
 void raw_scores(Isa isa, const float* q_heads, std::int64_t n_heads, std::int64_t head_dim,
-                const float* k_head, std::int64_t n_keys, float* scores) {
+                const void* k_head, DType kv_dtype, std::int64_t n_keys, float* scores) {
   if (isa == Isa::kAvx512) {
-    detail::attention_scores_avx512(q_heads, n_heads, head_dim, k_head, n_keys, scores);
+    detail::attention_scores_avx512(q_heads, n_heads, head_dim, k_head, kv_dtype, n_keys, scores);
   } else {
-    const WeightView keys{DType::kF32, k_head, n_keys, head_dim};
+    const WeightView keys{kv_dtype, k_head, n_keys, head_dim};
     detail::matmul_rows(isa, q_heads, n_heads, keys, 0, n_keys, scores);
   }
 }
 
 // Step 3 for the query heads of one KV head: out[h * head_dim + d].
-void weighted_values(Isa isa, const float* v_head, std::int64_t head_dim,
+void weighted_values(Isa isa, const void* v_head, DType kv_dtype, std::int64_t head_dim,
                      const detail::VisibleSlots& slots, const float* probs,
                      std::int64_t probs_stride, std::int64_t n_heads, float* out) {
   if (isa == Isa::kAvx512) {
-    detail::attention_values_avx512(v_head, head_dim, slots, probs, probs_stride, n_heads, out,
-                                    head_dim);
+    detail::attention_values_avx512(v_head, kv_dtype, head_dim, slots, probs, probs_stride, n_heads,
+                                    out, head_dim);
   } else if (isa == Isa::kAvx2) {
-    detail::attention_values_avx2(v_head, head_dim, slots, probs, probs_stride, n_heads, out,
-                                  head_dim);
+    detail::attention_values_avx2(v_head, kv_dtype, head_dim, slots, probs, probs_stride, n_heads,
+                                  out, head_dim);
   } else {
     for (std::int64_t h = 0; h < n_heads; ++h) {
-      values_scalar(v_head, head_dim, slots, probs + h * probs_stride, out + h * head_dim);
+      if (kv_dtype == DType::kBF16) {
+        values_scalar(static_cast<const std::uint16_t*>(v_head), head_dim, slots,
+                      probs + h * probs_stride, out + h * head_dim);
+      } else {
+        values_scalar(static_cast<const float*>(v_head), head_dim, slots, probs + h * probs_stride,
+                      out + h * head_dim);
+      }
     }
   }
 }
 
 }  // namespace
 
-void attention(const float* q, const float* k_cache, const float* v_cache,
+void attention(const float* q, const void* k_cache, const void* v_cache,
                const AttentionShape& shape, const std::uint8_t* tree_mask, float scale,
                float* out) {
   const std::int64_t n_tokens = shape.n_tokens;
@@ -137,12 +154,19 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
                  n_tokens, capacity);
   SELFSPEC_CHECK(capacity <= std::numeric_limits<std::int32_t>::max(),
                  "attention: cache capacity {} too large", capacity);
+  const DType kv_dtype = shape.kv_dtype;
+  SELFSPEC_CHECK(kv_dtype == DType::kF32 || kv_dtype == DType::kBF16,
+                 "attention: a KV cache of {} (f32 and bf16 caches are supported)",
+                 dtype_name(kv_dtype));
   if (n_tokens == 0) return;
 
   const Isa isa = active_isa();
   const std::int64_t group = n_q_heads / n_kv_heads;
   const std::int64_t q_row = n_q_heads * head_dim;
-  const std::int64_t head_stride = capacity * head_dim;
+  const std::int64_t head_stride_bytes =
+      capacity * head_dim * static_cast<std::int64_t>(dtype_size(kv_dtype));
+  const auto* k_bytes = static_cast<const std::byte*>(k_cache);
+  const auto* v_bytes = static_cast<const std::byte*>(v_cache);
 
   // Work units are (KV head, token, part of the KV head's query heads), numbered KV-head-major, so
   // a thread's range covers whole KV heads (the head stays in cache across its tokens) and causal
@@ -166,8 +190,8 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
       const std::int64_t first_head = kv_head * group + unit % parts * part_heads;
       const std::int64_t n_heads = std::min(part_heads, (kv_head + 1) * group - first_head);
       const float* q_heads = q + t * q_row + first_head * head_dim;
-      const float* k_head = k_cache + kv_head * head_stride;
-      const float* v_head = v_cache + kv_head * head_stride;
+      const void* k_head = k_bytes + kv_head * head_stride_bytes;
+      const void* v_head = v_bytes + kv_head * head_stride_bytes;
       float* o = out + t * q_row + first_head * head_dim;
       const std::uint8_t* mask_row = tree_mask != nullptr ? tree_mask + t * n_tokens : nullptr;
 
@@ -196,11 +220,11 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
       const std::int64_t n_keys = last_slot + 1;
       scratch.scores.resize(static_cast<std::size_t>(n_heads * n_keys));
       float* scores = scratch.scores.data();
-      raw_scores(isa, q_heads, n_heads, head_dim, k_head, n_keys, scores);
+      raw_scores(isa, q_heads, n_heads, head_dim, k_head, kv_dtype, n_keys, scores);
       for (std::int64_t h = 0; h < n_heads; ++h) {
         softmax_visible(isa, scores + h * n_keys, slots, scale);
       }
-      weighted_values(isa, v_head, head_dim, slots, scores, n_keys, n_heads, o);
+      weighted_values(isa, v_head, kv_dtype, head_dim, slots, scores, n_keys, n_heads, o);
     }
   });
 }

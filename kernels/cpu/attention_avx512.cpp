@@ -2,12 +2,14 @@
 // the scores of a KV head's query heads, each the canonical dot of matmul.hpp (16 lanes of fused
 // multiply-adds, then the fixed pairwise tree), and the probability-weighted sum of V rows, each
 // product rounded and then added in ascending slot order, 16 dimensions per vector. All query
-// heads of a KV head read each K and V row once. Runtime-dispatched (attention.cpp).
+// heads of a KV head read each K and V row once. K and V rows are f32 or bf16 (widened exactly as
+// they are loaded: a shift into the high half). Runtime-dispatched (attention.cpp).
 #include "kernels/cpu/attention_simd.hpp"
 
 #include "kernels/cpu/avx512_intrinsics.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #define SELFSPEC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
@@ -60,14 +62,30 @@ SELFSPEC_AVX512 inline __mmask16 tail_mask(std::int64_t n) {
   return static_cast<__mmask16>((1u << n) - 1u);
 }
 
+// The 16 elements at p as f32, lanes off in `lanes` zero (and not read).
+SELFSPEC_AVX512 inline __m512 load16(const float* p, __mmask16 lanes) {
+  return _mm512_maskz_loadu_ps(lanes, p);
+}
+SELFSPEC_AVX512 inline __m512 load16(const std::uint16_t* p, __mmask16 lanes) {
+  const __m256i bits = _mm256_maskz_loadu_epi16(lanes, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+SELFSPEC_AVX512 inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+SELFSPEC_AVX512 inline __m512 load16(const std::uint16_t* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
 // Registers for the sums of one pass of the value product: heads × 16-float blocks.
 constexpr int kAccumulators = 24;
 constexpr int kMaxBlocks = 8;
 
 // One pass: dimensions [d0, d0 + 16 * kBlocks) (the last block masked by last) of heads
 // [h0, h0 + hn), hn <= kAccumulators / kBlocks.
-template <int kBlocks>
-SELFSPEC_AVX512 void values_pass(const float* v, std::int64_t head_dim, std::int64_t d0,
+template <class Elem, int kBlocks>
+SELFSPEC_AVX512 void values_pass(const Elem* v, std::int64_t head_dim, std::int64_t d0,
                                  __mmask16 last, const VisibleSlots& slots, const float* probs,
                                  std::int64_t probs_stride, std::int64_t h0, std::int64_t hn,
                                  float* out, std::int64_t out_stride) {
@@ -80,12 +98,11 @@ SELFSPEC_AVX512 void values_pass(const float* v, std::int64_t head_dim, std::int
   }
   const float* p = probs + h0 * probs_stride;
   auto add_row = [&](std::int64_t i, std::int64_t slot) SELFSPEC_AVX512 {
-    const float* row = v + slot * head_dim + d0;
+    const Elem* row = v + slot * head_dim + d0;
     __m512 x[kBlocks];
 #pragma GCC unroll 8
     for (int b = 0; b < kBlocks; ++b) {
-      x[b] = b + 1 < kBlocks ? _mm512_loadu_ps(row + 16 * b)
-                             : _mm512_maskz_loadu_ps(last, row + 16 * b);
+      x[b] = b + 1 < kBlocks ? load16(row + 16 * b) : load16(row + 16 * b, last);
     }
 #pragma GCC unroll 24
     for (int h = 0; h < kHeads; ++h) {
@@ -118,30 +135,30 @@ SELFSPEC_AVX512 void values_pass(const float* v, std::int64_t head_dim, std::int
   }
 }
 
-template <int kBlocks>
-SELFSPEC_AVX512 void values_blocks(const float* v, std::int64_t head_dim, std::int64_t d0,
+template <class Elem, int kBlocks>
+SELFSPEC_AVX512 void values_blocks(const Elem* v, std::int64_t head_dim, std::int64_t d0,
                                    __mmask16 last, const VisibleSlots& slots, const float* probs,
                                    std::int64_t probs_stride, std::int64_t n_heads, float* out,
                                    std::int64_t out_stride) {
   constexpr int kHeads = std::max(1, kAccumulators / kBlocks);
   for (std::int64_t h0 = 0; h0 < n_heads; h0 += kHeads) {
-    values_pass<kBlocks>(v, head_dim, d0, last, slots, probs, probs_stride, h0,
-                         std::min<std::int64_t>(kHeads, n_heads - h0), out, out_stride);
+    values_pass<Elem, kBlocks>(v, head_dim, d0, last, slots, probs, probs_stride, h0,
+                               std::min<std::int64_t>(kHeads, n_heads - h0), out, out_stride);
   }
 }
 
-using ValuesBlocks = void (*)(const float*, std::int64_t, std::int64_t, __mmask16,
+template <class Elem>
+using ValuesBlocks = void (*)(const Elem*, std::int64_t, std::int64_t, __mmask16,
                               const VisibleSlots&, const float*, std::int64_t, std::int64_t, float*,
                               std::int64_t);
-constexpr ValuesBlocks kValuesBlocks[kMaxBlocks] = {
-    values_blocks<1>, values_blocks<2>, values_blocks<3>, values_blocks<4>,
-    values_blocks<5>, values_blocks<6>, values_blocks<7>, values_blocks<8>};
+template <class Elem>
+constexpr ValuesBlocks<Elem> kValuesBlocks[kMaxBlocks] = {
+    values_blocks<Elem, 1>, values_blocks<Elem, 2>, values_blocks<Elem, 3>, values_blocks<Elem, 4>,
+    values_blocks<Elem, 5>, values_blocks<Elem, 6>, values_blocks<Elem, 7>, values_blocks<Elem, 8>};
 
-}  // namespace
-
-SELFSPEC_AVX512 void attention_scores_avx512(const float* q, std::int64_t n_heads,
-                                             std::int64_t head_dim, const float* k,
-                                             std::int64_t n_keys, float* scores) {
+template <class Elem>
+SELFSPEC_AVX512 void key_scores(const float* q, std::int64_t n_heads, std::int64_t head_dim,
+                                const Elem* k, std::int64_t n_keys, float* scores) {
   const std::int64_t full = head_dim / 16 * 16;
   const __mmask16 tail = tail_mask(head_dim - full);
   for (std::int64_t h = 0; h < n_heads; ++h) {
@@ -152,45 +169,69 @@ SELFSPEC_AVX512 void attention_scores_avx512(const float* q, std::int64_t n_head
       __m512 acc[kKeysPerBlock];
 #pragma GCC unroll 16
       for (int j = 0; j < kKeysPerBlock; ++j) acc[j] = _mm512_setzero_ps();
-      const float* keys = k + i * head_dim;
+      const Elem* keys = k + i * head_dim;
       for (std::int64_t d = 0; d < head_dim; d += 16) {
         const __mmask16 lanes = d < full ? static_cast<__mmask16>(0xFFFF) : tail;
         const __m512 x = _mm512_maskz_loadu_ps(lanes, query + d);
 #pragma GCC unroll 16
         for (int j = 0; j < kKeysPerBlock; ++j) {
-          acc[j] =
-              _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(lanes, keys + j * head_dim + d), acc[j]);
+          acc[j] = _mm512_fmadd_ps(x, load16(keys + j * head_dim + d, lanes), acc[j]);
         }
       }
       _mm512_storeu_ps(out + i, reduce_canonical_16(acc));
     }
     for (; i < n_keys; ++i) {
-      const float* key = k + i * head_dim;
+      const Elem* key = k + i * head_dim;
       __m512 acc = _mm512_setzero_ps();
       for (std::int64_t d = 0; d < full; d += 16) {
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(query + d), _mm512_loadu_ps(key + d), acc);
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(query + d), load16(key + d), acc);
       }
       if (full < head_dim) {
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, query + full),
-                              _mm512_maskz_loadu_ps(tail, key + full), acc);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, query + full), load16(key + full, tail),
+                              acc);
       }
       out[i] = reduce_canonical(acc);
     }
   }
 }
 
-SELFSPEC_AVX512 void attention_values_avx512(const float* v, std::int64_t head_dim,
-                                             const VisibleSlots& slots, const float* probs,
-                                             std::int64_t probs_stride, std::int64_t n_heads,
-                                             float* out, std::int64_t out_stride) {
+template <class Elem>
+SELFSPEC_AVX512 void values(const Elem* v, std::int64_t head_dim, const VisibleSlots& slots,
+                            const float* probs, std::int64_t probs_stride, std::int64_t n_heads,
+                            float* out, std::int64_t out_stride) {
   const std::int64_t blocks = (head_dim + 15) / 16;
   for (std::int64_t first = 0; first < blocks; first += kMaxBlocks) {
     const std::int64_t n = std::min<std::int64_t>(kMaxBlocks, blocks - first);
     const std::int64_t d0 = first * 16;
     const std::int64_t last_width = std::min<std::int64_t>(16, head_dim - (d0 + 16 * (n - 1)));
     const __mmask16 last = tail_mask(last_width);
-    kValuesBlocks[n - 1](v, head_dim, d0, last, slots, probs, probs_stride, n_heads, out,
-                         out_stride);
+    kValuesBlocks<Elem>[n - 1](v, head_dim, d0, last, slots, probs, probs_stride, n_heads, out,
+                               out_stride);
+  }
+}
+
+}  // namespace
+
+SELFSPEC_AVX512 void attention_scores_avx512(const float* q, std::int64_t n_heads,
+                                             std::int64_t head_dim, const void* k, DType kv_dtype,
+                                             std::int64_t n_keys, float* out) {
+  if (kv_dtype == DType::kBF16) {
+    key_scores(q, n_heads, head_dim, static_cast<const std::uint16_t*>(k), n_keys, out);
+  } else {
+    key_scores(q, n_heads, head_dim, static_cast<const float*>(k), n_keys, out);
+  }
+}
+
+SELFSPEC_AVX512 void attention_values_avx512(const void* v, DType kv_dtype, std::int64_t head_dim,
+                                             const VisibleSlots& slots, const float* probs,
+                                             std::int64_t probs_stride, std::int64_t n_heads,
+                                             float* out, std::int64_t out_stride) {
+  if (kv_dtype == DType::kBF16) {
+    values(static_cast<const std::uint16_t*>(v), head_dim, slots, probs, probs_stride, n_heads, out,
+           out_stride);
+  } else {
+    values(static_cast<const float*>(v), head_dim, slots, probs, probs_stride, n_heads, out,
+           out_stride);
   }
 }
 

@@ -92,6 +92,17 @@ void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t d
   });
 }
 
+void store_as(const float* src, std::int64_t n, DType dtype, void* dst, std::int64_t first) {
+  SELFSPEC_CHECK(n >= 0 && first >= 0, "store_as: bad range (first {}, n {})", first, n);
+  if (dtype == DType::kF32) {
+    std::memcpy(static_cast<float*>(dst) + first, src, static_cast<std::size_t>(n) * sizeof(float));
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    store_from_f32(dtype, dst, static_cast<std::size_t>(first + i), src[i]);
+  }
+}
+
 void embedding_lookup(const WeightView& table, std::int64_t vocab_begin, const std::int32_t* tokens,
                       std::int64_t n_tokens, float* out) {
   SELFSPEC_CHECK(n_tokens >= 0 && table.rows >= 0 && table.cols > 0 && vocab_begin >= 0,

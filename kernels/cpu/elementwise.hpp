@@ -25,6 +25,11 @@ void add_inplace(float* x, const float* y, std::int64_t n);
 // x[t][i] += bias[i] for t < n_tokens, i < dim.
 void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t dim);
 
+// Elements [first, first + n) of dst, a buffer of `dtype`, set to src[0, n): f32 copied, bf16 and
+// f16 rounded to nearest even (core/dtype.hpp's store_from_f32): a KV-cache row written in the
+// cache's dtype. Single-threaded (a row is small).
+void store_as(const float* src, std::int64_t n, DType dtype, void* dst, std::int64_t first);
+
 // Vocab-parallel embedding lookup. `table` holds rows [vocab_begin, vocab_begin + table.rows) of
 // the embedding matrix; out[t] = row tokens[t] as f32 when this shard owns it, zeros otherwise
 // (the all-reduce over ranks then yields the full embedding exactly).

@@ -8,13 +8,13 @@
 
 namespace selfspec::kernels::cpu {
 
-// For every block b < blocks (block b starts at base + b * block_stride floats and holds
-// rows_per_block rows of row_floats floats): row to + i = row from[i] for i = 0, 1, ... in that
+// For every block b < blocks (block b starts at base + b * block_stride bytes and holds
+// rows_per_block rows of row_bytes bytes): row to + i = row from[i] for i = 0, 1, ... in that
 // order. `from` ascends strictly, from[i] >= to + i, from[i] < rows_per_block, at most
 // kMaxCompactedRows rows, blocks do not overlap; throws naming the bad argument otherwise. A copy,
 // no arithmetic: every backend gives the same bits.
-void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                  std::int64_t rows_per_block, std::int64_t row_floats,
+void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                  std::int64_t rows_per_block, std::int64_t row_bytes,
                   std::span<const std::int32_t> from, std::int64_t to);
 
 }  // namespace selfspec::kernels::cpu

@@ -27,8 +27,11 @@
 // way and writes out[d] = Σ_s expf(M_s − M*) A_s[d] / Σ_s expf(M_s − M*) L_s. A query with no
 // visible slot gets zeros. Head dims of 64, 128 and 256 give each lane contiguous dims (8- or
 // 16-byte loads; q, the cache and out must then be 16-byte aligned); other head dims give lane l
-// the dims l, l + 32, ... (scalar loads). Everything is f32; the result differs from the CPU's
-// (double denominator, normalise-then-sum) by rounding only.
+// the dims l, l + 32, ... (scalar loads). The cache holds f32 or bf16 (kernels/cpu/attention.hpp):
+// a bf16 element is widened exactly as it is loaded (half the bytes per key), and everything after
+// the load is the same f32 arithmetic, so a bf16 cache gives the bits of an f32 cache holding the
+// same values. The result differs from the CPU's (double denominator, normalise-then-sum) by
+// rounding only.
 //
 // Workspace: the merge counters first, in a region of fixed size (kCounterSlots counters, the
 // same for every call and every dims), then the partials of `tokens_per_pass` tokens; longer
@@ -45,6 +48,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace selfspec::kernels::cuda {
 namespace {
@@ -129,8 +133,9 @@ struct Workspace {
 
 struct Params {
   const float* q = nullptr;
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;  // elements of kv_dtype
+  const void* v_cache = nullptr;
+  DType kv_dtype = DType::kF32;
   const std::uint8_t* tree_mask = nullptr;
   const StepParams* step = nullptr;
   float* out = nullptr;
@@ -172,6 +177,41 @@ __device__ __forceinline__ void load_head_vector(const float* row, int lane, std
     for (int j = 0; j < kDims; ++j) {
       const int d = lane_dim<kDims, kContiguous>(lane, j);
       out[j] = d < head_dim ? __ldg(row + d) : 0.0f;
+    }
+  }
+}
+
+// The same for a bf16 row: each 32-bit word holds two elements, the lower-addressed one in its low
+// half; widening is a shift into the high half (exact).
+__device__ __forceinline__ void widen_pair(unsigned word, float& first, float& second) {
+  first = __uint_as_float(word << 16);
+  second = __uint_as_float(word & 0xffff0000u);
+}
+
+template <int kDims, bool kContiguous>
+__device__ __forceinline__ void load_head_vector(const std::uint16_t* row, int lane,
+                                                 std::int64_t head_dim, float (&out)[kDims]) {
+  if constexpr (kContiguous && kDims % 8 == 0) {
+    const uint4* p = reinterpret_cast<const uint4*>(row + lane * kDims);
+#pragma unroll
+    for (int i = 0; i < kDims / 8; ++i) {
+      const uint4 v = __ldg(p + i);
+      widen_pair(v.x, out[8 * i], out[8 * i + 1]);
+      widen_pair(v.y, out[8 * i + 2], out[8 * i + 3]);
+      widen_pair(v.z, out[8 * i + 4], out[8 * i + 5]);
+      widen_pair(v.w, out[8 * i + 6], out[8 * i + 7]);
+    }
+  } else if constexpr (kContiguous && kDims == 4) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(row + lane * kDims));
+    widen_pair(v.x, out[0], out[1]);
+    widen_pair(v.y, out[2], out[3]);
+  } else if constexpr (kContiguous && kDims == 2) {
+    widen_pair(__ldg(reinterpret_cast<const unsigned*>(row + lane * kDims)), out[0], out[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kDims; ++j) {
+      const int d = lane_dim<kDims, kContiguous>(lane, j);
+      out[j] = d < head_dim ? detail::bf16_bits_to_f32(__ldg(row + d)) : 0.0f;
     }
   }
 }
@@ -222,9 +262,9 @@ struct WarpSoftmax {
   float acc[kDims] = {};
 };
 
-template <int kDims, bool kContiguous>
+template <class Elem, int kDims, bool kContiguous>
 __device__ __forceinline__ WarpSoftmax<kDims> warp_softmax(
-    const Params& p, const float (&q_reg)[kDims], const float* k_head, const float* v_head,
+    const Params& p, const float (&q_reg)[kDims], const Elem* k_head, const Elem* v_head,
     const VisibleSlots& visible, std::int64_t r_begin, std::int64_t r_end, int lane, int warp) {
   WarpSoftmax<kDims> w;
   for (std::int64_t g = r_begin + warp * kGroup; g < r_end; g += kWarps * kGroup) {
@@ -329,7 +369,7 @@ __device__ __forceinline__ void merge_splits(const Workspace& ws, std::int64_t f
   }
 }
 
-template <int kDims, bool kContiguous>
+template <class Elem, int kDims, bool kContiguous>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, const Workspace ws) {
   __shared__ int s_new[kMaxTreeTokens];
   __shared__ int s_count;
@@ -370,8 +410,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, con
   float q_reg[kDims];
   load_head_vector<kDims, kContiguous>(p.q + (t * p.n_heads + h) * p.head_dim, lane, p.head_dim,
                                        q_reg);
-  const WarpSoftmax<kDims> mine = warp_softmax<kDims, kContiguous>(
-      p, q_reg, p.k_cache + kv_offset, p.v_cache + kv_offset, visible, r_begin, r_end, lane, warp);
+  const WarpSoftmax<kDims> mine = warp_softmax<Elem, kDims, kContiguous>(
+      p, q_reg, static_cast<const Elem*>(p.k_cache) + kv_offset,
+      static_cast<const Elem*>(p.v_cache) + kv_offset, visible, r_begin, r_end, lane, warp);
 
   if (lane == 0) {
     s_m[warp] = mine.m;
@@ -411,31 +452,32 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p, con
   merge_splits(ws, first_unit, n_splits, p.head_dim, out);
 }
 
-template <int kDims, bool kContiguous>
+template <class Elem, int kDims, bool kContiguous>
 void launch_kernel(const Params& p, const Workspace& ws, std::int64_t pass_tokens,
                    cudaStream_t stream) {
   const std::int64_t blocks = pass_tokens * p.n_heads * p.grid_splits;
-  detail::launch_dependent(attention_kernel<kDims, kContiguous>,
+  detail::launch_dependent(attention_kernel<Elem, kDims, kContiguous>,
                            dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream, p, ws);
 }
 
+template <class Elem>
 void launch_pass(const Params& p, const Workspace& ws, std::int64_t pass_tokens,
                  cudaStream_t stream) {
   switch (p.head_dim) {
     case 64:
-      return launch_kernel<2, true>(p, ws, pass_tokens, stream);
+      return launch_kernel<Elem, 2, true>(p, ws, pass_tokens, stream);
     case 128:
-      return launch_kernel<4, true>(p, ws, pass_tokens, stream);
+      return launch_kernel<Elem, 4, true>(p, ws, pass_tokens, stream);
     case 256:
-      return launch_kernel<8, true>(p, ws, pass_tokens, stream);
+      return launch_kernel<Elem, 8, true>(p, ws, pass_tokens, stream);
     default:
       break;
   }
   const std::int64_t per_lane = (p.head_dim + kWarpSize - 1) / kWarpSize;
-  if (per_lane <= 1) return launch_kernel<1, false>(p, ws, pass_tokens, stream);
-  if (per_lane <= 2) return launch_kernel<2, false>(p, ws, pass_tokens, stream);
-  if (per_lane <= 4) return launch_kernel<4, false>(p, ws, pass_tokens, stream);
-  return launch_kernel<kMaxDimPerLane, false>(p, ws, pass_tokens, stream);
+  if (per_lane <= 1) return launch_kernel<Elem, 1, false>(p, ws, pass_tokens, stream);
+  if (per_lane <= 2) return launch_kernel<Elem, 2, false>(p, ws, pass_tokens, stream);
+  if (per_lane <= 4) return launch_kernel<Elem, 4, false>(p, ws, pass_tokens, stream);
+  return launch_kernel<Elem, kMaxDimPerLane, false>(p, ws, pass_tokens, stream);
 }
 
 }  // namespace
@@ -446,15 +488,18 @@ std::size_t attention_workspace_bytes(const AttentionDims& dims) {
   return kCounterBytes + (g.o_floats + 2 * g.ml_floats) * sizeof(float);
 }
 
-void attention(const float* q, const float* k_cache, const float* v_cache,
-               const AttentionDims& dims, const StepParams* step, const std::uint8_t* tree_mask,
-               float scale, float* out, void* workspace, cudaStream_t stream) {
+void attention(const float* q, const void* k_cache, const void* v_cache, const AttentionDims& dims,
+               const StepParams* step, const std::uint8_t* tree_mask, float scale, float* out,
+               void* workspace, cudaStream_t stream) {
   check_dims(dims);
   if (dims.n_tokens == 0) return;
   require(q != nullptr && k_cache != nullptr && v_cache != nullptr && out != nullptr &&
               step != nullptr && workspace != nullptr,
           "attention: null pointer");
   require(detail::is_aligned(workspace, sizeof(float)), "attention: misaligned workspace");
+  require(detail::kv_dtype_supported(dims.kv_dtype), "attention: a KV cache of " +
+                                                         std::string(dtype_name(dims.kv_dtype)) +
+                                                         " (f32 and bf16 caches are supported)");
   require(tree_mask == nullptr || dims.n_tokens <= kMaxTreeTokens,
           "attention: a tree mask over " + str(dims.n_tokens) + " tokens (at most " +
               str(kMaxTreeTokens) + ")");
@@ -478,6 +523,7 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
   p.q = q;
   p.k_cache = k_cache;
   p.v_cache = v_cache;
+  p.kv_dtype = dims.kv_dtype;
   p.tree_mask = tree_mask;
   p.step = step;
   p.out = out;
@@ -493,7 +539,11 @@ void attention(const float* q, const float* k_cache, const float* v_cache,
     const std::int64_t pass_tokens =
         dims.n_tokens - begin < g.tokens_per_pass ? dims.n_tokens - begin : g.tokens_per_pass;
     p.token_begin = begin;
-    launch_pass(p, ws, pass_tokens, stream);
+    if (p.kv_dtype == DType::kBF16) {
+      launch_pass<std::uint16_t>(p, ws, pass_tokens, stream);
+    } else {
+      launch_pass<float>(p, ws, pass_tokens, stream);
+    }
   }
 }
 

@@ -65,12 +65,13 @@ void swiglu(const float* gate, const float* up, float* out, std::int64_t n, cuda
 void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t n_heads,
           std::int64_t head_dim, const std::int32_t* positions, const float* inv_freq,
           cudaStream_t stream);
-// Writes k, v ([T][kv_heads*head_dim]) into the cache ([kv_heads][capacity][head_dim]) at slots
+// Writes k, v ([T][kv_heads*head_dim]) into the cache ([kv_heads][capacity][head_dim] elements
+// of kv_dtype: f32, or bf16 rounded to nearest even as core/dtype.hpp's f32_to_bf16) at slots
 // step->n_past + t (slots outside the cache are not written: callers check n_past + T <=
 // capacity on the host, as the CUDA backend does for every forward).
 void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_t kv_heads,
-              std::int64_t head_dim, std::int64_t capacity, const StepParams* step, float* k_cache,
-              float* v_cache, cudaStream_t stream);
+              std::int64_t head_dim, std::int64_t capacity, const StepParams* step, void* k_cache,
+              void* v_cache, DType kv_dtype, cudaStream_t stream);
 // rope(q) (when q is not null), rope(k), then write_kv(k, v) in one launch, with the same bits as
 // those three calls: RoPE on n_q_heads heads per row of q (row stride q_stride) and kv_heads heads
 // per row of k (row stride k_stride, rotated in place too), the rotated K rows and the V rows (v:
@@ -85,9 +86,10 @@ struct RopeKvArgs {
   std::int64_t kv_heads = 0;
   std::int64_t head_dim = 0;
   std::int64_t capacity = 0;
+  DType kv_dtype = DType::kF32;  // the cache's elements (as write_kv)
 };
 void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int32_t* positions,
-                   const float* inv_freq, const StepParams* step, float* k_cache, float* v_cache,
+                   const float* inv_freq, const StepParams* step, void* k_cache, void* v_cache,
                    cudaStream_t stream);
 // dst[i] = src[rows[i]] for rows of `dim` floats (the logit rows before the LM head).
 void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
@@ -98,14 +100,14 @@ void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows
 void scatter_columns(const float* values, std::int64_t rows, const std::int32_t* ids,
                      std::int64_t n_ids, std::int64_t width, float fill, float* out,
                      cudaStream_t stream);
-// In every block b < blocks (block b at base + b * block_stride floats, rows_per_block rows of
-// row_floats floats): row to + i = row from[i] for i = 0, 1, ... in that order — the KV cache
+// In every block b < blocks (block b at base + b * block_stride bytes, rows_per_block rows of
+// row_bytes bytes): row to + i = row from[i] for i = 0, 1, ... in that order — the KV cache
 // keeping a verified tree's accepted path (kernels/row_compaction_contract.hpp: from ascending
 // strictly, from[i] >= to + i, at most kMaxCompactedRows rows; throws otherwise). `from` is host
 // memory, passed by value in the launch: one kernel, no upload. Same bits as
 // kernels/cpu/row_compaction.hpp.
-void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                  std::int64_t rows_per_block, std::int64_t row_floats,
+void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                  std::int64_t rows_per_block, std::int64_t row_bytes,
                   std::span<const std::int32_t> from, std::int64_t to, cudaStream_t stream);
 // f32 activations -> bf16 or f16 (round to nearest even), for the cuBLASLt path.
 void convert_activations(const float* in, DType out_dtype, void* out, std::int64_t n,
@@ -126,6 +128,7 @@ struct AttentionDims {
   std::int64_t n_kv_heads = 0;
   std::int64_t head_dim = 0;
   std::int64_t capacity = 0;
+  DType kv_dtype = DType::kF32;  // f32 or bf16 (widened exactly where read)
 };
 // The workspace of attention() for these dims (split partials and merge counters). Inputs with
 // more tokens than fit a 64 MiB budget (long prefill chunks) are processed in several passes over
@@ -133,9 +136,9 @@ struct AttentionDims {
 // on the passes. The workspace must be zero-filled before its first use; attention() leaves it
 // ready for the next call (its counters back at zero).
 std::size_t attention_workspace_bytes(const AttentionDims& dims);
-void attention(const float* q, const float* k_cache, const float* v_cache,
-               const AttentionDims& dims, const StepParams* step, const std::uint8_t* tree_mask,
-               float scale, float* out, void* workspace, cudaStream_t stream);
+void attention(const float* q, const void* k_cache, const void* v_cache, const AttentionDims& dims,
+               const StepParams* step, const std::uint8_t* tree_mask, float scale, float* out,
+               void* workspace, cudaStream_t stream);
 
 // --- matmul ------------------------------------------------------------------------------------
 // y[t][n] = Σ_k x[t][k] · w[n][k] for T = n_tokens <= kSmallBatch: a warp per pair (T <= 2) or

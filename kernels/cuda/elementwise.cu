@@ -40,6 +40,7 @@ namespace {
 
 using detail::grid_stride_blocks;
 using detail::require;
+using detail::store_kv;
 using detail::str;
 
 constexpr int kThreads = 256;     // grid-stride kernels
@@ -195,7 +196,8 @@ __global__ void rope_kernel(float* x, std::int64_t row_stride, std::int64_t n_he
 
 __global__ void write_kv_kernel(const float* k, const float* v, std::int64_t n_tokens,
                                 std::int64_t kv_heads, std::int64_t head_dim, std::int64_t capacity,
-                                const StepParams* step, float* k_cache, float* v_cache) {
+                                const StepParams* step, void* k_cache, void* v_cache,
+                                DType kv_dtype) {
   const std::int64_t n_past = step->n_past;
   const std::int64_t row = kv_heads * head_dim;
   const std::int64_t n = n_tokens * row;
@@ -207,8 +209,8 @@ __global__ void write_kv_kernel(const float* k, const float* v, std::int64_t n_t
     const std::int64_t slot = n_past + t;
     if (slot < 0 || slot >= capacity) continue;  // a bad n_past must not write out of bounds
     const std::int64_t dst = (h * capacity + slot) * head_dim + d;
-    k_cache[dst] = k[i];
-    v_cache[dst] = v[i];
+    store_kv(k_cache, kv_dtype, dst, k[i]);
+    store_kv(v_cache, kv_dtype, dst, v[i]);
   }
 }
 
@@ -216,8 +218,8 @@ __global__ void write_kv_kernel(const float* k, const float* v, std::int64_t n_t
 // rotates pair i of the head, as rope_kernel; a KV head's block also stores its rotated K pair and
 // V pair into the cache at slot n_past + t, as write_kv_kernel.
 __global__ void rope_write_kv_kernel(const RopeKvArgs a, const std::int32_t* positions,
-                                     const float* inv_freq, const StepParams* step, float* k_cache,
-                                     float* v_cache) {
+                                     const float* inv_freq, const StepParams* step, void* k_cache,
+                                     void* v_cache) {
   enter_dependent();
   const std::int64_t heads = a.n_q_heads + a.kv_heads;
   const std::int64_t t = blockIdx.x / heads;
@@ -240,10 +242,10 @@ __global__ void rope_write_kv_kernel(const RopeKvArgs a, const std::int32_t* pos
     row[i] = rotated.first;
     row[i + half] = rotated.second;
     if (store) {
-      k_cache[dst + i] = rotated.first;
-      k_cache[dst + i + half] = rotated.second;
-      v_cache[dst + i] = v_row[i];
-      v_cache[dst + i + half] = v_row[i + half];
+      store_kv(k_cache, a.kv_dtype, dst + i, rotated.first);
+      store_kv(k_cache, a.kv_dtype, dst + i + half, rotated.second);
+      store_kv(v_cache, a.kv_dtype, dst + i, v_row[i]);
+      store_kv(v_cache, a.kv_dtype, dst + i + half, v_row[i + half]);
     }
   }
 }
@@ -400,21 +402,24 @@ void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t
 }
 
 void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_t kv_heads,
-              std::int64_t head_dim, std::int64_t capacity, const StepParams* step, float* k_cache,
-              float* v_cache, cudaStream_t stream) {
+              std::int64_t head_dim, std::int64_t capacity, const StepParams* step, void* k_cache,
+              void* v_cache, DType kv_dtype, cudaStream_t stream) {
   require(n_tokens >= 0 && kv_heads > 0 && head_dim > 0 && capacity >= n_tokens,
           "write_kv: bad shape (tokens " + str(n_tokens) + ", kv heads " + str(kv_heads) +
               ", head_dim " + str(head_dim) + ", capacity " + str(capacity) + ")");
   require(step != nullptr, "write_kv: null step parameters");
+  require(detail::kv_dtype_supported(kv_dtype), "write_kv: a KV cache of " +
+                                                    std::string(dtype_name(kv_dtype)) +
+                                                    " (f32 and bf16 caches are supported)");
   const std::int64_t n = n_tokens * kv_heads * head_dim;
   if (n == 0) return;
   write_kv_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
-      k, v, n_tokens, kv_heads, head_dim, capacity, step, k_cache, v_cache);
+      k, v, n_tokens, kv_heads, head_dim, capacity, step, k_cache, v_cache, kv_dtype);
   SELFSPEC_CUDA_CHECK_LAUNCH();
 }
 
 void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int32_t* positions,
-                   const float* inv_freq, const StepParams* step, float* k_cache, float* v_cache,
+                   const float* inv_freq, const StepParams* step, void* k_cache, void* v_cache,
                    cudaStream_t stream) {
   const std::int64_t n_q = args.q != nullptr ? args.n_q_heads : 0;
   const std::int64_t head_dim = args.head_dim;
@@ -429,6 +434,9 @@ void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int
   require(args.k != nullptr && args.v != nullptr && positions != nullptr && inv_freq != nullptr &&
               step != nullptr && k_cache != nullptr && v_cache != nullptr,
           "rope_write_kv: null pointer");
+  require(detail::kv_dtype_supported(args.kv_dtype), "rope_write_kv: a KV cache of " +
+                                                         std::string(dtype_name(args.kv_dtype)) +
+                                                         " (f32 and bf16 caches are supported)");
   const std::int64_t blocks = n_tokens * (n_q + args.kv_heads);
   require(blocks <= 0x7fffffff, "rope_write_kv: too many (token, head) blocks");
   if (blocks == 0) return;

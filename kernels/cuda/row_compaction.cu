@@ -1,5 +1,6 @@
 // compact_rows on the GPU (kernels/cuda/cuda_kernels.hpp), one launch for the whole buffer: every
-// thread owns one column lane (a float, or a float4 when rows and blocks are 16-byte aligned) of
+// thread owns one column lane (16, 4 or 2 bytes, or 1: the widest that divides the row, the block
+// stride and the base address; an f32 or bf16 KV cache's rows of 64-256 dims take 16) of
 // one block and moves that lane of every listed row itself, so no two threads touch the same
 // address and no barrier is needed. Per thread, the rows go in chunks of kChunk: the chunk's
 // sources are all loaded into registers, then its destinations stored, chunk after chunk. That
@@ -33,7 +34,7 @@ struct RowList {
   std::int32_t rows[kMaxCompactedRows];
 };
 
-// Lane is float or float4; strides and widths are in lanes.
+// Lane is uint4, unsigned, unsigned short or unsigned char; strides and widths are in lanes.
 template <class Lane>
 __global__ void compact_rows_kernel(Lane* base, std::int64_t blocks, std::int64_t block_stride,
                                     std::int64_t row_lanes, RowList from, int n, std::int64_t to) {
@@ -60,33 +61,44 @@ __global__ void compact_rows_kernel(Lane* base, std::int64_t blocks, std::int64_
 }
 
 template <class Lane>
-void launch(float* base, std::int64_t blocks, std::int64_t block_stride, std::int64_t row_floats,
+void launch(void* base, std::int64_t blocks, std::int64_t block_stride, std::int64_t row_bytes,
             const RowList& from, int n, std::int64_t to, cudaStream_t stream) {
-  constexpr std::int64_t kFloats = sizeof(Lane) / sizeof(float);
-  const std::int64_t row_lanes = row_floats / kFloats;
+  constexpr auto kBytes = static_cast<std::int64_t>(sizeof(Lane));
+  const std::int64_t row_lanes = row_bytes / kBytes;
   compact_rows_kernel<Lane>
       <<<grid_stride_blocks(blocks * row_lanes, kThreads), kThreads, 0, stream>>>(
-          reinterpret_cast<Lane*>(base), blocks, block_stride / kFloats, row_lanes, from, n, to);
+          static_cast<Lane*>(base), blocks, block_stride / kBytes, row_lanes, from, n, to);
   SELFSPEC_CUDA_CHECK_LAUNCH();
+}
+
+// Whether lanes of `bytes` fit rows, block stride and base exactly.
+bool lanes_fit(std::int64_t bytes, const void* base, std::int64_t block_stride,
+               std::int64_t row_bytes) {
+  return row_bytes % bytes == 0 && block_stride % bytes == 0 &&
+         is_aligned(base, static_cast<std::size_t>(bytes));
 }
 
 }  // namespace
 
-void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                  std::int64_t rows_per_block, std::int64_t row_floats,
+void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                  std::int64_t rows_per_block, std::int64_t row_bytes,
                   std::span<const std::int32_t> from, std::int64_t to, cudaStream_t stream) {
   const std::string error =
-      row_compaction_error(blocks, block_stride, rows_per_block, row_floats, from, to);
+      row_compaction_error(blocks, block_stride, rows_per_block, row_bytes, from, to);
   require(error.empty(), error);
   if (blocks == 0 || from.empty()) return;
   require(base != nullptr, "compact_rows: null buffer for " + str(blocks) + " blocks");
   RowList rows{};
   for (std::size_t i = 0; i < from.size(); ++i) rows.rows[i] = from[i];
   const auto n = static_cast<int>(from.size());
-  if (row_floats % 4 == 0 && block_stride % 4 == 0 && is_aligned(base, sizeof(float4))) {
-    launch<float4>(base, blocks, block_stride, row_floats, rows, n, to, stream);
+  if (lanes_fit(16, base, block_stride, row_bytes)) {
+    launch<uint4>(base, blocks, block_stride, row_bytes, rows, n, to, stream);
+  } else if (lanes_fit(4, base, block_stride, row_bytes)) {
+    launch<unsigned>(base, blocks, block_stride, row_bytes, rows, n, to, stream);
+  } else if (lanes_fit(2, base, block_stride, row_bytes)) {
+    launch<unsigned short>(base, blocks, block_stride, row_bytes, rows, n, to, stream);
   } else {
-    launch<float>(base, blocks, block_stride, row_floats, rows, n, to, stream);
+    launch<unsigned char>(base, blocks, block_stride, row_bytes, rows, n, to, stream);
   }
 }
 

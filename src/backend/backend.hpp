@@ -93,6 +93,18 @@ struct HostWeight {
   std::int64_t skip = 0;              // quantized formats
 };
 
+// One layer's K and V in a KV cache (model/kv_cache.hpp), in backend memory: each is
+// [kv_heads][head_stride slots][head_dim] elements of `dtype`, f32 or bf16. A bf16 cache stores
+// every written f32 value rounded to nearest even (core/dtype.hpp's f32_to_bf16) and reads it
+// widened exactly, so attention over a bf16 cache equals, bit for bit, attention over an f32 cache
+// holding the same rounded values (the exact reference of the bf16 kernels' tests).
+struct KvLayer {
+  void* keys = nullptr;
+  void* values = nullptr;
+  DType dtype = DType::kF32;
+  std::int64_t head_stride = 0;  // slots from one KV head's rows to the next
+};
+
 // One independent sequence of a forward over several (model/sequence_batch.hpp): its tokens are
 // rows [first_token, first_token + n_tokens) of the pass; its KV rows live at cache slots
 // [kv_offset, kv_offset + capacity) of every head, its past at [kv_offset, kv_offset + n_past);
@@ -184,13 +196,13 @@ class Backend {
   virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
   // Moves rows within blocks of backend memory, as one device operation ordered after earlier
   // work and before later work (the KV cache keeping a verified token tree's accepted path,
-  // KvCache::keep_rows). Block b < blocks starts at base + b * block_stride floats and holds
-  // rows_per_block rows of row_floats floats; in every block, row to + i = row from[i] for
+  // KvCache::keep_rows). Block b < blocks starts at base + b * block_stride bytes and holds
+  // rows_per_block rows of row_bytes bytes; in every block, row to + i = row from[i] for
   // i = 0, 1, ... in that order. `from` is host memory, ascends strictly, from[i] >= to + i, at
   // most kernels::kMaxCompactedRows (64) rows (kernels/row_compaction_contract.hpp); throws
   // otherwise. Called between forward passes, never inside `launches`. A copy: exact everywhere.
-  virtual void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                            std::int64_t rows_per_block, std::int64_t row_floats,
+  virtual void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                            std::int64_t rows_per_block, std::int64_t row_bytes,
                             std::span<const std::int32_t> from, std::int64_t to) = 0;
   // True when backend memory is ordinary host memory (a checkpoint slice can be read into it).
   virtual bool host_memory() const = 0;
@@ -254,10 +266,9 @@ class Backend {
   virtual void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
                     const float* inv_freq) = 0;
   // Writes the current tokens' K/V rows into the cache at slots n_past + t (with segments: each
-  // sequence's at kv_offset + n_past + i).
+  // sequence's at kv_offset + n_past + i), in the cache's dtype.
   virtual void write_kv(const float* k, const float* v, std::int64_t kv_heads,
-                        std::int64_t head_dim, std::int64_t capacity, float* k_cache,
-                        float* v_cache) = 0;
+                        std::int64_t head_dim, const KvLayer& cache) = 0;
   // The attention sublayer's position step in one op: rope(q) when q is not null (n_q_heads per
   // row of q_stride floats), rope(k) (kv_heads per row of kv_heads * head_dim floats), then
   // write_kv(k, v). Same results as those calls; the default makes them, the CUDA backend runs
@@ -270,15 +281,13 @@ class Backend {
     const float* v = nullptr;
     std::int64_t kv_heads = 0;
     std::int64_t head_dim = 0;
-    std::int64_t capacity = 0;
   };
-  virtual void rope_write_kv(const RopeKv& args, const float* inv_freq, float* k_cache,
-                             float* v_cache);
+  virtual void rope_write_kv(const RopeKv& args, const float* inv_freq, const KvLayer& cache);
   // Attention of the current tokens over the cache (n_past and mask of the inputs; with segments,
   // each sequence's tokens over its own slots).
-  virtual void attention(const float* q, const float* k_cache, const float* v_cache,
-                         std::int64_t n_q_heads, std::int64_t n_kv_heads, std::int64_t head_dim,
-                         std::int64_t capacity, float scale, float* out) = 0;
+  virtual void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
+                         std::int64_t n_kv_heads, std::int64_t head_dim, float scale,
+                         float* out) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, std::int64_t n) = 0;
   virtual void add_inplace(float* x, const float* y, std::int64_t n) = 0;
   // dst[i] = src[logit_rows[i]] (rows of `dim` floats; the current forward's logit rows).

@@ -94,10 +94,10 @@ class CpuBackend final : public Backend {
   std::unique_ptr<ShardReductions> make_shard_reductions(VocabShard shard) override {
     return make_host_shard_reductions(std::move(shard));
   }
-  void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                    std::int64_t rows_per_block, std::int64_t row_floats,
+  void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                    std::int64_t rows_per_block, std::int64_t row_bytes,
                     std::span<const std::int32_t> from, std::int64_t to) override {
-    kc::compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to);
+    kc::compact_rows(base, blocks, block_stride, rows_per_block, row_bytes, from, to);
   }
 
   bool runs_format(WeightFormat /*format*/) const override { return true; }
@@ -173,16 +173,16 @@ class CpuBackend final : public Backend {
                    {inv_freq, static_cast<std::size_t>(head_dim / 2)});
   }
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
-                std::int64_t capacity, float* k_cache, float* v_cache) override {
+                const KvLayer& cache) override {
     const std::int64_t width = kv_heads * head_dim;
     for (const KvSegment& segment : segments()) {
       for (std::int64_t i = 0; i < segment.n_tokens; ++i) {
         const std::int64_t t = segment.first_token + i;
         const std::int64_t slot = segment.kv_offset + segment.n_past + i;
         for (std::int64_t h = 0; h < kv_heads; ++h) {
-          const auto at = static_cast<std::size_t>((h * capacity + slot) * head_dim);
-          std::memcpy(k_cache + at, k + t * width + h * head_dim, head_dim * sizeof(float));
-          std::memcpy(v_cache + at, v + t * width + h * head_dim, head_dim * sizeof(float));
+          const std::int64_t at = (h * cache.head_stride + slot) * head_dim;
+          kc::store_as(k + t * width + h * head_dim, head_dim, cache.dtype, cache.keys, at);
+          kc::store_as(v + t * width + h * head_dim, head_dim, cache.dtype, cache.values, at);
         }
       }
     }
@@ -190,16 +190,18 @@ class CpuBackend final : public Backend {
   // Each sequence attends over its own slots: the kernel sees the cache from the sequence's
   // offset on (the head stride stays the cache's capacity), so a token's attention is computed
   // exactly as in a forward over its sequence alone.
-  void attention(const float* q, const float* k_cache, const float* v_cache, std::int64_t n_q_heads,
-                 std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t capacity, float scale,
-                 float* out) override {
+  void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
+                 std::int64_t n_kv_heads, std::int64_t head_dim, float scale, float* out) override {
     const std::int64_t q_width = n_q_heads * head_dim;
+    const auto element = static_cast<std::int64_t>(dtype_size(cache.dtype));
     for (const KvSegment& segment : segments()) {
-      const kc::AttentionShape shape{segment.n_tokens, n_q_heads,      n_kv_heads,
-                                     head_dim,         segment.n_past, capacity};
-      const std::int64_t offset = segment.kv_offset * head_dim;
-      kc::attention(q + segment.first_token * q_width, k_cache + offset, v_cache + offset, shape,
-                    segment.tree_mask, scale, out + segment.first_token * q_width);
+      const kc::AttentionShape shape{segment.n_tokens, n_q_heads,         n_kv_heads, head_dim,
+                                     segment.n_past,   cache.head_stride, cache.dtype};
+      const std::int64_t offset = segment.kv_offset * head_dim * element;
+      kc::attention(q + segment.first_token * q_width,
+                    static_cast<const std::byte*>(cache.keys) + offset,
+                    static_cast<const std::byte*>(cache.values) + offset, shape, segment.tree_mask,
+                    scale, out + segment.first_token * q_width);
     }
   }
   void swiglu(const float* gate, const float* up, float* out, std::int64_t n) override {

@@ -224,13 +224,13 @@ class CudaBackend final : public Backend {
   void* native_stream() const override { return stream_; }
   // One kernel on the stream: later forwards, downloads and waits are ordered after it, and a
   // kernel fault surfaces at the next wait. Never recorded: the row list is an argument value.
-  void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                    std::int64_t rows_per_block, std::int64_t row_floats,
+  void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                    std::int64_t rows_per_block, std::int64_t row_bytes,
                     std::span<const std::int32_t> from, std::int64_t to) override {
     SELFSPEC_CHECK(!capturing_ && !stage_only_,
                    "compact_rows called inside a forward pass (it runs between passes)");
     bind_device();
-    kcu::compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to, stream_);
+    kcu::compact_rows(base, blocks, block_stride, rows_per_block, row_bytes, from, to, stream_);
   }
 
   std::optional<DeviceBandwidth> measure_device_bandwidth() override {
@@ -339,12 +339,12 @@ class CudaBackend final : public Backend {
               positions_device_.as<const std::int32_t>(), inv_freq, stream_);
   }
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
-                std::int64_t capacity, float* k_cache, float* v_cache) override {
-    kcu::write_kv(k, v, n_tokens_, kv_heads, head_dim, capacity,
-                  step_device_.as<const kcu::StepParams>(), k_cache, v_cache, stream_);
+                const KvLayer& cache) override {
+    kcu::write_kv(k, v, n_tokens_, kv_heads, head_dim, cache.head_stride,
+                  step_device_.as<const kcu::StepParams>(), cache.keys, cache.values, cache.dtype,
+                  stream_);
   }
-  void rope_write_kv(const RopeKv& args, const float* inv_freq, float* k_cache,
-                     float* v_cache) override {
+  void rope_write_kv(const RopeKv& args, const float* inv_freq, const KvLayer& cache) override {
     kcu::RopeKvArgs a;
     a.q = args.q;
     a.q_stride = args.q_stride;
@@ -354,16 +354,17 @@ class CudaBackend final : public Backend {
     a.v = args.v;
     a.kv_heads = args.kv_heads;
     a.head_dim = args.head_dim;
-    a.capacity = args.capacity;
+    a.capacity = cache.head_stride;
+    a.kv_dtype = cache.dtype;
     kcu::rope_write_kv(a, n_tokens_, positions_device_.as<const std::int32_t>(), inv_freq,
-                       step_device_.as<const kcu::StepParams>(), k_cache, v_cache, stream_);
+                       step_device_.as<const kcu::StepParams>(), cache.keys, cache.values, stream_);
   }
-  void attention(const float* q, const float* k_cache, const float* v_cache, std::int64_t n_q_heads,
-                 std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t capacity, float scale,
-                 float* out) override {
-    const kcu::AttentionDims dims{n_tokens_, n_q_heads, n_kv_heads, head_dim, capacity};
+  void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
+                 std::int64_t n_kv_heads, std::int64_t head_dim, float scale, float* out) override {
+    const kcu::AttentionDims dims{n_tokens_, n_q_heads,         n_kv_heads,
+                                  head_dim,  cache.head_stride, cache.dtype};
     ensure(attention_workspace_, kcu::attention_workspace_bytes(dims));
-    kcu::attention(q, k_cache, v_cache, dims, step_device_.as<const kcu::StepParams>(),
+    kcu::attention(q, cache.keys, cache.values, dims, step_device_.as<const kcu::StepParams>(),
                    has_mask_ ? mask_device_.as<const std::uint8_t>() : nullptr, scale, out,
                    attention_workspace_.data(), stream_);
   }

@@ -8,6 +8,7 @@
 #include "backend/backend.hpp"
 #include "model/kv_cache.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -16,7 +17,8 @@ namespace selfspec {
 struct KvRows {
   std::int64_t begin = 0;
   std::int64_t count = 0;
-  std::vector<float> data;  // [layer][K, V][kv_head][count][head_dim]
+  // [layer][K, V][kv_head][count][head_dim] elements of the cache's dtype, as bytes.
+  std::vector<std::byte> data;
 };
 
 // Copies rows [begin, begin + count) (all below kv.length()) to the host.

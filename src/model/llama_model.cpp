@@ -38,7 +38,13 @@ LlamaModel::LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights
 
 KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
   return KvCache(backend_, config_.num_layers + (exit_head_ || feature_head_ ? 1 : 0), kv_local_,
-                 config_.head_dim, capacity);
+                 config_.head_dim, capacity, kv_dtype_);
+}
+
+void LlamaModel::set_kv_dtype(DType dtype) {
+  SELFSPEC_CHECK(dtype == DType::kF32 || dtype == DType::kBF16,
+                 "--kv-dtype {}: the KV cache holds f32 or bf16", dtype_name(dtype));
+  kv_dtype_ = dtype;
 }
 
 void LlamaModel::attach_exit_head(ExitHead head) {
@@ -475,8 +481,7 @@ void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
   args.v = v_.as<float>();
   args.kv_heads = kv_local_;
   args.head_dim = hd;
-  args.capacity = kv.head_stride();
-  backend_.rope_write_kv(args, inv_freq_.as<float>(), kv.keys(layer), kv.values(layer));
+  backend_.rope_write_kv(args, inv_freq_.as<float>(), kv.layer(layer));
 }
 
 void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
@@ -495,7 +500,7 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
   add_kv_biases(w, n_tokens);
   rope_and_write_kv(q, layer, kv);
-  backend_.attention(q, kv.keys(layer), kv.values(layer), q_local_, kv_local_, hd, kv.head_stride(),
+  backend_.attention(q, kv.layer(layer), q_local_, kv_local_, hd,
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
   const LayerChunks* chunks = layer_chunks(layer, draft);

@@ -110,8 +110,12 @@ class LlamaModel {
   std::int64_t vocab_local() const { return shard_.vocab.size(); }
 
   // A KV cache for this rank's heads holding `capacity` token slots (with an exit or feature head
-  // attached: one more layer, the head's, at index num_layers).
+  // attached: one more layer, the head's, at index num_layers), in kv_dtype().
   KvCache make_kv_cache(std::int64_t capacity) const;
+  // The element type of the caches make_kv_cache makes: f32 (the default, the exact reference) or
+  // bf16 (half the KV bytes; each written K/V value rounded to nearest even). Throws otherwise.
+  void set_kv_dtype(DType dtype);
+  DType kv_dtype() const { return kv_dtype_; }
 
   // Attaches an early-exit head (model/exit_head.hpp). From then on every forward over a cache
   // with the head's layer also writes that layer's K/V from the residual stream after layer N - 1
@@ -213,6 +217,7 @@ class LlamaModel {
   LayerPlan full_plan_;
   std::int64_t q_local_;
   std::int64_t kv_local_;
+  DType kv_dtype_ = DType::kF32;
   std::int64_t inter_local_;
 
   // Workspace in backend memory, grown to the largest T seen.

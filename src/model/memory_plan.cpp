@@ -119,7 +119,7 @@ std::vector<LayerWeightBytes> plan_layer_weight_bytes(const ModelConfig& config,
 }
 
 RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard,
-                            const WeightFormatOf& format_of, std::int64_t context) {
+                            const WeightFormatOf& format_of, std::int64_t context, DType kv_dtype) {
   RankMemory memory;
   std::uint64_t layers = 0;
   for (std::int64_t l = 0; l < config.num_layers; ++l) {
@@ -140,8 +140,8 @@ RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard,
   // row: left out).
   const std::uint64_t read_head = config.tie_word_embeddings ? table.total : head.total;
   memory.decode_weight_bytes = layers + read_head + final_norm.total;
-  memory.kv_cache_bytes =
-      KvCache::bytes_for(config.num_layers, shard.kv_heads.size(), config.head_dim, context);
+  memory.kv_cache_bytes = KvCache::bytes_for(config.num_layers, shard.kv_heads.size(),
+                                             config.head_dim, context, kv_dtype);
   return memory;
 }
 

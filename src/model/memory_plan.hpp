@@ -37,7 +37,7 @@ WeightFormat requantized_slice_format(WeightFormat format, std::int64_t cols);
 
 struct RankMemory {
   std::uint64_t weight_bytes = 0;    // every slice this rank holds
-  std::uint64_t kv_cache_bytes = 0;  // KV cache (f32) at the given context length
+  std::uint64_t kv_cache_bytes = 0;  // KV cache (in its dtype) at the given context length
   // Weight bytes one decode step reads: everything except the embedding table, of which only one
   // row per token is read (the LM head is read in full; with tied embeddings it is the same
   // matrix, read once by the LM head).
@@ -46,8 +46,10 @@ struct RankMemory {
   std::map<std::string, std::uint64_t> weight_bytes_by_format;
 };
 
+// kv_dtype: the KV cache's element type (f32 or bf16).
 RankMemory plan_rank_memory(const ModelConfig& config, const ShardPlan& shard,
-                            const WeightFormatOf& format_of, std::int64_t context);
+                            const WeightFormatOf& format_of, std::int64_t context,
+                            DType kv_dtype = DType::kF32);
 
 // Bytes of one rank's draft copy of the weights in `format` (llama_weights.hpp's DraftWeights:
 // every layer's matrices, each slice in requantized_slice_format, its norms and biases, and the

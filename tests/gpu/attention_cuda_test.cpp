@@ -2,8 +2,10 @@
 // beyond one split, head_dim not a multiple of 32, prefill batches split into several workspace
 // passes), and the GPU invariance contract: a query's output is bit-identical alone or inside a
 // batch of up to 64 tokens, whatever the cache capacity (grid size), and as a tree node equal to
-// the same query over its path kept at consecutive slots. Cache slots past n_past + T hold NaN,
-// so reading them would poison the output.
+// the same query over its path kept at consecutive slots. A bf16 cache gives, bit for bit, the
+// output of an f32 cache holding the same (rounded) values, and matches the CPU's bf16 attention.
+// Cache slots past n_past + T hold NaN, so reading them would poison the output.
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -105,6 +107,56 @@ std::vector<float> gpu_attention(const Case& c, DeviceCase& d, float scale) {
   return out.download();
 }
 
+// A case's K and V rounded to bf16 (core/dtype.hpp's f32_to_bf16): the bf16 caches, and the case
+// with f32 caches holding the rounded values (the exact reference of a bf16 cache). The NaN of the
+// unused slots stays a NaN.
+struct Bf16Case {
+  Case rounded;
+  std::vector<std::uint16_t> k;  // [kv_heads][capacity][head_dim] bf16
+  std::vector<std::uint16_t> v;
+};
+
+Bf16Case round_to_bf16(const Case& c) {
+  Bf16Case b{c, std::vector<std::uint16_t>(c.k.size()), std::vector<std::uint16_t>(c.v.size())};
+  for (std::size_t i = 0; i < c.k.size(); ++i) {
+    b.k[i] = f32_to_bf16(c.k[i]);
+    b.v[i] = f32_to_bf16(c.v[i]);
+    b.rounded.k[i] = bf16_to_f32(b.k[i]);
+    b.rounded.v[i] = bf16_to_f32(b.v[i]);
+  }
+  return b;
+}
+
+std::vector<float> cpu_attention_bf16(const Bf16Case& b, float scale) {
+  const Case& c = b.rounded;
+  cpu::AttentionShape shape{c.dims.n_tokens, c.dims.n_q_heads, c.dims.n_kv_heads,
+                            c.dims.head_dim, c.n_past,         c.dims.capacity};
+  shape.kv_dtype = DType::kBF16;
+  std::vector<float> out(c.q.size());
+  cpu::attention(c.q.data(), b.k.data(), b.v.data(), shape,
+                 c.mask.empty() ? nullptr : c.mask.data(), scale, out.data());
+  return out;
+}
+
+// The CUDA attention over the bf16 caches (a fresh workspace, the output poisoned first).
+std::vector<float> gpu_attention_bf16(const Bf16Case& b, float scale) {
+  const Case& c = b.rounded;
+  AttentionDims dims = c.dims;
+  dims.kv_dtype = DType::kBF16;
+  DeviceBuffer<float> q(c.q);
+  DeviceBuffer<std::uint16_t> k(b.k);
+  DeviceBuffer<std::uint16_t> v(b.v);
+  DeviceBuffer<std::uint8_t> mask(c.mask.empty() ? std::vector<std::uint8_t>{0} : c.mask);
+  DeviceBuffer<StepParams> step(std::vector<StepParams>{{static_cast<std::int32_t>(c.n_past), 0}});
+  DeviceBuffer<std::uint8_t> workspace(attention_workspace_bytes(dims));
+  workspace.zero();
+  DeviceBuffer<float> out(c.q.size());
+  out.poison();
+  attention(q.get(), k.get(), v.get(), dims, step.get(), c.mask.empty() ? nullptr : mask.get(),
+            scale, out.get(), workspace.get(), nullptr);
+  return out.download();
+}
+
 struct Config {
   std::int64_t n_tokens;
   std::int64_t n_q_heads;
@@ -137,6 +189,40 @@ TEST(CudaAttention, MatchesCpu) {
     DeviceCase d(c);
     // Outputs are convex combinations of V rows (|v| <= 1): an absolute tolerance.
     expect_close(gpu_attention(c, d, scale), cpu_attention(c, scale), 0.0, 2e-5, "attention");
+  }
+}
+
+// A bf16 cache (K and V rounded to nearest even) gives, bit for bit, the output of the same kernel
+// over an f32 cache holding the rounded values: the widening is exact and everything after the
+// load is the same f32 arithmetic. Head dims 64, 128 and 256 (contiguous lanes: 4-, 8- and 16-byte
+// bf16 loads) and 8, 16, 40, 80, 96 (strided lanes), T = 1 and batches of up to 64, causal and tree
+// masks, MHA and GQA, n_past 0 and beyond one split. The output also matches the CPU attention over
+// the same bf16 cache to the tolerance of the f32 comparison.
+TEST(CudaAttention, Bf16CacheGivesTheBitsOfItsValuesInF32) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(37);
+  constexpr Config kBf16Configs[] = {
+      {1, 8, 2, 64, 0, false},     {1, 8, 2, 128, 700, false},  {1, 4, 1, 80, 300, false},
+      {1, 8, 2, 96, 1000, false},  {1, 8, 2, 80, 50, true},     {1, 8, 8, 128, 5000, false},
+      {5, 8, 2, 128, 300, true},   {13, 8, 2, 64, 1000, false}, {16, 8, 2, 64, 250, true},
+      {16, 4, 1, 80, 257, true},   {40, 4, 2, 96, 33, true},    {9, 4, 2, 40, 100, false},
+      {64, 8, 2, 128, 2500, true}, {64, 8, 2, 64, 100, false},  {3, 2, 1, 256, 600, false},
+      {7, 6, 3, 16, 40, false},    {2, 4, 1, 8, 3, false},
+  };
+  for (const Config& config : kBf16Configs) {
+    SCOPED_TRACE(::testing::Message()
+                 << "T " << config.n_tokens << " heads " << config.n_q_heads << "/"
+                 << config.n_kv_heads << " head_dim " << config.head_dim << " n_past "
+                 << config.n_past << (config.tree ? " tree" : " causal"));
+    const Bf16Case b =
+        round_to_bf16(make_case(rng, config.n_tokens, config.n_q_heads, config.n_kv_heads,
+                                config.head_dim, config.n_past, config.tree));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+    DeviceCase d_rounded(b.rounded);
+    const std::vector<float> f32_out = gpu_attention(b.rounded, d_rounded, scale);
+    const std::vector<float> bf16_out = gpu_attention_bf16(b, scale);
+    EXPECT_TRUE(same_bits(bf16_out, f32_out)) << "bf16 cache vs f32 cache of the same values";
+    expect_close(bf16_out, cpu_attention_bf16(b, scale), 0.0, 2e-5, "bf16 attention vs the CPU");
   }
 }
 
@@ -312,6 +398,15 @@ TEST(CudaAttention, BadShapesThrow) {
   DeviceBuffer<float> out(c.q.size());
   EXPECT_THROW(attention(d.q.get(), d.k.get(), d.v.get(), c.dims, d.step.get(), d.mask.get(), 1.0f,
                          out.get(), d.workspace.get(), nullptr),
+               Error);
+  // A KV cache of f16: only f32 and bf16 caches are read.
+  const Case small = make_case(rng, 2, 2, 1, 64, 3, false);
+  DeviceCase d_small(small);
+  AttentionDims f16 = small.dims;
+  f16.kv_dtype = DType::kF16;
+  DeviceBuffer<float> small_out(small.q.size());
+  EXPECT_THROW(attention(d_small.q.get(), d_small.k.get(), d_small.v.get(), f16, d_small.step.get(),
+                         nullptr, 1.0f, small_out.get(), d_small.workspace.get(), nullptr),
                Error);
 }
 

@@ -5,7 +5,10 @@
 // after rollbacks equal to a fresh run's; self-speculative greedy decoding token-identical to
 // autoregressive decoding, chains and trees of up to 64 nodes; a feature-level head's forward
 // against the CPU backend and its drafts token-identical; lookups grafted onto the model's draft
-// (--lookup-tree: chain-configured rounds verifying trees) token-identical; and the backend's
+// (--lookup-tree: chain-configured rounds verifying trees) token-identical; with a bf16 KV cache
+// (LlamaModel::set_kv_dtype): verification and tree rows bit-identical to decode steps, graphs
+// bit-identical to eager launches, the cache after rollbacks equal to a fresh run's and greedy
+// speculation (chains and trees) token-identical to autoregressive decoding; and the backend's
 // guards (a forward past the KV capacity is an error).
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
@@ -77,6 +80,18 @@ class CudaBackendTest : public ::testing::TestWithParam<Variant> {
     // GPU's matmul_small_batch keeps them in f32.
     cpu_model_ = load_model(dir_.path(), comm_, DType::kF32);
   }
+  // TreeNodeRowsAreBitIdenticalToTheirPathDecoded, in the model's KV dtype.
+  void expect_tree_rows_equal_their_paths_decoded();
+  // The decode steps' logits over tokens_, one token per forward, with graphs on or off.
+  std::vector<std::vector<float>> decode_steps(bool graphs) {
+    gpu_->set_graphs_enabled(graphs);
+    KvCache kv = gpu_model_->make_kv_cache(64);
+    std::vector<std::vector<float>> steps;
+    for (std::int32_t token : tokens_) {
+      steps.push_back(forward_all_rows(*gpu_model_, kv, std::span(&token, 1)));
+    }
+    return steps;
+  }
   std::vector<float> row(const std::vector<float>& logits, std::size_t r) const {
     const auto v = static_cast<std::size_t>(gpu_model_->vocab_local());
     return {logits.begin() + static_cast<std::ptrdiff_t>(r * v),
@@ -134,6 +149,10 @@ TEST_P(CudaBackendTest, VerificationsOfUpTo64TokensAreBitIdenticalToDecodeSteps)
 // of its path decoded one token at a time after the prefix (where its ancestors sit at other
 // cache slots than in the tree).
 TEST_P(CudaBackendTest, TreeNodeRowsAreBitIdenticalToTheirPathDecoded) {
+  expect_tree_rows_equal_their_paths_decoded();
+}
+
+void CudaBackendTest::expect_tree_rows_equal_their_paths_decoded() {
   const std::vector<std::int32_t> prefix(tokens_.begin(), tokens_.begin() + 4);
   const int n = 24;
   std::mt19937 rng(41);
@@ -187,47 +206,56 @@ TEST_P(CudaBackendTest, AForwardPastTheKvCapacityIsAnError) {
 
 TEST_P(CudaBackendTest, GraphReplaysAreBitIdenticalToEagerLaunches) {
   // The same decode sequence with graphs (eager, capture, then replays) and without.
-  const auto decode = [&](bool graphs) {
-    gpu_->set_graphs_enabled(graphs);
-    KvCache kv = gpu_model_->make_kv_cache(64);
-    std::vector<std::vector<float>> steps;
-    for (std::int32_t token : tokens_) {
-      steps.push_back(forward_all_rows(*gpu_model_, kv, std::span(&token, 1)));
-    }
-    return steps;
-  };
-  const auto eager = decode(false);
-  const auto graphed = decode(true);
+  const auto eager = decode_steps(false);
+  const auto graphed = decode_steps(true);
   ASSERT_EQ(eager.size(), graphed.size());
   for (std::size_t i = 0; i < eager.size(); ++i) {
     EXPECT_TRUE(bit_identical(eager[i], graphed[i])) << "step " << i;
   }
 }
 
+// The same with a bf16 KV cache (rope_write_kv and attention on bf16 elements in the graphs).
+TEST_P(CudaBackendTest, GraphReplaysWithABf16KvCacheAreBitIdenticalToEagerLaunches) {
+  gpu_model_->set_kv_dtype(DType::kBF16);
+  ASSERT_EQ(gpu_model_->make_kv_cache(8).dtype(), DType::kBF16);
+  const auto eager = decode_steps(false);
+  const auto graphed = decode_steps(true);
+  ASSERT_EQ(eager.size(), graphed.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(bit_identical(eager[i], graphed[i])) << "step " << i;
+  }
+}
+
+// After a rollback and new tokens, the cache's live slots equal a fresh run's, byte for byte, in
+// an f32 and in a bf16 cache.
 TEST_P(CudaBackendTest, KvCacheAfterRollbackEqualsAFreshRun) {
-  KvCache kv = gpu_model_->make_kv_cache(64);
-  forward_all_rows(*gpu_model_, kv, std::span(tokens_).subspan(0, 10));
-  kv.truncate(6);
-  const std::vector<std::int32_t> b = {31, 32, 33, 34};
-  forward_all_rows(*gpu_model_, kv, b);
-  std::vector<std::int32_t> sequence(tokens_.begin(), tokens_.begin() + 6);
-  sequence.insert(sequence.end(), b.begin(), b.end());
-  KvCache fresh = gpu_model_->make_kv_cache(64);
-  forward_all_rows(*gpu_model_, fresh, sequence);
-  const auto bytes =
-      static_cast<std::size_t>(kv.capacity() * kv.head_dim() * kv.kv_heads()) * sizeof(float);
-  std::vector<float> a(bytes / sizeof(float)), c(bytes / sizeof(float));
-  for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
-    for (const bool keys : {true, false}) {
-      gpu_->download(a.data(), keys ? kv.keys(l) : kv.values(l), bytes);
-      gpu_->download(c.data(), keys ? fresh.keys(l) : fresh.values(l), bytes);
-      for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
-        const auto offset = static_cast<std::size_t>(h * kv.capacity() * kv.head_dim());
-        EXPECT_EQ(
-            std::memcmp(a.data() + offset, c.data() + offset,
-                        static_cast<std::size_t>(kv.length() * kv.head_dim()) * sizeof(float)),
-            0)
-            << "layer " << l << (keys ? " keys" : " values");
+  for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(kv_dtype));
+    gpu_model_->set_kv_dtype(kv_dtype);
+    KvCache kv = gpu_model_->make_kv_cache(64);
+    ASSERT_EQ(kv.dtype(), kv_dtype);
+    forward_all_rows(*gpu_model_, kv, std::span(tokens_).subspan(0, 10));
+    kv.truncate(6);
+    const std::vector<std::int32_t> b = {31, 32, 33, 34};
+    forward_all_rows(*gpu_model_, kv, b);
+    std::vector<std::int32_t> sequence(tokens_.begin(), tokens_.begin() + 6);
+    sequence.insert(sequence.end(), b.begin(), b.end());
+    KvCache fresh = gpu_model_->make_kv_cache(64);
+    forward_all_rows(*gpu_model_, fresh, sequence);
+    const std::size_t row_bytes = static_cast<std::size_t>(kv.head_dim()) * kv.element_bytes();
+    const std::size_t bytes = static_cast<std::size_t>(kv.capacity() * kv.kv_heads()) * row_bytes;
+    std::vector<std::uint8_t> a(bytes), c(bytes);
+    for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
+      for (const bool keys : {true, false}) {
+        gpu_->download(a.data(), keys ? kv.keys(l) : kv.values(l), bytes);
+        gpu_->download(c.data(), keys ? fresh.keys(l) : fresh.values(l), bytes);
+        for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
+          const std::size_t offset = static_cast<std::size_t>(h * kv.capacity()) * row_bytes;
+          EXPECT_EQ(std::memcmp(a.data() + offset, c.data() + offset,
+                                static_cast<std::size_t>(kv.length()) * row_bytes),
+                    0)
+              << "layer " << l << (keys ? " keys" : " values");
+        }
       }
     }
   }
@@ -249,6 +277,56 @@ TEST_P(CudaBackendTest, SelfSpeculativeGreedyEqualsAutoregressive) {
                   .tokens,
               expected)
         << kind;
+  }
+}
+
+// With a bf16 KV cache: verification rows (9 and 64 tokens at once) and a tree's node rows are
+// bit-identical to decode steps, and self-speculative greedy decoding equals autoregressive
+// decoding (both over bf16 caches) token for token: chains under every controller, and trees of
+// up to 20 and 63 nodes (KvCache::keep_rows moving 2-byte elements).
+TEST_P(CudaBackendTest, Bf16KvCacheRowsAreBitIdenticalToDecodeSteps) {
+  gpu_model_->set_kv_dtype(DType::kBF16);
+  ASSERT_EQ(gpu_model_->make_kv_cache(8).dtype(), DType::kBF16);
+  expect_batch_rows_equal_decode_steps(*gpu_model_, std::span(tokens_).first(4),
+                                       std::span(tokens_).subspan(4), 64);
+  std::vector<std::int32_t> sequence;
+  for (int i = 0; i < 68; ++i) sequence.push_back((i * 53 + 7) % 301);
+  expect_batch_rows_equal_decode_steps(*gpu_model_, std::span(sequence).first(4),
+                                       std::span(sequence).subspan(4, 64), 80);
+  expect_tree_rows_equal_their_paths_decoded();
+}
+
+TEST_P(CudaBackendTest, SelfSpeculativeGreedyWithABf16KvCacheEqualsAutoregressive) {
+  gpu_model_->set_kv_dtype(DType::kBF16);
+  ASSERT_EQ(gpu_model_->make_kv_cache(8).dtype(), DType::kBF16);
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> prompt = {1, 14, 3, 27, 9};
+  const std::int64_t capacity = 192;  // room for a tree's nodes past the new tokens
+  const std::vector<std::int32_t> expected =
+      autoregressive(*gpu_model_, comm_, prompt, generation, capacity);
+  for (const char* kind : {"fixed", "adaptive", "thompson"}) {
+    ControllerOptions controller_options;
+    controller_options.kind = kind;
+    controller_options.max_draft = 8;
+    EXPECT_EQ(speculative(*gpu_model_, comm_, prompt, generation, skip_layer_1_attention(),
+                          controller_options, nullptr, nullptr, capacity)
+                  .tokens,
+              expected)
+        << kind;
+  }
+  ControllerOptions controller_options;
+  controller_options.kind = "fixed";
+  controller_options.max_draft = 8;
+  for (const int max_nodes : {20, 63}) {
+    GenerationOptions g = generation;
+    g.tree = TreeWidths::parse("0.6:8,1:4");
+    g.tree_max_nodes = max_nodes;
+    const GenerationResult r = speculative(*gpu_model_, comm_, prompt, g, skip_layer_1_attention(),
+                                           controller_options, nullptr, nullptr, capacity);
+    EXPECT_EQ(r.tokens, expected) << "tree of at most " << max_nodes << " nodes";
+    EXPECT_GT(r.stats.alternatives, 0) << "no tree was verified";
   }
 }
 

@@ -1,9 +1,11 @@
 // The CUDA elementwise and row-wise kernels against the CPU kernels: embedding (exact), RMSNorm
 // and the fused add + RMSNorm (the double sum differs in order only), residual add and bias
 // (exact), SwiGLU (device expf, a few ulp), RoPE (same formula; cos/sin in double), KV-cache
-// writes, RoPE fused with the KV write (the same bits as the two kernels), row gathers, column
+// writes, RoPE fused with the KV write (the same bits as the two kernels), both into a bf16 cache
+// (the f32 results rounded by core/dtype.hpp's f32_to_bf16, bit for bit), row gathers, column
 // scatters and activation conversion (exact). Outputs are poisoned with
 // NaN first.
+#include "core/dtype.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -12,9 +14,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <ios>
+#include <iterator>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace selfspec::kernels::cuda::test {
@@ -22,6 +28,45 @@ namespace {
 
 constexpr std::int64_t kDims[] = {1, 17, 64, 1000, 4099, 8192, 9000};
 constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 13};
+
+// f32 inputs that bf16 rounding must get right: ties to even (down and up), above and below the
+// half, a carry into the exponent, NaNs (quiet with a payload; signalling and negative, whose
+// truncation would be an infinity), subnormals (ties, and one rounding up to the smallest normal),
+// the largest float (rounding to infinity), -0 and -inf.
+constexpr std::uint32_t kBf16RoundingBits[] = {
+    0x3f808000u, 0x3f818000u, 0x3f80c000u, 0x3f804000u, 0xbf7fffffu, 0x7fc00001u, 0xff800001u,
+    0x00008000u, 0x00018000u, 0x807fffffu, 0x7f7fffffu, 0x80000000u, 0xff800000u,
+};
+
+// x with its first elements (as many as fit) replaced by kBf16RoundingBits.
+std::vector<float> with_rounding_cases(std::vector<float> x) {
+  for (std::size_t i = 0; i < x.size() && i < std::size(kBf16RoundingBits); ++i) {
+    x[i] = std::bit_cast<float>(kBf16RoundingBits[i]);
+  }
+  return x;
+}
+
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<std::uint16_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = f32_to_bf16(x[i]);
+  return out;
+}
+
+// actual[i] == f32_to_bf16(f32[i]) for every element; reports the first few that differ.
+void expect_bf16_of(const std::vector<std::uint16_t>& actual, const std::vector<float>& f32,
+                    const char* what) {
+  ASSERT_EQ(actual.size(), f32.size()) << what;
+  int failures = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const std::uint16_t expected = f32_to_bf16(f32[i]);
+    if (actual[i] != expected && ++failures <= 5) {
+      ADD_FAILURE() << what << ": element " << i << " (f32 bits 0x" << std::hex
+                    << std::bit_cast<std::uint32_t>(f32[i]) << ") holds 0x" << actual[i]
+                    << ", expected 0x" << expected << std::dec;
+    }
+  }
+  EXPECT_EQ(failures, 0) << what << ": " << failures << " of " << actual.size() << " differ";
+}
 
 // scatter_columns: the same bits as the CPU kernel (a copy) at several shapes, ids in random
 // order, including no ids and every column.
@@ -240,7 +285,7 @@ TEST(CudaWriteKv, WritesTheNewSlotsOnly) {
       DeviceBuffer<StepParams> d_step(
           std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
       write_kv(d_k.get(), d_v.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
-               d_k_cache.get(), d_v_cache.get(), nullptr);
+               d_k_cache.get(), d_v_cache.get(), DType::kF32, nullptr);
       std::vector<float> k_expected = k_before;
       std::vector<float> v_expected = v_before;
       for (std::int64_t t = 0; t < n_tokens; ++t) {
@@ -255,6 +300,53 @@ TEST(CudaWriteKv, WritesTheNewSlotsOnly) {
       }
       EXPECT_TRUE(same_bits(d_k_cache.download(), k_expected));
       EXPECT_TRUE(same_bits(d_v_cache.download(), v_expected));
+    }
+  }
+}
+
+// write_kv into a bf16 cache: every element of the cache equals f32_to_bf16 of the same element of
+// an f32 cache after the same write (the new slots rounded from k and v, including the rounding
+// cases above; the other slots as they were), for a head_dim on no vector boundary and one of 128.
+TEST(CudaWriteKv, Bf16CacheHoldsTheF32WriteRounded) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const std::int64_t kv_heads = 2;
+  const std::int64_t capacity = 40;
+  for (const std::int64_t head_dim : {std::int64_t{24}, std::int64_t{128}}) {
+    for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{5}, std::int64_t{35}}) {
+      for (const std::int64_t n_tokens : {std::int64_t{1}, std::int64_t{5}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "head_dim " << head_dim << " n_past " << n_past << " T " << n_tokens);
+        const auto row = static_cast<std::size_t>(kv_heads * head_dim);
+        const std::vector<float> k =
+            with_rounding_cases(random_floats(rng, static_cast<std::size_t>(n_tokens) * row, 3.0f));
+        std::vector<float> v = random_floats(rng, static_cast<std::size_t>(n_tokens) * row, 3.0f);
+        std::reverse(v.begin(), v.end());  // the rounding cases at the other end of v
+        v = with_rounding_cases(std::move(v));
+        std::reverse(v.begin(), v.end());
+        const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
+        const std::vector<float> k_before = random_floats(rng, cache_size);
+        const std::vector<float> v_before = random_floats(rng, cache_size);
+        DeviceBuffer<float> d_k(k);
+        DeviceBuffer<float> d_v(v);
+        DeviceBuffer<StepParams> d_step(
+            std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
+        DeviceBuffer<float> k_f32(k_before);
+        DeviceBuffer<float> v_f32(v_before);
+        write_kv(d_k.get(), d_v.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
+                 k_f32.get(), v_f32.get(), DType::kF32, nullptr);
+        DeviceBuffer<std::uint16_t> k_bf16(to_bf16(k_before));
+        DeviceBuffer<std::uint16_t> v_bf16(to_bf16(v_before));
+        write_kv(d_k.get(), d_v.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
+                 k_bf16.get(), v_bf16.get(), DType::kBF16, nullptr);
+        const std::vector<float> k_expected = k_f32.download();
+        const std::vector<float> v_expected = v_f32.download();
+        // The f32 write is a copy: the rounding cases arrive in the f32 cache unchanged.
+        const auto first = static_cast<std::size_t>(n_past * head_dim);
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(k_expected[first]), kBf16RoundingBits[0]);
+        expect_bf16_of(k_bf16.download(), k_expected, "key cache");
+        expect_bf16_of(v_bf16.download(), v_expected, "value cache");
+      }
     }
   }
 }
@@ -299,7 +391,7 @@ TEST(CudaRopeWriteKv, EqualsRopeThenWriteKv) {
         rope(k_ref.get(), n_tokens, kv_row, kv_heads, head_dim, d_positions.get(), d_inv_freq.get(),
              nullptr);
         write_kv(k_ref.get(), v_ref.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
-                 kc_ref.get(), vc_ref.get(), nullptr);
+                 kc_ref.get(), vc_ref.get(), DType::kF32, nullptr);
         // Fused.
         DeviceBuffer<float> q_f(q), k_f(k), v_f(v), kc_f(cache_before), vc_f(cache_before);
         RopeKvArgs args;
@@ -318,6 +410,76 @@ TEST(CudaRopeWriteKv, EqualsRopeThenWriteKv) {
         EXPECT_TRUE(same_bits(k_f.download(), k_ref.download())) << "k";
         EXPECT_TRUE(same_bits(kc_f.download(), kc_ref.download())) << "key cache";
         EXPECT_TRUE(same_bits(vc_f.download(), vc_ref.download())) << "value cache";
+      }
+    }
+  }
+}
+
+// rope_write_kv into a bf16 cache: q and the rotated k rows are the bits of the same call with an
+// f32 cache, and every element of the bf16 cache is f32_to_bf16 of the f32 cache's (rotated K rows
+// and copied V rows rounded, with the rounding cases in k and v; the other slots as they were).
+TEST(CudaRopeWriteKv, Bf16CacheHoldsTheF32ResultRounded) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(18);
+  const std::vector<std::int32_t> positions = {3, 4, 9, 1000, 70000};
+  const auto n_tokens = static_cast<std::int64_t>(positions.size());
+  for (const std::int64_t head_dim : {std::int64_t{8}, std::int64_t{64}, std::int64_t{128}}) {
+    for (const bool with_q : {true, false}) {
+      for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{30}}) {
+        SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << (with_q ? " q" : " no q")
+                                          << " n_past " << n_past);
+        const std::int64_t q_heads = 6;
+        const std::int64_t kv_heads = 2;
+        const std::int64_t capacity = 40;
+        const std::int64_t q_stride = q_heads * head_dim;
+        const std::int64_t kv_row = kv_heads * head_dim;
+        const std::vector<float> inv_freq = llama_inv_freq(head_dim, 10000.0);
+        const std::vector<float> q =
+            random_floats(rng, static_cast<std::size_t>(n_tokens * q_stride));
+        const std::vector<float> k = with_rounding_cases(
+            random_floats(rng, static_cast<std::size_t>(n_tokens * kv_row), 3.0f));
+        const std::vector<float> v = with_rounding_cases(
+            random_floats(rng, static_cast<std::size_t>(n_tokens * kv_row), 3.0f));
+        const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
+        const std::vector<float> cache_before = random_floats(rng, cache_size);
+        DeviceBuffer<std::int32_t> d_positions(positions);
+        DeviceBuffer<float> d_inv_freq(inv_freq);
+        DeviceBuffer<StepParams> d_step(
+            std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
+        RopeKvArgs args;
+        args.q_stride = q_stride;
+        args.n_q_heads = q_heads;
+        args.k_stride = kv_row;
+        args.kv_heads = kv_heads;
+        args.head_dim = head_dim;
+        args.capacity = capacity;
+        // Reference: an f32 cache.
+        DeviceBuffer<float> q_ref(q), k_ref(k), v_ref(v), kc_ref(cache_before),
+            vc_ref(cache_before);
+        args.q = with_q ? q_ref.get() : nullptr;
+        args.k = k_ref.get();
+        args.v = v_ref.get();
+        args.kv_dtype = DType::kF32;
+        rope_write_kv(args, n_tokens, d_positions.get(), d_inv_freq.get(), d_step.get(),
+                      kc_ref.get(), vc_ref.get(), nullptr);
+        // A bf16 cache.
+        DeviceBuffer<float> q_b(q), k_b(k), v_b(v);
+        DeviceBuffer<std::uint16_t> kc_b(to_bf16(cache_before)), vc_b(to_bf16(cache_before));
+        args.q = with_q ? q_b.get() : nullptr;
+        args.k = k_b.get();
+        args.v = v_b.get();
+        args.kv_dtype = DType::kBF16;
+        rope_write_kv(args, n_tokens, d_positions.get(), d_inv_freq.get(), d_step.get(), kc_b.get(),
+                      vc_b.get(), nullptr);
+        EXPECT_TRUE(same_bits(q_b.download(), q_ref.download())) << "q";
+        EXPECT_TRUE(same_bits(k_b.download(), k_ref.download())) << "k";
+        EXPECT_TRUE(same_bits(v_b.download(), v)) << "v is read only";
+        const std::vector<float> v_expected = vc_ref.download();
+        const auto first = static_cast<std::size_t>(n_past * head_dim);
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(v_expected[first]), kBf16RoundingBits[0])
+            << "the f32 cache holds v unchanged";
+        expect_bf16_of(kc_b.download(), kc_ref.download(), "key cache");
+        expect_bf16_of(vc_b.download(), v_expected, "value cache");
       }
     }
   }

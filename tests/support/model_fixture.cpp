@@ -115,13 +115,17 @@ void expect_kv_equals_fresh_run(LlamaModel& model, const KvCache& kv,
   ASSERT_GE(sequence.size(), static_cast<std::size_t>(kv.length()));
   KvCache fresh = model.make_kv_cache(kv.capacity());
   forward_all_rows(model, fresh, sequence.first(static_cast<std::size_t>(kv.length())));
-  const std::int64_t hd = kv.head_dim();
+  ASSERT_EQ(kv.dtype(), fresh.dtype());
+  const auto row = static_cast<std::size_t>(kv.head_dim()) * kv.element_bytes();
   for (std::int64_t l = 0; l < kv.num_layers(); ++l) {
     for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
-      const auto offset = static_cast<std::size_t>(h * kv.capacity() * hd);
-      const auto bytes = static_cast<std::size_t>(kv.length() * hd) * sizeof(float);
-      EXPECT_EQ(std::memcmp(kv.keys(l) + offset, fresh.keys(l) + offset, bytes), 0) << l;
-      EXPECT_EQ(std::memcmp(kv.values(l) + offset, fresh.values(l) + offset, bytes), 0) << l;
+      const auto offset = static_cast<std::size_t>(h * kv.capacity()) * row;
+      const auto bytes = static_cast<std::size_t>(kv.length()) * row;
+      for (const bool values : {false, true}) {
+        const auto* a = static_cast<const std::byte*>(values ? kv.values(l) : kv.keys(l));
+        const auto* b = static_cast<const std::byte*>(values ? fresh.values(l) : fresh.keys(l));
+        EXPECT_EQ(std::memcmp(a + offset, b + offset, bytes), 0) << l << (values ? " V" : " K");
+      }
     }
   }
 }

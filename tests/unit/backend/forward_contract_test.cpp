@@ -122,10 +122,10 @@ class RecordingBackend final : public Backend {
     recordings_.clear();
     return inner_->select_weight_cols(w, begin, end);
   }
-  void compact_rows(float* base, std::int64_t blocks, std::int64_t block_stride,
-                    std::int64_t rows_per_block, std::int64_t row_floats,
+  void compact_rows(void* base, std::int64_t blocks, std::int64_t block_stride,
+                    std::int64_t rows_per_block, std::int64_t row_bytes,
                     std::span<const std::int32_t> from, std::int64_t to) override {
-    inner_->compact_rows(base, blocks, block_stride, rows_per_block, row_floats, from, to);
+    inner_->compact_rows(base, blocks, block_stride, rows_per_block, row_bytes, from, to);
   }
 
   void embedding(const BackendWeight& table, std::int64_t vocab_begin, float* out) override {
@@ -157,22 +157,19 @@ class RecordingBackend final : public Backend {
           [=, this] { inner_->rope(x, row_stride, n_heads, head_dim, inv_freq); });
   }
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
-                std::int64_t capacity, float* k_cache, float* v_cache) override {
+                const KvLayer& cache) override {
     issue("write_kv",
-          {word(k), word(v), word(kv_heads), word(head_dim), word(capacity), word(k_cache),
-           word(v_cache)},
-          [=, this] { inner_->write_kv(k, v, kv_heads, head_dim, capacity, k_cache, v_cache); });
+          {word(k), word(v), word(kv_heads), word(head_dim), word(cache.head_stride),
+           word(cache.keys), word(cache.values), word(static_cast<std::int64_t>(cache.dtype))},
+          [=, this] { inner_->write_kv(k, v, kv_heads, head_dim, cache); });
   }
-  void attention(const float* q, const float* k_cache, const float* v_cache, std::int64_t n_q_heads,
-                 std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t capacity, float scale,
-                 float* out) override {
+  void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
+                 std::int64_t n_kv_heads, std::int64_t head_dim, float scale, float* out) override {
     issue("attention",
-          {word(q), word(k_cache), word(v_cache), word(n_q_heads), word(n_kv_heads), word(head_dim),
-           word(capacity), word(scale), word(out)},
-          [=, this] {
-            inner_->attention(q, k_cache, v_cache, n_q_heads, n_kv_heads, head_dim, capacity, scale,
-                              out);
-          });
+          {word(q), word(cache.keys), word(cache.values),
+           word(static_cast<std::int64_t>(cache.dtype)), word(n_q_heads), word(n_kv_heads),
+           word(head_dim), word(cache.head_stride), word(scale), word(out)},
+          [=, this] { inner_->attention(q, cache, n_q_heads, n_kv_heads, head_dim, scale, out); });
   }
   void swiglu(const float* gate, const float* up, float* out, std::int64_t n) override {
     issue("swiglu", {word(gate), word(up), word(out), word(n)},

@@ -436,7 +436,7 @@ TEST_F(SpeculativeGreedy, EarlyExitDraftRowsOfTheFirstLayersEqualTheVerification
     const std::int64_t hd = model_->config().head_dim;
     std::vector<float> out;
     for (int layer = 0; layer < kExit; ++layer) {
-      for (const float* base : {kv.keys(layer), kv.values(layer)}) {
+      for (const float* base : {kv.f32_keys(layer), kv.f32_values(layer)}) {
         for (std::int64_t h = 0; h < kv_heads; ++h) {
           const float* slot = base + (h * kv.capacity() + first) * hd;
           out.insert(out.end(), slot, slot + count * hd);
@@ -587,6 +587,39 @@ TEST_F(SpeculativeGreedy, KvCacheAfterTreeRoundsEqualsAFreshRun) {
   std::vector<std::int32_t> sequence = prompt_;
   sequence.insert(sequence.end(), r.tokens.begin(), r.tokens.end());
   expect_kv_equals_fresh_run(*model_, kv, sequence);
+}
+
+// A bf16 KV cache (--kv-dtype bf16): the cache holds half the bytes, and greedy self-speculative
+// decoding over it (chains under every controller, trees, rollbacks) gives exactly the tokens
+// of plain decoding over the same bf16 cache, whose K/V rows also equal a fresh run's after the
+// rejected drafts are rolled back.
+TEST_F(SpeculativeGreedy, ABfloatKvCacheKeepsTheOutputTokenIdentical) {
+  const std::uint64_t f32_bytes = model_->make_kv_cache(64).bytes();
+  model_->set_kv_dtype(DType::kBF16);
+  ASSERT_EQ(model_->make_kv_cache(64).bytes() * 2, f32_bytes);
+  GenerationOptions generation;
+  generation.max_new_tokens = 40;
+  generation.ignore_eos = true;
+  const std::vector<std::int32_t> expected = autoregressive(*model_, comm_, prompt_, generation);
+  const LayerPlan plan = LayerPlan::skipping(4, std::vector<int>{1, 2}, std::vector<int>{1});
+  for (const char* kind : {"fixed", "adaptive", "thompson"}) {
+    for (const char* widths : {"", "1:3", "0.6:8,1:2"}) {
+      ControllerOptions controller;
+      controller.kind = kind;
+      controller.max_draft = 5;
+      GenerationOptions g = generation;
+      if (*widths != '\0') g.tree = TreeWidths::parse(widths);
+      KvCache kv = model_->make_kv_cache(1);
+      const GenerationResult r = speculative(*model_, comm_, prompt_, g, plan, controller, &kv);
+      EXPECT_EQ(r.tokens, expected) << kind << " / tree '" << widths << "'";
+      ASSERT_LT(r.stats.accepted, r.stats.drafted) << "the draft must be rejected sometimes";
+      ASSERT_EQ(kv.dtype(), DType::kBF16);
+      std::vector<std::int32_t> sequence = prompt_;
+      sequence.insert(sequence.end(), r.tokens.begin(), r.tokens.end());
+      expect_kv_equals_fresh_run(*model_, kv, sequence);
+    }
+  }
+  EXPECT_THROW(model_->set_kv_dtype(DType::kF16), Error);
 }
 
 // The loop reports every round to on_round (generate --trace writes each report as a JSON line).

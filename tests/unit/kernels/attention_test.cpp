@@ -1,6 +1,7 @@
 // Attention against a naive double reference (MHA and GQA, causal and tree masks, n_past 0 and
 // > 0), and the invariance contract: a query's output is bit-identical alone or inside a batch,
-// for either ISA and any thread count.
+// for either ISA and any thread count; a bf16 cache gives the bits of an f32 cache holding the same
+// (rounded) values, on every ISA.
 #include "kernels/cpu/attention.hpp"
 
 #include "core/error.hpp"
@@ -270,6 +271,51 @@ TEST_P(AttentionTest, EveryIsaGivesTheScalarBits) {
   }
 }
 
+// A bf16 cache: K and V rounded to bf16 (core/dtype.hpp), then attention over the bf16 elements on
+// every ISA and thread count equals, bit for bit, the scalar attention over an f32 cache holding
+// the rounded values (the widening is exact, so nothing else may change). Shapes as above,
+// including partial vectors (17, 24, 40) where the bf16 loads are masked or copied.
+TEST_P(AttentionTest, BfloatCacheGivesTheBitsOfItsValuesInF32) {
+  const bool tree = GetParam();
+  std::mt19937 rng(59);
+  const Config configs[] = {{9, 3, 64}, {12, 2, 128}, {32, 1, 24},
+                            {6, 1, 40}, {4, 2, 200},  {3, 1, 17}};
+  for (const Config& cfg : configs) {
+    for (const std::int64_t n_tokens : {1, 4, 17}) {
+      for (const std::int64_t n_past : {std::int64_t{0}, std::int64_t{37}}) {
+        Case rounded =
+            make_case(rng, n_tokens, cfg.n_q_heads, cfg.n_kv_heads, cfg.head_dim, n_past, tree);
+        std::vector<std::uint16_t> k_bf16(rounded.k.size());
+        std::vector<std::uint16_t> v_bf16(rounded.v.size());
+        for (std::size_t i = 0; i < rounded.k.size(); ++i) {
+          k_bf16[i] = f32_to_bf16(rounded.k[i]);
+          v_bf16[i] = f32_to_bf16(rounded.v[i]);
+          rounded.k[i] = bf16_to_f32(k_bf16[i]);
+          rounded.v[i] = bf16_to_f32(v_bf16[i]);
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+        force_isa(Isa::kScalar);
+        const std::vector<float> expected = run(rounded, scale);
+        AttentionShape shape = rounded.shape;
+        shape.kv_dtype = DType::kBF16;
+        for (const Isa isa : available_isas()) {
+          SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " heads " << cfg.n_q_heads
+                                            << "/" << cfg.n_kv_heads << " head_dim " << cfg.head_dim
+                                            << " T " << n_tokens << " n_past " << n_past);
+          force_isa(isa);
+          for (const int threads : {1, 2}) {
+            set_num_threads(threads);
+            std::vector<float> out = nan_filled(expected.size());
+            attention(rounded.q.data(), k_bf16.data(), v_bf16.data(), shape,
+                      rounded.mask.empty() ? nullptr : rounded.mask.data(), scale, out.data());
+            ASSERT_TRUE(same_bits(expected, out)) << threads << " threads";
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Masks, AttentionTest, ::testing::Bool(), [](const auto& param_info) {
   return param_info.param ? "tree" : "causal";
 });
@@ -285,6 +331,10 @@ TEST(AttentionEdgeCases, BadShapesThrow) {
                selfspec::Error);
   EXPECT_NO_THROW(attention(buf.data(), buf.data(), buf.data(), AttentionShape{2, 2, 2, 8, 2, 4},
                             nullptr, 1.0f, out.data()));
+  // A cache of f16 is not one the kernels read.
+  EXPECT_THROW(attention(buf.data(), buf.data(), buf.data(),
+                         AttentionShape{2, 2, 2, 8, 2, 4, DType::kF16}, nullptr, 1.0f, out.data()),
+               selfspec::Error);
 }
 
 }  // namespace

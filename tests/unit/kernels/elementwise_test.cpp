@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -129,6 +130,32 @@ TEST(AddBias, ExactSumPerRow) {
       }
     }
   }
+}
+
+// A KV row stored as bf16: rounded to nearest, ties to even, NaN kept quiet with its sign, at the
+// given element offset, nothing else touched; as f32: copied.
+TEST(StoreAs, RoundsToNearestEvenAtTheOffset) {
+  const float tie_down = 1.00390625f;  // 1 + 2^-8: halfway between 0x3F80 and 0x3F81
+  const float tie_up = 1.01171875f;    // 1 + 3 * 2^-8: halfway between 0x3F81 and 0x3F82
+  const float above = 1.0040f;         // just past the first tie
+  const float nan = -std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> src = {1.0f, tie_down, tie_up, above, nan, -0.0f, 3.0e-39f};
+  std::vector<std::uint16_t> dst(10, 0xABCD);
+  store_as(src.data(), static_cast<std::int64_t>(src.size()), DType::kBF16, dst.data(), 2);
+  EXPECT_EQ(dst[0], 0xABCD);
+  EXPECT_EQ(dst[1], 0xABCD);
+  EXPECT_EQ(dst[2], 0x3F80);
+  EXPECT_EQ(dst[3], 0x3F80);
+  EXPECT_EQ(dst[4], 0x3F82);
+  EXPECT_EQ(dst[5], 0x3F81);
+  EXPECT_EQ(dst[6] & 0xFFC0, 0xFFC0);  // negative quiet NaN
+  EXPECT_EQ(dst[7], 0x8000);
+  EXPECT_EQ(dst[8], f32_to_bf16(3.0e-39f));  // a subnormal, rounded like any other value
+  EXPECT_EQ(dst[9], 0xABCD);
+
+  std::vector<float> f32(9, 7.0f);
+  store_as(src.data(), 4, DType::kF32, f32.data(), 3);
+  EXPECT_EQ(f32, (std::vector<float>{7, 7, 7, 1.0f, tie_down, tie_up, above, 7, 7}));
 }
 
 class EmbeddingTest : public ::testing::TestWithParam<DType> {};

@@ -1,5 +1,6 @@
 // compact_rows against the in-order element-by-element reference (row_compaction_cases.hpp) at
-// every shared case, bit for bit, with the gaps between blocks untouched; a case where each
+// every shared case, bit for bit, with the gaps between blocks untouched (the cases count floats;
+// the kernel takes bytes); 2-byte rows (a bf16 KV cache's, odd widths too); a case where each
 // destination is the source of an earlier row; and every violated precondition rejected with the
 // buffer unchanged.
 #include "kernels/cpu/row_compaction.hpp"
@@ -38,8 +39,39 @@ TEST(CompactRows, MatchesInOrderReference) {
       ASSERT_NE(expected, original);  // the case does test a move
     }
     std::vector<float> buffer = original;
-    compact_rows(buffer.data(), c.blocks, c.block_stride, c.rows_per_block, c.row_floats, c.from,
-                 c.to);
+    constexpr auto kFloat = static_cast<std::int64_t>(sizeof(float));
+    compact_rows(buffer.data(), c.blocks, c.block_stride * kFloat, c.rows_per_block,
+                 c.row_floats * kFloat, c.from, c.to);
+    EXPECT_EQ(buffer, expected);
+  }
+}
+
+// Rows of bf16 elements (2 bytes), as a bf16 KV cache keeps them: widths 1, 3 (6-byte rows) and
+// 64, against the same in-order reference over 16-bit elements.
+TEST(CompactRows, MovesTwoByteRows) {
+  std::mt19937 rng(12);
+  for (const std::int64_t width : {1, 3, 64}) {
+    SCOPED_TRACE(width);
+    const std::int64_t rows = 12;
+    const std::int64_t stride = rows * width + 5;  // a gap that must stay untouched
+    const std::int64_t blocks = 3;
+    std::vector<std::uint16_t> original(static_cast<std::size_t>(blocks * stride));
+    for (std::uint16_t& e : original) e = static_cast<std::uint16_t>(rng());
+    const std::vector<std::int32_t> from = {4, 5, 9, 11};
+    const std::int64_t to = 2;
+    std::vector<std::uint16_t> expected = original;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      for (std::size_t i = 0; i < from.size(); ++i) {
+        for (std::int64_t d = 0; d < width; ++d) {
+          expected[static_cast<std::size_t>(b * stride +
+                                            (to + static_cast<std::int64_t>(i)) * width + d)] =
+              expected[static_cast<std::size_t>(b * stride + from[i] * width + d)];
+        }
+      }
+    }
+    ASSERT_NE(expected, original);
+    std::vector<std::uint16_t> buffer = original;
+    compact_rows(buffer.data(), blocks, stride * 2, rows, width * 2, from, to);
     EXPECT_EQ(buffer, expected);
   }
 }
@@ -49,7 +81,7 @@ TEST(CompactRows, MatchesInOrderReference) {
 TEST(CompactRows, EachDestinationIsAnEarlierSource) {
   std::vector<float> buffer = {10, 11, 20, 21, 30, 31, 40, 41, 50, 51, 60, 61, 70, 71, 80, 81};
   const std::vector<std::int32_t> from = {1, 2, 3};
-  compact_rows(buffer.data(), 2, 8, 4, 2, from, 0);
+  compact_rows(buffer.data(), 2, 8 * 4, 4, 2 * 4, from, 0);
   EXPECT_EQ(buffer, (std::vector<float>{20, 21, 30, 31, 40, 41, 40, 41,  //
                                         60, 61, 70, 71, 80, 81, 80, 81}));
 }
@@ -60,7 +92,7 @@ TEST(CompactRows, KeepsAnAcceptedTreePath) {
   std::vector<float> buffer(10);
   for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(i);
   const std::vector<std::int32_t> from = {3, 5, 8};
-  compact_rows(buffer.data(), 1, 10, 10, 1, from, 3);
+  compact_rows(buffer.data(), 1, 10 * 4, 10, 4, from, 3);
   EXPECT_EQ(buffer, (std::vector<float>{0, 1, 2, 3, 5, 8, 6, 7, 8, 9}));
 }
 
@@ -72,7 +104,7 @@ void expect_rejected(const std::vector<std::int32_t>& from, std::int64_t to,
   for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(i);
   const std::vector<float> original = buffer;
   try {
-    compact_rows(buffer.data(), blocks, block_stride, rows_per_block, 4, from, to);
+    compact_rows(buffer.data(), blocks, block_stride, rows_per_block, 4, from, to);  // 4 bytes
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("compact_rows"));

@@ -157,10 +157,10 @@ TEST(FeatureHead, RowsAreTokenCountInvariantAndWriteTheHeadsLayerAtTheirSlots) {
   for (std::int64_t head = 0; head < all.kv_heads(); ++head) {
     const std::size_t offset =
         static_cast<std::size_t>(head * all.head_stride() * model->config().head_dim);
-    EXPECT_TRUE(
-        bit_identical({all.keys(layer) + offset, floats}, {one.keys(layer) + offset, floats}));
-    EXPECT_TRUE(
-        bit_identical({all.values(layer) + offset, floats}, {one.values(layer) + offset, floats}));
+    EXPECT_TRUE(bit_identical({all.f32_keys(layer) + offset, floats},
+                              {one.f32_keys(layer) + offset, floats}));
+    EXPECT_TRUE(bit_identical({all.f32_values(layer) + offset, floats},
+                              {one.f32_values(layer) + offset, floats}));
   }
 }
 

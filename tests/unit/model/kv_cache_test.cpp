@@ -30,21 +30,21 @@ class KvCacheKeepRows : public ::testing::Test {
     // A distinct value in every float of the cache, then 10 filled slots.
     std::vector<float> values(static_cast<std::size_t>(kv_.bytes() / sizeof(float)));
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) + 0.5f;
-    backend_->upload(kv_.keys(0), values.data(), kv_.bytes());
+    backend_->upload(kv_.f32_keys(0), values.data(), kv_.bytes());
     kv_.extend(10);
   }
 
   std::vector<float> contents() const {
     std::vector<float> values(static_cast<std::size_t>(kv_.bytes() / sizeof(float)));
-    backend_->download(values.data(), kv_.keys(0), kv_.bytes());
+    backend_->download(values.data(), kv_.f32_keys(0), kv_.bytes());
     return values;
   }
   // The index in contents() of float k of slot `slot` of KV head `head` in layer `layer`'s K or V.
   std::size_t index(std::int64_t layer, bool value, std::int64_t head, std::int64_t slot,
                     std::int64_t k) const {
-    const float* tensor = value ? kv_.values(layer) : kv_.keys(layer);
-    return static_cast<std::size_t>(tensor - kv_.keys(0) + (head * kCapacity + slot) * kHeadDim +
-                                    k);
+    const float* tensor = value ? kv_.f32_values(layer) : kv_.f32_keys(layer);
+    return static_cast<std::size_t>(tensor - kv_.f32_keys(0) +
+                                    (head * kCapacity + slot) * kHeadDim + k);
   }
 
   std::unique_ptr<Backend> backend_ = make_cpu_backend();
@@ -138,7 +138,7 @@ TEST_F(KvCacheKeepRows, ARegionMovesItsOwnSlotsAndNothingElse) {
     }
   }
   EXPECT_EQ(contents(), expected);
-  EXPECT_EQ(region.keys(1), kv_.keys(1) + 6 * kHeadDim);
+  EXPECT_EQ(region.f32_keys(1), kv_.f32_keys(1) + 6 * kHeadDim);
 }
 
 TEST_F(KvCacheKeepRows, ARegionOutsideTheCacheIsRefused) {

@@ -95,8 +95,8 @@ TEST(KvCache, LengthBookkeeping) {
   kv.truncate(3);
   EXPECT_EQ(kv.length(), 3);
   EXPECT_THROW(kv.truncate(4), Error);
-  EXPECT_NE(kv.keys(1), kv.values(1));
-  EXPECT_EQ(kv.values(0) + 3 * 10 * 8, kv.keys(1));
+  EXPECT_NE(kv.f32_keys(1), kv.f32_values(1));
+  EXPECT_EQ(kv.f32_values(0) + 3 * 10 * 8, kv.f32_keys(1));
 }
 
 }  // namespace

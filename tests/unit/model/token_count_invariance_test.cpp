@@ -93,8 +93,8 @@ TEST_P(Invariance, TruncateRollsBackExactly) {
     for (std::int64_t h = 0; h < kv.kv_heads(); ++h) {
       const std::size_t offset = static_cast<std::size_t>(h * kv.capacity() * hd);
       const std::size_t bytes = static_cast<std::size_t>(kv.length() * hd) * sizeof(float);
-      EXPECT_EQ(std::memcmp(kv.keys(l) + offset, fresh_kv.keys(l) + offset, bytes), 0);
-      EXPECT_EQ(std::memcmp(kv.values(l) + offset, fresh_kv.values(l) + offset, bytes), 0);
+      EXPECT_EQ(std::memcmp(kv.f32_keys(l) + offset, fresh_kv.f32_keys(l) + offset, bytes), 0);
+      EXPECT_EQ(std::memcmp(kv.f32_values(l) + offset, fresh_kv.f32_values(l) + offset, bytes), 0);
     }
   }
   EXPECT_THROW(kv.truncate(kv.length() + 1), Error);
