@@ -84,6 +84,24 @@ CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
       ->capture_default_str();
 }
 
+CLI::Option* add_kv_dtype_option(CLI::App& command, std::string& dtype,
+                                 std::string_view auto_means) {
+  return command
+      .add_option("--kv-dtype", dtype,
+                  fmt::format("KV cache element type: f32 (exact), bf16 (half the bytes; each K/V "
+                              "value rounded to nearest even) or auto ({})",
+                              auto_means))
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+}
+
+std::optional<DType> parse_kv_dtype(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  if (text == "f32") return DType::kF32;
+  if (text == "bf16") return DType::kBF16;
+  fail("--kv-dtype: unknown KV cache type '{}' (auto, f32, bf16)", text);
+}
+
 CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk) {
   return command.add_option("--prefill-chunk", chunk, "prompt tokens per forward")
       ->check(CLI::PositiveNumber)
@@ -219,6 +237,7 @@ void EngineCliOptions::add_to(CLI::App& command) {
       "keep the weights as stored; a GGUF's quantized tensors run as stored on the CPU and "
       "dequantize to bf16 on a GPU. native: as stored, and an error on a GPU. The others "
       "convert once at load");
+  add_kv_dtype_option(command, kv_dtype, "bf16 on a GPU, f32 on the CPU");
   add_ctx_size_option(command, ctx_size, "limit");
   command
       .add_option("--threads", threads, "worker threads per rank (default: cores / local ranks)")
@@ -259,6 +278,7 @@ EngineOptions EngineCliOptions::engine_options() const {
   options.weights_dtype = parse_weights_dtype(weights_dtype);
   options.synthetic_matrix_format = parse_quantized_weights_format(weights_dtype);
   options.native_weights_required = weights_dtype == "native";
+  options.kv_dtype = parse_kv_dtype(kv_dtype);  // nullopt: auto
   options.ctx_size = ctx_size;
   options.device = device;
   options.cuda_graphs = cuda_graphs == "on";

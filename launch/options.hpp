@@ -51,6 +51,12 @@ CLI::Option* add_ctx_size_option(CLI::App& command, std::int64_t& ctx_size,
 CLI::Option* add_weights_dtype_option(CLI::App& command, std::string& dtype,
                                       std::string_view auto_means);
 
+// --kv-dtype auto|f32|bf16: the KV cache's element type; `auto_means` says what auto picks.
+CLI::Option* add_kv_dtype_option(CLI::App& command, std::string& dtype,
+                                 std::string_view auto_means);
+// The KV dtype the option names (nullopt: auto); throws naming the option for another value.
+std::optional<DType> parse_kv_dtype(const std::string& text);
+
 // --prefill-chunk N (positive): prompt tokens per forward.
 CLI::Option* add_prefill_chunk_option(CLI::App& command, std::int64_t& chunk);
 
@@ -114,7 +120,7 @@ struct ChatCli {
 void print_json_line(const nlohmann::json& record);
 
 // --model | --architecture [--synthetic-weights --synthetic-seed --layers], --tp, --tokenizer,
-// --weights-dtype, --ctx-size, --threads, --device, --cuda-graphs, --config.
+// --weights-dtype, --kv-dtype, --ctx-size, --threads, --device, --cuda-graphs, --config.
 struct EngineCliOptions {
   std::string model_path;
   std::string architecture;
@@ -124,6 +130,7 @@ struct EngineCliOptions {
   int tp = 0;
   std::string tokenizer;
   std::string weights_dtype = "auto";
+  std::string kv_dtype = "auto";
   std::int64_t ctx_size = 0;
   int threads = 0;
   std::string device = "auto";

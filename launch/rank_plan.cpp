@@ -72,12 +72,12 @@ WeightPlan plan_weights(const ModelSource& source, std::optional<DType> requeste
 std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, const WeightFormatOf& weights,
                                  std::int64_t context, std::optional<ForwardShape> forward,
                                  std::int64_t intermediate_unit,
-                                 std::optional<WeightFormat> draft_weights) {
+                                 std::optional<WeightFormat> draft_weights, DType kv_dtype) {
   std::vector<RankPlan> ranks;
   for (int r = 0; r < tp; ++r) {
     RankPlan plan;
     plan.shard = ShardPlan::make(config, tp, r, intermediate_unit);
-    plan.memory = plan_rank_memory(config, plan.shard, weights, context);
+    plan.memory = plan_rank_memory(config, plan.shard, weights, context, kv_dtype);
     if (draft_weights) {
       plan.draft_weight_bytes = plan_draft_weight_bytes(config, plan.shard, *draft_weights);
     }

@@ -55,11 +55,13 @@ struct RankPlan {
 // Every rank of a tp-way split (which must be valid: ShardPlan::check) with its weights in
 // `weights` at `context` tokens of KV cache; with `forward`, also each rank's workspace for such
 // forwards. `intermediate_unit`: ShardPlan::make's (32 for quantized weights run as stored).
-// `draft_weights`: the format of a --draft-weights copy each rank also holds.
+// `draft_weights`: the format of a --draft-weights copy each rank also holds. `kv_dtype`: the KV
+// cache's element type.
 std::vector<RankPlan> plan_ranks(const ModelConfig& config, int tp, const WeightFormatOf& weights,
                                  std::int64_t context,
                                  std::optional<ForwardShape> forward = std::nullopt,
                                  std::int64_t intermediate_unit = 1,
-                                 std::optional<WeightFormat> draft_weights = std::nullopt);
+                                 std::optional<WeightFormat> draft_weights = std::nullopt,
+                                 DType kv_dtype = DType::kF32);
 
 }  // namespace selfspec::launch

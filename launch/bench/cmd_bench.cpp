@@ -399,7 +399,8 @@ DecodeTraffic decode_traffic(const Bench& bench, const ArSamples& samples) {
                               0.5 * static_cast<double>(std::max<std::int64_t>(options.gen - 1, 0));
   traffic.rank_kv_bytes = 2.0 * static_cast<double>(config.num_layers) *
                           static_cast<double>(model.shard().kv_heads.size()) *
-                          static_cast<double>(config.head_dim) * sizeof(float) * mean_context;
+                          static_cast<double>(config.head_dim) *
+                          static_cast<double>(dtype_size(model.kv_dtype())) * mean_context;
   std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(bench.comm().size()));
   bench.comm().all_gather_u64(
       traffic.rank_weight_bytes + static_cast<std::uint64_t>(traffic.rank_kv_bytes), per_rank);
@@ -513,6 +514,7 @@ nlohmann::json bench_json(const Bench& bench, const BenchResult& r) {
     out["cuda_graphs"] = engine.backend().graphs_enabled();
   }
   out["reduction"] = std::string(reduction_order_name(engine.model().reduction_order()));
+  out["kv_dtype"] = std::string(dtype_name(engine.model().kv_dtype()));
   // Where the verifier decides, per logits mode: from rows left in device memory, or on the host.
   for (const LogitsMode mode : {LogitsMode::kLocal, LogitsMode::kGather}) {
     out["verification"][std::string(logits_mode_name(mode))] =

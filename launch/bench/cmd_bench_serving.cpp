@@ -306,6 +306,7 @@ nlohmann::json run_description(const Serving& s) {
   out["model"] = s.options.engine.model_name();
   out["parameters"] = engine.config().parameter_count();
   out["weight_dtype"] = main_weight_format(engine.model().weights());
+  out["kv_dtype"] = std::string(dtype_name(engine.model().kv_dtype()));
   out["weight_bytes_by_format"] = engine.model().weights().bytes_by_format();
   out["tp"] = s.comm().size();
   out["threads_per_rank"] = num_threads();

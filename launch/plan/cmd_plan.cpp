@@ -38,6 +38,7 @@ struct PlanOptions {
   std::int64_t layers = 0;
   int tp = 1;
   std::string weights_dtype = "auto";
+  std::string kv_dtype = "auto";
   std::int64_t ctx_size = 0;
   std::int64_t prefill_chunk = 512;
   int max_draft = 12;
@@ -93,10 +94,13 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   const std::optional<WeightFormat> draft = parse_weight_format(options.draft_weights);
   const std::int64_t unit =
       draft && is_quantized(*draft) ? std::int64_t{32} : weights.intermediate_unit;
+  // auto: what a GPU run uses (EngineOptions::kv_dtype), since plan sizes GPU memory.
+  const DType kv_dtype = parse_kv_dtype(options.kv_dtype).value_or(DType::kBF16);
   Plan plan;
   plan.problem = ShardPlan::check(config, options.tp, unit);
   if (!plan.problem) {
-    plan.ranks = plan_ranks(config, options.tp, weights.format_of, context, forward, unit, draft);
+    plan.ranks =
+        plan_ranks(config, options.tp, weights.format_of, context, forward, unit, draft, kv_dtype);
   }
   const std::uint64_t largest_bytes =
       plan.ranks.empty() ? 0 : largest_rank(plan.ranks).total_bytes();
@@ -117,6 +121,7 @@ Plan make_plan(const PlanOptions& options, const ModelSource& source) {
   out["weights_total_bytes"] = whole.weight_bytes;
   out["weight_bytes_by_format"] = whole.weight_bytes_by_format;
   out["context"] = context;
+  out["kv_dtype"] = std::string(dtype_name(kv_dtype));
   out["forward_tokens"] = forward.tokens;
   out["draft_weights"] = options.draft_weights;
   out["tp"] = options.tp;
@@ -169,15 +174,15 @@ void print_plan(const PlanOptions& options, const ModelSource& source, const Pla
              out["nodes"].get<int>(), options.gpus_per_node);
   const RankPlan& largest = largest_rank(plan.ranks);  // a valid split has ranks
   fmt::print(
-      "per rank    weights {}{} + KV cache {} ({} tokens, f32) + workspace {} ({}-token "
+      "per rank    weights {}{} + KV cache {} ({} tokens, {}) + workspace {} ({}-token "
       "forwards) = {}\n",
       human_bytes(largest.memory.weight_bytes),
       largest.draft_weight_bytes > 0 ? fmt::format(" + {} draft copy {}", options.draft_weights,
                                                    human_bytes(largest.draft_weight_bytes))
                                      : std::string(),
       human_bytes(largest.memory.kv_cache_bytes), out["context"].get<std::int64_t>(),
-      human_bytes(largest.workspace_bytes.value_or(0)), out["forward_tokens"].get<std::int64_t>(),
-      human_bytes(largest.total_bytes()));
+      out["kv_dtype"].get<std::string>(), human_bytes(largest.workspace_bytes.value_or(0)),
+      out["forward_tokens"].get<std::int64_t>(), human_bytes(largest.total_bytes()));
   if (plan.budget) {
     const double headroom = static_cast<double>(out["headroom_bytes"].get<std::int64_t>()) / 1e9;
     fmt::print("budget      {:.2f} GB per GPU, {:.2f} GB runtime overhead: {} ({:+.2f} GB)\n",
@@ -219,6 +224,7 @@ void add_plan_command(CLI::App& app, CommandBody& run) {
   add_tp_option(*command, options->tp, "to plan for");
   add_weights_dtype_option(*command, options->weights_dtype, "the config's torch_dtype, else bf16");
   add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
+  add_kv_dtype_option(*command, options->kv_dtype, "bf16, what a GPU run uses");
   add_prefill_chunk_option(*command, options->prefill_chunk);
   add_max_draft_option(*command, options->max_draft);
   add_draft_weights_option(*command, options->draft_weights);

@@ -123,6 +123,11 @@ void Engine::announce_rank() const {
   }
 }
 
+DType Engine::kv_dtype() const {
+  if (options_.kv_dtype) return *options_.kv_dtype;
+  return backend_->kind() == DeviceKind::kCuda ? DType::kBF16 : DType::kF32;
+}
+
 std::int64_t Engine::context_limit() const {
   return options_.ctx_size > 0 ? options_.ctx_size : source_.config.max_position_embeddings;
 }
@@ -233,6 +238,7 @@ void Engine::load() {
   model_ =
       std::make_unique<LlamaModel>(config, shard_, std::move(*weights), activations, *backend_);
   model_->set_reduction_order(reduction_order());
+  model_->set_kv_dtype(kv_dtype());
   // Ranks finish loading their shards at different times: wait for all of them here, under the
   // (long) load deadline, so the first forward's collectives start together and run under the
   // ordinary one.

@@ -39,6 +39,9 @@ struct EngineOptions {
   // dimension is cut at 32-feature groups, as for native quantized weights, so that the copy's
   // slices (and the tp-invariant reduction's chunks of them) are whole blocks.
   bool quantized_draft_weights = false;
+  // The KV cache's element type (--kv-dtype): f32 or bf16; nullopt: auto, bf16 on a GPU (half
+  // the bytes attention reads) and f32 on the CPU (the exact reference).
+  std::optional<DType> kv_dtype;
   std::int64_t ctx_size = 0;    // 0: max_position_embeddings
   std::string device = "auto";  // cpu | cuda | auto (cuda when a GPU is usable)
   bool cuda_graphs = true;      // record and replay decode/verification forwards
@@ -60,6 +63,8 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   // The reduction order the model runs with (EngineOptions::reduction resolved for the backend).
   ReductionOrder reduction_order() const;
+  // The KV cache's element type (EngineOptions::kv_dtype resolved for the backend).
+  DType kv_dtype() const;
   // The longest sequence (prompt + generation) this run allows.
   std::int64_t context_limit() const;
 

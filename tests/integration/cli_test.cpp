@@ -223,6 +223,56 @@ TEST_F(Cli, SelfSpeculativeGenerateMatchesAutoregressiveAtEveryTpDegree) {
   }
 }
 
+// --kv-dtype bf16: self-speculative greedy output equals plain decoding over the same bf16 cache,
+// alone and sharded over 2 ranks; bench reports the cache's type and half the KV bytes per token;
+// plan sizes the cache in either type (bf16 by default, as a GPU run); anything else is refused by
+// name.
+TEST_F(Cli, Bf16KvCacheRunsLosslessAndIsReportedAndPlanned) {
+  const auto model = make_model("m");
+  const std::string base = fmt::format(
+      "generate --model {} --prompt-ids 1,17,4,200,33 --max-new-tokens 24 --ignore-eos --json "
+      "--kv-dtype bf16",
+      model.string());
+  const CommandResult ar = run(base);
+  ASSERT_EQ(ar.exit_code, 0) << ar.err;
+  for (int ranks : {0, 2}) {
+    if (ranks > 0) SELFSPEC_SKIP_WITHOUT_MPI();
+    const CommandResult r = run(
+        base + " --spec layer-skip --skip-attn 1 --skip-mlp 0,2 --max-draft 4 --tree 1:3", ranks);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.json()["tokens"], ar.json()["tokens"]) << "np " << ranks;
+  }
+
+  const std::string bench = fmt::format(
+      "bench --model {} --prompt-len 8 --gen 12 --prompts 1 --bandwidth-mb 16 --spec layer-skip "
+      "--skip-uniform 0.3 --json",
+      model.string());
+  const CommandResult f32 = run(bench);
+  const CommandResult bf16 = run(bench + " --kv-dtype bf16");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_EQ(f32.json()["kv_dtype"], "f32") << "auto is f32 on the CPU";
+  EXPECT_EQ(bf16.json()["kv_dtype"], "bf16");
+  const auto kv_bytes = [](const nlohmann::json& j) {
+    return j["bytes_per_decode_token"]["rank0_kv_cache"].get<double>();
+  };
+  EXPECT_DOUBLE_EQ(kv_bytes(bf16.json()) * 2, kv_bytes(f32.json()));
+  EXPECT_TRUE(bf16.json()["speculative"][0]["lossless"].get<bool>());
+
+  const std::string plan = fmt::format("plan --model {} --ctx-size 256 --json", model.string());
+  const CommandResult planned = run(plan);
+  const CommandResult planned_f32 = run(plan + " --kv-dtype f32");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  ASSERT_EQ(planned_f32.exit_code, 0) << planned_f32.err;
+  EXPECT_EQ(planned.json()["kv_dtype"], "bf16");
+  EXPECT_EQ(planned.json()["ranks"][0]["kv_cache_bytes"].get<std::uint64_t>() * 2,
+            planned_f32.json()["ranks"][0]["kv_cache_bytes"].get<std::uint64_t>());
+
+  expect_error(
+      run(fmt::format("generate --model {} --prompt-ids 1 --kv-dtype f16", model.string())),
+      "--kv-dtype");
+}
+
 TEST_F(Cli, PlantedRedundancyPresetWritesItsSkipSet) {
   const auto model = dir_ / "planted";
   const CommandResult made = run(fmt::format(
