@@ -342,18 +342,20 @@ def read_json(s, path, what):
 # -- selfspec bench: decode --
 
 def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-7b",
-                      weights="bf16", gen=128, reps=3):
+                      weights="bf16", gen=128, reps=3, kv_dtype="auto", prompt_len=128):
     """The decode bench of `model`'s geometry (configs/models/<model>.yaml, synthetic weights in
     `weights`: bf16, or a quantized format such as q4_k, run as stored), and v(gamma) for
     gamma = 1 .. verify_cost_max (0: not measured), with programmatic dependent launch on or
-    off."""
+    off, a KV cache of kv_dtype (auto: bf16 on the GPU) after prompt_len prompt tokens."""
     label = f"graphs-{graphs}" + ("" if pdl else "-pdl-off")
+    if kv_dtype != "auto" or prompt_len != 128:
+        label += f"-kv-{kv_dtype}-ctx-{prompt_len}"
     short = {"llama-2-7b": "7b", "llama-2-70b": "70b"}.get(model, model)
     out = fresh_raw_file(c, f"bench-{short}-{weights}-{label}.json")
     args = [c.program("selfspec"), "bench", "--architecture",
             os.path.join(REPO, "configs", "models", f"{model}.yaml"), "--weights-dtype", weights,
-            "--device", "cuda", "--cuda-graphs", graphs, "--prompt-len", "128", "--gen", str(gen),
-            "--reps", str(reps), "--json", "--out", out]
+            "--device", "cuda", "--cuda-graphs", graphs, "--prompt-len", str(prompt_len),
+            "--gen", str(gen), "--reps", str(reps), "--kv-dtype", kv_dtype, "--json", "--out", out]
     if verify_cost_max > 0:
         args += ["--verify-cost-max", str(verify_cost_max), "--verify-cost-rounds", "3"]
     else:
@@ -435,6 +437,8 @@ def decode_figures(r):
         "prefill_tok_s": round(r.get("prefill_tokens_per_s", 0.0), 1),
         "decode_tok_s": round(r.get("decode_tokens_per_s", 0.0), 1),
         "decode_ms_per_token": round(r.get("decode_ms_per_token", 0.0), 3),
+        "kv_dtype": r.get("kv_dtype"),
+        "kv_bytes_per_token": (r.get("bytes_per_decode_token") or {}).get("rank0_kv_cache"),
         "effective_gbps": round((r.get("effective_bandwidth_gbps") or {}).get("all_ranks", 0.0),
                                 1),
     }

@@ -178,6 +178,13 @@ def gpu_checks(c):
                  weights="q4_k", gen=32, reps=1), False),
         ("bench_7b_graphs_off", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs off", 120,
          partial(step_decode_bench, c, graphs="off", verify_cost_max=0), False),
+        ("bench_7b_ctx4k_kv_bf16", "decode bench, LLaMA-2-7B geometry, bf16, 4000-token context, "
+         "bf16 KV cache", 90,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=0, gen=32, reps=1,
+                 kv_dtype="bf16", prompt_len=4000), False),
+        ("bench_7b_ctx4k_kv_f32", "the same with the f32 KV cache (the bf16 cache's gain)", 90,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=0, gen=32, reps=1,
+                 kv_dtype="f32", prompt_len=4000), False),
         ("nccl_bench", "nccl_bench, one rank (all-reduce latency at decode sizes)", 60,
          partial(step_nccl_bench, c), False),
     ]
