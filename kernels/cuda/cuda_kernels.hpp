@@ -61,10 +61,13 @@ void add_bias(float* x, const float* bias, std::int64_t n_tokens, std::int64_t d
 // out = silu(gate) * up (kernels/shared_math.hpp); out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream);
 // Rotate-half RoPE in place on n_heads head vectors per token row (row t at x + t*row_stride),
-// angle = positions[t] * inv_freq[i] (inv_freq already scaled: linear / llama3).
+// cos and sin read from a RoPE table of table_positions rows (kernels/cpu/rope.hpp: row p holds
+// head_dim / 2 cosines then head_dim / 2 sines; made on the host, so the rotation has the CPU's
+// bits). A position outside the table leaves its row as it is (callers keep positions inside:
+// LlamaModel grows the table before each forward).
 void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t n_heads,
-          std::int64_t head_dim, const std::int32_t* positions, const float* inv_freq,
-          cudaStream_t stream);
+          std::int64_t head_dim, const std::int32_t* positions, const float* table,
+          std::int64_t table_positions, cudaStream_t stream);
 // Writes k, v ([T][kv_heads*head_dim]) into the cache ([kv_heads][capacity][head_dim] elements
 // of kv_dtype: f32, or bf16 rounded to nearest even as core/dtype.hpp's f32_to_bf16) at slots
 // step->n_past + t (slots outside the cache are not written: callers check n_past + T <=
@@ -88,9 +91,11 @@ struct RopeKvArgs {
   std::int64_t capacity = 0;
   DType kv_dtype = DType::kF32;  // the cache's elements (as write_kv)
 };
+// (RoPE from the table, as rope(); a token whose position is outside it is neither rotated nor
+// written.)
 void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int32_t* positions,
-                   const float* inv_freq, const StepParams* step, void* k_cache, void* v_cache,
-                   cudaStream_t stream);
+                   const float* table, std::int64_t table_positions, const StepParams* step,
+                   void* k_cache, void* v_cache, cudaStream_t stream);
 // dst[i] = src[rows[i]] for rows of `dim` floats (the logit rows before the LM head).
 void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,
                  float* dst, cudaStream_t stream);

@@ -172,18 +172,25 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, st
   }
 }
 
+// The RoPE table's row of `position` (cosines, then sines at + head_dim / 2), or null when the
+// position is outside the table.
+__device__ __forceinline__ const float* rope_row(const float* table, std::int64_t table_positions,
+                                                 std::int64_t position, std::int64_t head_dim) {
+  return position >= 0 && position < table_positions ? table + position * head_dim : nullptr;
+}
+
 // One block per token; thread i handles the pair (i, i + half) of every head.
 __global__ void rope_kernel(float* x, std::int64_t row_stride, std::int64_t n_heads,
                             std::int64_t head_dim, const std::int32_t* positions,
-                            const float* inv_freq) {
+                            const float* table, std::int64_t table_positions) {
   const std::int64_t t = blockIdx.x;
   const std::int64_t half = head_dim / 2;
-  const double pos = static_cast<double>(positions[t]);
+  const float* cos_sin = rope_row(table, table_positions, positions[t], head_dim);
+  if (cos_sin == nullptr) return;  // block-uniform
   float* row = x + t * row_stride;
   for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const double angle = pos * static_cast<double>(inv_freq[i]);
-    const float c = static_cast<float>(::cos(angle));
-    const float s = static_cast<float>(::sin(angle));
+    const float c = __ldg(cos_sin + i);
+    const float s = __ldg(cos_sin + half + i);
     for (std::int64_t h = 0; h < n_heads; ++h) {
       float* first = row + h * head_dim;
       float* second = first + half;
@@ -218,8 +225,8 @@ __global__ void write_kv_kernel(const float* k, const float* v, std::int64_t n_t
 // rotates pair i of the head, as rope_kernel; a KV head's block also stores its rotated K pair and
 // V pair into the cache at slot n_past + t, as write_kv_kernel.
 __global__ void rope_write_kv_kernel(const RopeKvArgs a, const std::int32_t* positions,
-                                     const float* inv_freq, const StepParams* step, void* k_cache,
-                                     void* v_cache) {
+                                     const float* table, std::int64_t table_positions,
+                                     const StepParams* step, void* k_cache, void* v_cache) {
   enter_dependent();
   const std::int64_t heads = a.n_q_heads + a.kv_heads;
   const std::int64_t t = blockIdx.x / heads;
@@ -233,11 +240,11 @@ __global__ void rope_write_kv_kernel(const RopeKvArgs a, const std::int32_t* pos
   const bool store = !is_q && slot >= 0 && slot < a.capacity;
   const std::int64_t dst = (kv_head * a.capacity + slot) * a.head_dim;
   const float* v_row = a.v + t * a.kv_heads * a.head_dim + kv_head * a.head_dim;
-  const double pos = static_cast<double>(positions[t]);
+  const float* cos_sin = rope_row(table, table_positions, positions[t], a.head_dim);
+  if (cos_sin == nullptr) return;  // block-uniform: neither rotated nor written
   for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const double angle = pos * static_cast<double>(inv_freq[i]);
-    const float c = static_cast<float>(::cos(angle));
-    const float s = static_cast<float>(::sin(angle));
+    const float c = __ldg(cos_sin + i);
+    const float s = __ldg(cos_sin + half + i);
     const RopePair rotated = rope_rotate(row[i], row[i + half], c, s);
     row[i] = rotated.first;
     row[i + half] = rotated.second;
@@ -384,9 +391,10 @@ void swiglu(const float* gate, const float* up, float* out, std::int64_t n, cuda
 }
 
 void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t n_heads,
-          std::int64_t head_dim, const std::int32_t* positions, const float* inv_freq,
-          cudaStream_t stream) {
+          std::int64_t head_dim, const std::int32_t* positions, const float* table,
+          std::int64_t table_positions, cudaStream_t stream) {
   require(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim " + str(head_dim) + " must be even");
+  require(table != nullptr && table_positions > 0, "rope: no RoPE table");
   require(n_tokens >= 0 && n_heads >= 0 && row_stride >= n_heads * head_dim,
           "rope: bad shape (tokens " + str(n_tokens) + ", heads " + str(n_heads) + ", head_dim " +
               str(head_dim) + ", row stride " + str(row_stride) + ")");
@@ -397,7 +405,7 @@ void rope(float* x, std::int64_t n_tokens, std::int64_t row_stride, std::int64_t
   const std::int64_t warps = (half + detail::kWarpSize - 1) / detail::kWarpSize;
   const int threads = static_cast<int>(warps > 8 ? 256 : warps * detail::kWarpSize);
   rope_kernel<<<static_cast<unsigned>(n_tokens), threads, 0, stream>>>(
-      x, row_stride, n_heads, head_dim, positions, inv_freq);
+      x, row_stride, n_heads, head_dim, positions, table, table_positions);
   SELFSPEC_CUDA_CHECK_LAUNCH();
 }
 
@@ -419,8 +427,8 @@ void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_
 }
 
 void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int32_t* positions,
-                   const float* inv_freq, const StepParams* step, void* k_cache, void* v_cache,
-                   cudaStream_t stream) {
+                   const float* table, std::int64_t table_positions, const StepParams* step,
+                   void* k_cache, void* v_cache, cudaStream_t stream) {
   const std::int64_t n_q = args.q != nullptr ? args.n_q_heads : 0;
   const std::int64_t head_dim = args.head_dim;
   require(head_dim > 0 && head_dim % 2 == 0,
@@ -431,8 +439,8 @@ void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int
           "rope_write_kv: bad shape (tokens " + str(n_tokens) + ", q heads " + str(n_q) +
               ", kv heads " + str(args.kv_heads) + ", head_dim " + str(head_dim) + ", capacity " +
               str(args.capacity) + ")");
-  require(args.k != nullptr && args.v != nullptr && positions != nullptr && inv_freq != nullptr &&
-              step != nullptr && k_cache != nullptr && v_cache != nullptr,
+  require(args.k != nullptr && args.v != nullptr && positions != nullptr && table != nullptr &&
+              table_positions > 0 && step != nullptr && k_cache != nullptr && v_cache != nullptr,
           "rope_write_kv: null pointer");
   require(detail::kv_dtype_supported(args.kv_dtype), "rope_write_kv: a KV cache of " +
                                                          std::string(dtype_name(args.kv_dtype)) +
@@ -446,7 +454,7 @@ void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int
   const std::int64_t warps = (head_dim / 2 + detail::kWarpSize - 1) / detail::kWarpSize;
   const int threads = static_cast<int>(warps > 8 ? 256 : warps * detail::kWarpSize);
   detail::launch_dependent(rope_write_kv_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads),
-                           stream, a, positions, inv_freq, step, k_cache, v_cache);
+                           stream, a, positions, table, table_positions, step, k_cache, v_cache);
 }
 
 void gather_rows(const float* src, const std::int32_t* rows, std::int64_t n_rows, std::int64_t dim,

@@ -130,10 +130,10 @@ void Backend::matmul_swiglu(const float* x, std::int64_t rows, const BackendWeig
   swiglu(out, up_scratch, out, rows * w_gate.rows);
 }
 
-void Backend::rope_write_kv(const RopeKv& args, const float* inv_freq, const KvLayer& cache) {
+void Backend::rope_write_kv(const RopeKv& args, const RopeTable& table, const KvLayer& cache) {
   const std::int64_t kv_width = args.kv_heads * args.head_dim;
-  if (args.q != nullptr) rope(args.q, args.q_stride, args.n_q_heads, args.head_dim, inv_freq);
-  rope(args.k, kv_width, args.kv_heads, args.head_dim, inv_freq);
+  if (args.q != nullptr) rope(args.q, args.q_stride, args.n_q_heads, args.head_dim, table);
+  rope(args.k, kv_width, args.kv_heads, args.head_dim, table);
   write_kv(args.k, args.v, args.kv_heads, args.head_dim, cache);
 }
 

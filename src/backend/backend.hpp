@@ -105,6 +105,15 @@ struct KvLayer {
   std::int64_t head_stride = 0;  // slots from one KV head's rows to the next
 };
 
+// A RoPE table in backend memory (kernels/cpu/rope.hpp's layout): for positions [0, positions),
+// row p holds head_dim / 2 cosines then head_dim / 2 sines, f32, made on the host once (what
+// kernels/cpu/rope.hpp computes per call), so RoPE is loads on every backend and the same bits.
+// Every current position must be below `positions` (LlamaModel grows the table before a forward).
+struct RopeTable {
+  const float* cos_sin = nullptr;
+  std::int64_t positions = 0;
+};
+
 // One independent sequence of a forward over several (model/sequence_batch.hpp): its tokens are
 // rows [first_token, first_token + n_tokens) of the pass; its KV rows live at cache slots
 // [kv_offset, kv_offset + capacity) of every head, its past at [kv_offset, kv_offset + n_past);
@@ -264,7 +273,7 @@ class Backend {
   virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) = 0;
   // RoPE at the current positions on n_heads head vectors per current token row.
   virtual void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
-                    const float* inv_freq) = 0;
+                    const RopeTable& table) = 0;
   // Writes the current tokens' K/V rows into the cache at slots n_past + t (with segments: each
   // sequence's at kv_offset + n_past + i), in the cache's dtype.
   virtual void write_kv(const float* k, const float* v, std::int64_t kv_heads,
@@ -282,7 +291,7 @@ class Backend {
     std::int64_t kv_heads = 0;
     std::int64_t head_dim = 0;
   };
-  virtual void rope_write_kv(const RopeKv& args, const float* inv_freq, const KvLayer& cache);
+  virtual void rope_write_kv(const RopeKv& args, const RopeTable& table, const KvLayer& cache);
   // Attention of the current tokens over the cache (n_past and mask of the inputs; with segments,
   // each sequence's tokens over its own slots).
   virtual void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,

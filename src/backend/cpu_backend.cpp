@@ -168,9 +168,9 @@ class CpuBackend final : public Backend {
     kc::add_bias(x, bias, rows, dim);
   }
   void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
-            const float* inv_freq) override {
-    kc::apply_rope(x, n_tokens(), row_stride, n_heads, head_dim, inputs_.positions.data(),
-                   {inv_freq, static_cast<std::size_t>(head_dim / 2)});
+            const RopeTable& table) override {
+    kc::apply_rope_table(x, n_tokens(), row_stride, n_heads, head_dim, inputs_.positions.data(),
+                         table.cos_sin, table.positions);
   }
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
                 const KvLayer& cache) override {

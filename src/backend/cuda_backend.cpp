@@ -334,9 +334,9 @@ class CudaBackend final : public Backend {
     kcu::add_bias(x, bias, rows, dim, stream_);
   }
   void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
-            const float* inv_freq) override {
+            const RopeTable& table) override {
     kcu::rope(x, n_tokens_, row_stride, n_heads, head_dim,
-              positions_device_.as<const std::int32_t>(), inv_freq, stream_);
+              positions_device_.as<const std::int32_t>(), table.cos_sin, table.positions, stream_);
   }
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
                 const KvLayer& cache) override {
@@ -344,7 +344,7 @@ class CudaBackend final : public Backend {
                   step_device_.as<const kcu::StepParams>(), cache.keys, cache.values, cache.dtype,
                   stream_);
   }
-  void rope_write_kv(const RopeKv& args, const float* inv_freq, const KvLayer& cache) override {
+  void rope_write_kv(const RopeKv& args, const RopeTable& table, const KvLayer& cache) override {
     kcu::RopeKvArgs a;
     a.q = args.q;
     a.q_stride = args.q_stride;
@@ -356,8 +356,9 @@ class CudaBackend final : public Backend {
     a.head_dim = args.head_dim;
     a.capacity = cache.head_stride;
     a.kv_dtype = cache.dtype;
-    kcu::rope_write_kv(a, n_tokens_, positions_device_.as<const std::int32_t>(), inv_freq,
-                       step_device_.as<const kcu::StepParams>(), cache.keys, cache.values, stream_);
+    kcu::rope_write_kv(a, n_tokens_, positions_device_.as<const std::int32_t>(), table.cos_sin,
+                       table.positions, step_device_.as<const kcu::StepParams>(), cache.keys,
+                       cache.values, stream_);
   }
   void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
                  std::int64_t n_kv_heads, std::int64_t head_dim, float scale, float* out) override {

@@ -1,6 +1,7 @@
 #include "model/llama_model.hpp"
 
 #include "core/error.hpp"
+#include "kernels/cpu/rope.hpp"
 #include "model/rope_frequencies.hpp"
 
 #include <algorithm>
@@ -31,9 +32,26 @@ LlamaModel::LlamaModel(ModelConfig config, ShardPlan shard, LlamaWeights weights
   SELFSPEC_CHECK(comm_.size() == shard_.tp && comm_.rank() == shard_.rank,
                  "shard plan for rank {}/{} used on communicator rank {}/{}", shard_.rank,
                  shard_.tp, comm_.rank(), comm_.size());
-  const std::vector<float> inv_freq = rope_inverse_frequencies(config_);
-  inv_freq_ = backend_.allocate(inv_freq.size() * sizeof(float));
-  backend_.upload(inv_freq_.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
+  inv_freq_ = rope_inverse_frequencies(config_);
+}
+
+void LlamaModel::ensure_rope_positions(std::span<const std::int32_t> positions) {
+  std::int64_t needed = 0;
+  for (const std::int32_t p : positions) {
+    SELFSPEC_CHECK(p >= 0, "position {} is negative", p);
+    needed = std::max<std::int64_t>(needed, std::int64_t{p} + 1);
+  }
+  if (needed <= rope_positions_) return;
+  // Whole powers of two from 1024: a long run grows the table a few times, each an allocation
+  // (which a graph-recording backend notices) outside any forward.
+  std::int64_t rows = std::max<std::int64_t>(1024, rope_positions_);
+  while (rows < needed) rows *= 2;
+  const auto floats = static_cast<std::size_t>(rows * config_.head_dim);
+  std::vector<float> table(floats);
+  kernels::cpu::fill_rope_table(inv_freq_, 0, rows, table.data());
+  rope_table_ = backend_.allocate(floats * sizeof(float));
+  backend_.upload(rope_table_.data(), table.data(), floats * sizeof(float));
+  rope_positions_ = rows;
 }
 
 KvCache LlamaModel::make_kv_cache(std::int64_t capacity) const {
@@ -275,6 +293,7 @@ LogitRows LlamaModel::forward(const ForwardArgs& args, KvCache& kv, std::vector<
       }
     };
 
+  ensure_rope_positions(args.positions);
   const std::int64_t n_past =
       features != nullptr ? features->first_slot : (segmented ? 0 : kv.length());
   const ForwardInputs inputs{args.tokens,     args.positions,
@@ -481,7 +500,7 @@ void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
   args.v = v_.as<float>();
   args.kv_heads = kv_local_;
   args.head_dim = hd;
-  backend_.rope_write_kv(args, inv_freq_.as<float>(), kv.layer(layer));
+  backend_.rope_write_kv(args, {rope_table_.as<float>(), rope_positions_}, kv.layer(layer));
 }
 
 void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,

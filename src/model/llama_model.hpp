@@ -204,6 +204,8 @@ class LlamaModel {
   void add_kv_biases(const LayerWeights& w, std::int64_t n_tokens);
   // RoPE on q (when not null) and on k_, then k_ and v_ into KV-cache layer `layer`.
   void rope_and_write_kv(float* q, int layer, KvCache& kv);
+  // Grows the RoPE table to cover every position given (throws for a negative one).
+  void ensure_rope_positions(std::span<const std::int32_t> positions);
   float* workspace(DeviceBuffer& buffer, std::size_t floats);
   // Whether this forward's observer wants intermediate `name` (ForwardArgs::observe_only).
   bool observes(const Observe& observe, std::string_view name) const;
@@ -213,7 +215,11 @@ class LlamaModel {
   LlamaWeights weights_;
   Communicator& comm_;
   Backend& backend_;
-  DeviceBuffer inv_freq_;
+  // The RoPE table (kernels/cpu/rope.hpp) of inv_freq_ for positions [0, rope_positions_), in
+  // backend memory; grown before a forward whose positions it does not cover.
+  std::vector<float> inv_freq_;
+  DeviceBuffer rope_table_;
+  std::int64_t rope_positions_ = 0;
   LayerPlan full_plan_;
   std::int64_t q_local_;
   std::int64_t kv_local_;

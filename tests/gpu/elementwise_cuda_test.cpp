@@ -1,6 +1,7 @@
 // The CUDA elementwise and row-wise kernels against the CPU kernels: embedding (exact), RMSNorm
 // and the fused add + RMSNorm (the double sum differs in order only), residual add and bias
-// (exact), SwiGLU (device expf, a few ulp), RoPE (same formula; cos/sin in double), KV-cache
+// (exact), SwiGLU (device expf, a few ulp), RoPE (cos and sin read from a RoPE table filled on the
+// host by cpu::fill_rope_table: the CPU's bits; positions outside the table left alone), KV-cache
 // writes, RoPE fused with the KV write (the same bits as the two kernels), both into a bf16 cache
 // (the f32 results rounded by core/dtype.hpp's f32_to_bf16, bit for bit), row gathers, column
 // scatters and activation conversion (exact). Outputs are poisoned with
@@ -16,9 +17,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <ios>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <utility>
 #include <vector>
@@ -226,33 +229,56 @@ std::vector<float> llama_inv_freq(std::int64_t head_dim, double theta) {
   return inv_freq;
 }
 
-TEST(CudaRope, MatchesCpuAndLeavesTheRowPaddingAlone) {
+// One past the largest position: the rows a RoPE table needs to cover every position of a test.
+std::int64_t table_rows(const std::vector<std::int32_t>& positions) {
+  return std::int64_t{*std::max_element(positions.begin(), positions.end())} + 1;
+}
+
+// A RoPE table of inv_freq for positions [0, rows) on the device (kernels/cpu/rope.hpp's layout:
+// row p is head_dim / 2 cosines, then head_dim / 2 sines). Only the rows of `used` (those inside
+// [0, rows)) are filled, by cpu::fill_rope_table; every other row is NaN, so a kernel that read a
+// wrong row could not match the CPU.
+DeviceBuffer<float> device_rope_table(const std::vector<float>& inv_freq, std::int64_t rows,
+                                      const std::vector<std::int32_t>& used) {
+  const auto head_dim = static_cast<std::int64_t>(2 * inv_freq.size());
+  std::vector<float> host(static_cast<std::size_t>(rows * head_dim),
+                          std::numeric_limits<float>::quiet_NaN());
+  for (const std::int32_t p : used) {
+    if (p >= 0 && p < rows) {
+      cpu::fill_rope_table(inv_freq, p, 1, host.data() + std::int64_t{p} * head_dim);
+    }
+  }
+  return DeviceBuffer<float>(host);
+}
+
+// rope = cpu::apply_rope bit for bit: the kernel reads the (cos, sin) the host computed into the
+// table and rotates with the same rope_rotate (kernels/shared_math.hpp, never fused), so no
+// tolerance (before the table, the device's own double cos/sin could round differently). The
+// row padding stays as it was.
+TEST(CudaRope, MatchesCpuBitForBitAndLeavesTheRowPaddingAlone) {
   SELFSPEC_REQUIRE_GPU();
   std::mt19937 rng(6);
   const std::vector<std::int32_t> positions = {0, 1, 17, 1000, 4095, 131071};
   const auto n_tokens = static_cast<std::int64_t>(positions.size());
+  DeviceBuffer<std::int32_t> d_positions(positions);
   for (const std::int64_t head_dim : {std::int64_t{2}, std::int64_t{64}, std::int64_t{128}}) {
+    const std::vector<float> inv_freq = llama_inv_freq(head_dim, 500000.0);
+    const std::int64_t rows = table_rows(positions);
+    const DeviceBuffer<float> d_table = device_rope_table(inv_freq, rows, positions);
     for (const std::int64_t n_heads : {std::int64_t{1}, std::int64_t{3}}) {
       SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " heads " << n_heads);
       const std::int64_t row_stride = n_heads * head_dim + 5;  // 5 floats that must not change
-      const std::vector<float> inv_freq = llama_inv_freq(head_dim, 500000.0);
       const std::vector<float> x =
           random_floats(rng, static_cast<std::size_t>(n_tokens * row_stride), 2);
       std::vector<float> expected = x;
       cpu::apply_rope(expected.data(), n_tokens, row_stride, n_heads, head_dim, positions.data(),
                       inv_freq);
       DeviceBuffer<float> d_x(x);
-      DeviceBuffer<std::int32_t> d_positions(positions);
-      DeviceBuffer<float> d_inv_freq(inv_freq);
-      rope(d_x.get(), n_tokens, row_stride, n_heads, head_dim, d_positions.get(), d_inv_freq.get(),
-           nullptr);
+      rope(d_x.get(), n_tokens, row_stride, n_heads, head_dim, d_positions.get(), d_table.get(),
+           rows, nullptr);
       const std::vector<float> actual = d_x.download();
-      // cos/sin are rounded from double on both sides; they differ only when the device's double
-      // cos/sin (<= 2 ulp) straddles an f32 rounding boundary.
-      expect_close(actual, expected, 1e-6, 5e-7, "rope");
-      std::size_t identical = 0;
-      for (std::size_t i = 0; i < actual.size(); ++i) identical += actual[i] == expected[i];
-      EXPECT_GE(static_cast<double>(identical), 0.99 * static_cast<double>(actual.size()));
+      EXPECT_TRUE(same_bits(actual, expected)) << "rope must give apply_rope's bits";
+      expect_close(actual, expected, 0.0, 0.0, "rope");  // names the first elements that differ
       for (std::int64_t t = 0; t < n_tokens; ++t) {
         for (std::int64_t i = n_heads * head_dim; i < row_stride; ++i) {
           const auto index = static_cast<std::size_t>(t * row_stride + i);
@@ -369,6 +395,8 @@ TEST(CudaRopeWriteKv, EqualsRopeThenWriteKv) {
         const std::int64_t q_stride = q_heads * head_dim;
         const std::int64_t kv_row = kv_heads * head_dim;
         const std::vector<float> inv_freq = llama_inv_freq(head_dim, 10000.0);
+        const std::int64_t rows = table_rows(positions);
+        const DeviceBuffer<float> d_table = device_rope_table(inv_freq, rows, positions);
         const std::vector<float> q =
             random_floats(rng, static_cast<std::size_t>(n_tokens * q_stride));
         const std::vector<float> k =
@@ -378,18 +406,17 @@ TEST(CudaRopeWriteKv, EqualsRopeThenWriteKv) {
         const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
         const std::vector<float> cache_before = random_floats(rng, cache_size);
         DeviceBuffer<std::int32_t> d_positions(positions);
-        DeviceBuffer<float> d_inv_freq(inv_freq);
         DeviceBuffer<StepParams> d_step(
             std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
         // Reference: the separate kernels.
         DeviceBuffer<float> q_ref(q), k_ref(k), v_ref(v), kc_ref(cache_before),
             vc_ref(cache_before);
         if (with_q) {
-          rope(q_ref.get(), n_tokens, q_stride, q_heads, head_dim, d_positions.get(),
-               d_inv_freq.get(), nullptr);
+          rope(q_ref.get(), n_tokens, q_stride, q_heads, head_dim, d_positions.get(), d_table.get(),
+               rows, nullptr);
         }
-        rope(k_ref.get(), n_tokens, kv_row, kv_heads, head_dim, d_positions.get(), d_inv_freq.get(),
-             nullptr);
+        rope(k_ref.get(), n_tokens, kv_row, kv_heads, head_dim, d_positions.get(), d_table.get(),
+             rows, nullptr);
         write_kv(k_ref.get(), v_ref.get(), n_tokens, kv_heads, head_dim, capacity, d_step.get(),
                  kc_ref.get(), vc_ref.get(), DType::kF32, nullptr);
         // Fused.
@@ -404,8 +431,8 @@ TEST(CudaRopeWriteKv, EqualsRopeThenWriteKv) {
         args.kv_heads = kv_heads;
         args.head_dim = head_dim;
         args.capacity = capacity;
-        rope_write_kv(args, n_tokens, d_positions.get(), d_inv_freq.get(), d_step.get(), kc_f.get(),
-                      vc_f.get(), nullptr);
+        rope_write_kv(args, n_tokens, d_positions.get(), d_table.get(), rows, d_step.get(),
+                      kc_f.get(), vc_f.get(), nullptr);
         EXPECT_TRUE(same_bits(q_f.download(), q_ref.download())) << "q";
         EXPECT_TRUE(same_bits(k_f.download(), k_ref.download())) << "k";
         EXPECT_TRUE(same_bits(kc_f.download(), kc_ref.download())) << "key cache";
@@ -434,6 +461,8 @@ TEST(CudaRopeWriteKv, Bf16CacheHoldsTheF32ResultRounded) {
         const std::int64_t q_stride = q_heads * head_dim;
         const std::int64_t kv_row = kv_heads * head_dim;
         const std::vector<float> inv_freq = llama_inv_freq(head_dim, 10000.0);
+        const std::int64_t rows = table_rows(positions);
+        const DeviceBuffer<float> d_table = device_rope_table(inv_freq, rows, positions);
         const std::vector<float> q =
             random_floats(rng, static_cast<std::size_t>(n_tokens * q_stride));
         const std::vector<float> k = with_rounding_cases(
@@ -443,7 +472,6 @@ TEST(CudaRopeWriteKv, Bf16CacheHoldsTheF32ResultRounded) {
         const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
         const std::vector<float> cache_before = random_floats(rng, cache_size);
         DeviceBuffer<std::int32_t> d_positions(positions);
-        DeviceBuffer<float> d_inv_freq(inv_freq);
         DeviceBuffer<StepParams> d_step(
             std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
         RopeKvArgs args;
@@ -460,7 +488,7 @@ TEST(CudaRopeWriteKv, Bf16CacheHoldsTheF32ResultRounded) {
         args.k = k_ref.get();
         args.v = v_ref.get();
         args.kv_dtype = DType::kF32;
-        rope_write_kv(args, n_tokens, d_positions.get(), d_inv_freq.get(), d_step.get(),
+        rope_write_kv(args, n_tokens, d_positions.get(), d_table.get(), rows, d_step.get(),
                       kc_ref.get(), vc_ref.get(), nullptr);
         // A bf16 cache.
         DeviceBuffer<float> q_b(q), k_b(k), v_b(v);
@@ -469,8 +497,8 @@ TEST(CudaRopeWriteKv, Bf16CacheHoldsTheF32ResultRounded) {
         args.k = k_b.get();
         args.v = v_b.get();
         args.kv_dtype = DType::kBF16;
-        rope_write_kv(args, n_tokens, d_positions.get(), d_inv_freq.get(), d_step.get(), kc_b.get(),
-                      vc_b.get(), nullptr);
+        rope_write_kv(args, n_tokens, d_positions.get(), d_table.get(), rows, d_step.get(),
+                      kc_b.get(), vc_b.get(), nullptr);
         EXPECT_TRUE(same_bits(q_b.download(), q_ref.download())) << "q";
         EXPECT_TRUE(same_bits(k_b.download(), k_ref.download())) << "k";
         EXPECT_TRUE(same_bits(v_b.download(), v)) << "v is read only";
@@ -481,6 +509,133 @@ TEST(CudaRopeWriteKv, Bf16CacheHoldsTheF32ResultRounded) {
         expect_bf16_of(kc_b.download(), kc_ref.download(), "key cache");
         expect_bf16_of(vc_b.download(), v_expected, "value cache");
       }
+    }
+  }
+}
+
+// A token whose position is outside the RoPE table (at its end, past it, or negative) is left as
+// it is: rope does not rotate its row, and rope_write_kv neither rotates its q and k rows nor
+// writes its K/V cache slot, which keeps its previous contents (in an f32 and a bf16 cache). The
+// other tokens of the same launch are rotated with apply_rope's bits and written as usual.
+TEST(CudaRope, PositionsOutsideTheTableAreLeftAlone) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(19);
+  constexpr std::int64_t kTablePositions = 40;
+  const std::vector<std::int32_t> positions = {5, 40, 0, 41, 39, 100000, -1, 12};
+  const auto n_tokens = static_cast<std::int64_t>(positions.size());
+  const auto in_table = [&](std::int64_t t) {
+    const std::int32_t p = positions[static_cast<std::size_t>(t)];
+    return p >= 0 && p < kTablePositions;
+  };
+  DeviceBuffer<std::int32_t> d_positions(positions);
+  for (const std::int64_t head_dim : {std::int64_t{8}, std::int64_t{128}}) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim);
+    const std::vector<float> inv_freq = llama_inv_freq(head_dim, 10000.0);
+    std::vector<float> table(static_cast<std::size_t>(kTablePositions * head_dim));
+    cpu::fill_rope_table(inv_freq, 0, kTablePositions, table.data());
+    const DeviceBuffer<float> d_table(table);
+    // x with the rows of the tokens inside the table rotated by the CPU reference, one at a time.
+    const auto rotated_inside = [&](std::vector<float> x, std::int64_t row_stride,
+                                    std::int64_t n_heads) {
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        if (!in_table(t)) continue;
+        cpu::apply_rope(x.data() + t * row_stride, 1, row_stride, n_heads, head_dim,
+                        positions.data() + t, inv_freq);
+      }
+      return x;
+    };
+
+    {  // rope
+      SCOPED_TRACE("rope");
+      const std::int64_t n_heads = 3;
+      const std::int64_t row_stride = n_heads * head_dim + 5;
+      const std::vector<float> x =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * row_stride), 2);
+      DeviceBuffer<float> d_x(x);
+      rope(d_x.get(), n_tokens, row_stride, n_heads, head_dim, d_positions.get(), d_table.get(),
+           kTablePositions, nullptr);
+      const std::vector<float> actual = d_x.download();
+      EXPECT_TRUE(same_bits(actual, rotated_inside(x, row_stride, n_heads)));
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        if (in_table(t)) continue;
+        const auto begin = static_cast<std::size_t>(t * row_stride);
+        const std::vector<float> row_after(
+            actual.begin() + static_cast<std::ptrdiff_t>(begin),
+            actual.begin() + static_cast<std::ptrdiff_t>(begin + row_stride));
+        const std::vector<float> row_before(
+            x.begin() + static_cast<std::ptrdiff_t>(begin),
+            x.begin() + static_cast<std::ptrdiff_t>(begin + row_stride));
+        EXPECT_TRUE(same_bits(row_after, row_before))
+            << "token " << t << " at position " << positions[static_cast<std::size_t>(t)];
+      }
+    }
+
+    // rope_write_kv
+    const std::int64_t q_heads = 4;
+    const std::int64_t kv_heads = 2;
+    const std::int64_t capacity = 16;
+    const std::int64_t n_past = 3;
+    const std::int64_t q_stride = q_heads * head_dim;
+    const std::int64_t kv_row = kv_heads * head_dim;
+    const std::vector<float> q = random_floats(rng, static_cast<std::size_t>(n_tokens * q_stride));
+    const std::vector<float> k = random_floats(rng, static_cast<std::size_t>(n_tokens * kv_row));
+    const std::vector<float> v = random_floats(rng, static_cast<std::size_t>(n_tokens * kv_row));
+    const auto cache_size = static_cast<std::size_t>(kv_heads * capacity * head_dim);
+    const std::vector<float> k_cache_before = random_floats(rng, cache_size);
+    const std::vector<float> v_cache_before = random_floats(rng, cache_size);
+    const std::vector<float> q_expected = rotated_inside(q, q_stride, q_heads);
+    const std::vector<float> k_expected = rotated_inside(k, kv_row, kv_heads);
+    // The caches as they were, but for the slots n_past + t of the tokens inside the table.
+    std::vector<float> k_cache_expected = k_cache_before;
+    std::vector<float> v_cache_expected = v_cache_before;
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      if (!in_table(t)) continue;
+      for (std::int64_t h = 0; h < kv_heads; ++h) {
+        for (std::int64_t d = 0; d < head_dim; ++d) {
+          const auto src = static_cast<std::size_t>(t * kv_row + h * head_dim + d);
+          const auto dst = static_cast<std::size_t>((h * capacity + n_past + t) * head_dim + d);
+          k_cache_expected[dst] = k_expected[src];
+          v_cache_expected[dst] = v[src];
+        }
+      }
+    }
+    DeviceBuffer<StepParams> d_step(
+        std::vector<StepParams>{{static_cast<std::int32_t>(n_past), 0}});
+    RopeKvArgs args;
+    args.q_stride = q_stride;
+    args.n_q_heads = q_heads;
+    args.k_stride = kv_row;
+    args.kv_heads = kv_heads;
+    args.head_dim = head_dim;
+    args.capacity = capacity;
+    {
+      SCOPED_TRACE("rope_write_kv, f32 cache");
+      DeviceBuffer<float> d_q(q), d_k(k), d_v(v), d_kc(k_cache_before), d_vc(v_cache_before);
+      args.q = d_q.get();
+      args.k = d_k.get();
+      args.v = d_v.get();
+      args.kv_dtype = DType::kF32;
+      rope_write_kv(args, n_tokens, d_positions.get(), d_table.get(), kTablePositions, d_step.get(),
+                    d_kc.get(), d_vc.get(), nullptr);
+      EXPECT_TRUE(same_bits(d_q.download(), q_expected)) << "q";
+      EXPECT_TRUE(same_bits(d_k.download(), k_expected)) << "k";
+      EXPECT_TRUE(same_bits(d_kc.download(), k_cache_expected)) << "key cache";
+      EXPECT_TRUE(same_bits(d_vc.download(), v_cache_expected)) << "value cache";
+    }
+    {
+      SCOPED_TRACE("rope_write_kv, bf16 cache");
+      DeviceBuffer<float> d_q(q), d_k(k), d_v(v);
+      DeviceBuffer<std::uint16_t> d_kc(to_bf16(k_cache_before)), d_vc(to_bf16(v_cache_before));
+      args.q = d_q.get();
+      args.k = d_k.get();
+      args.v = d_v.get();
+      args.kv_dtype = DType::kBF16;
+      rope_write_kv(args, n_tokens, d_positions.get(), d_table.get(), kTablePositions, d_step.get(),
+                    d_kc.get(), d_vc.get(), nullptr);
+      EXPECT_TRUE(same_bits(d_q.download(), q_expected)) << "q";
+      EXPECT_TRUE(same_bits(d_k.download(), k_expected)) << "k";
+      expect_bf16_of(d_kc.download(), k_cache_expected, "key cache");
+      expect_bf16_of(d_vc.download(), v_cache_expected, "value cache");
     }
   }
 }

@@ -5,6 +5,7 @@
 // kernel that read its input before waiting, or wrote before its predecessor finished reading,
 // would break the chain's bits.
 #include "cuda_test_util.hpp"
+#include "kernels/cpu/rope.hpp"
 #include "kernels/cuda/cuda_stream.hpp"
 
 #include <gtest/gtest.h>
@@ -49,7 +50,11 @@ std::vector<float> run_chain(cudaStream_t stream, int rounds) {
   for (std::size_t i = 0; i < inv_freq.size(); ++i) {
     inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * static_cast<float>(i) / kHeadDim);
   }
-  DeviceBuffer<float> d_inv_freq(inv_freq);
+  // The RoPE table for every position of the chain (round r is at position r).
+  const std::int64_t table_positions = rounds;
+  std::vector<float> table(static_cast<std::size_t>(table_positions * kHeadDim));
+  cpu::fill_rope_table(inv_freq, 0, table_positions, table.data());
+  const DeviceBuffer<float> d_table(table);
   const AttentionDims dims{1, kHeads, kHeads, kHeadDim, kCapacity};
   DeviceBuffer<std::uint8_t> workspace(attention_workspace_bytes(dims));
   workspace.zero();
@@ -71,8 +76,8 @@ std::vector<float> run_chain(cudaStream_t stream, int rounds) {
     args.kv_heads = kHeads;
     args.head_dim = kHeadDim;
     args.capacity = kCapacity;
-    rope_write_kv(args, 1, position.get(), d_inv_freq.get(), step.get(), k_cache.get(),
-                  v_cache.get(), stream);
+    rope_write_kv(args, 1, position.get(), d_table.get(), table_positions, step.get(),
+                  k_cache.get(), v_cache.get(), stream);
     attention(q.get(), k_cache.get(), v_cache.get(), dims, step.get(), nullptr, 0.125f, attn.get(),
               workspace.get(), stream);
     matmul_small_batch(attn.get(), 1, d_wo.view, o.get(), stream);

@@ -152,9 +152,11 @@ class RecordingBackend final : public Backend {
           [=, this] { inner_->add_bias(x, bias, rows, dim); });
   }
   void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,
-            const float* inv_freq) override {
-    issue("rope", {word(x), word(row_stride), word(n_heads), word(head_dim), word(inv_freq)},
-          [=, this] { inner_->rope(x, row_stride, n_heads, head_dim, inv_freq); });
+            const RopeTable& table) override {
+    issue("rope",
+          {word(x), word(row_stride), word(n_heads), word(head_dim), word(table.cos_sin),
+           word(table.positions)},
+          [=, this] { inner_->rope(x, row_stride, n_heads, head_dim, table); });
   }
   void write_kv(const float* k, const float* v, std::int64_t kv_heads, std::int64_t head_dim,
                 const KvLayer& cache) override {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace selfspec::kernels::cpu::test {
@@ -101,6 +102,61 @@ TEST(Rope, MatchesRotateHalfReference) {
       EXPECT_TRUE(same_bits(alone, std::vector<float>(x.end() - row_stride, x.end())));
     }
   }
+}
+
+// The RoPE table (fill_rope_table, built once at load) holds exactly what apply_rope computes per
+// call, so apply_rope_table gives its bits: at several head sizes, token counts, positions up to
+// 200,000 (llama3-scaled frequencies included via a small theta), and a table filled in two parts
+// (the model grows it) equal to one filled at once.
+TEST(Rope, TableGivesTheBitsOfThePerCallRotation) {
+  std::mt19937 rng(37);
+  for (const std::int64_t head_dim : {2, 8, 64, 128}) {
+    for (const double theta : {10000.0, 500000.0}) {
+      const std::vector<float> inv_freq = llama_inv_freq(head_dim, theta);
+      const std::int64_t n_tokens = 19;
+      const std::int64_t n_heads = 3;
+      const std::int64_t row_stride = n_heads * head_dim + 3;
+      std::vector<std::int32_t> positions(static_cast<std::size_t>(n_tokens));
+      std::uniform_int_distribution<std::int32_t> pos_dist(0, 200000);
+      for (auto& p : positions) p = pos_dist(rng);
+      positions[0] = 0;
+      positions[1] = 200000;
+      const std::int64_t rows = 200001;
+      std::vector<float> table(static_cast<std::size_t>(rows * head_dim));
+      fill_rope_table(inv_freq, 0, rows, table.data());
+      std::vector<float> in_parts(table.size());
+      fill_rope_table(inv_freq, 0, 1000, in_parts.data());
+      fill_rope_table(inv_freq, 1000, rows - 1000, in_parts.data() + 1000 * head_dim);
+      ASSERT_TRUE(same_bits(table, in_parts));
+
+      const std::vector<float> x0 =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * row_stride), 2);
+      std::vector<float> per_call = x0;
+      apply_rope(per_call.data(), n_tokens, row_stride, n_heads, head_dim, positions.data(),
+                 inv_freq);
+      std::vector<float> from_table = x0;
+      apply_rope_table(from_table.data(), n_tokens, row_stride, n_heads, head_dim, positions.data(),
+                       table.data(), rows);
+      EXPECT_TRUE(same_bits(per_call, from_table)) << "head_dim " << head_dim;
+    }
+  }
+}
+
+// A position the table does not cover is refused, naming it, before anything is rotated.
+TEST(Rope, TableRefusesAPositionItDoesNotCover) {
+  const std::vector<float> inv_freq = llama_inv_freq(8, 10000.0);
+  std::vector<float> table(static_cast<std::size_t>(16 * 8));
+  fill_rope_table(inv_freq, 0, 16, table.data());
+  std::vector<float> x(16, 1.0f);
+  const std::vector<float> x0 = x;
+  const std::int32_t positions[] = {3, 16};
+  try {
+    apply_rope_table(x.data(), 2, 8, 1, 8, positions, table.data(), 16);
+    ADD_FAILURE() << "accepted";
+  } catch (const selfspec::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position 16"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(x, x0);
 }
 
 TEST(Rope, BadShapesThrow) {
