@@ -38,6 +38,7 @@ struct InfoOptions {
   int tp = 1;
   std::int64_t ctx_size = 0;
   std::string weights_dtype = "auto";
+  std::string kv_dtype = "auto";
   bool json = false;
 };
 
@@ -185,8 +186,10 @@ int run_info(const InfoOptions& options) {
       ShardPlan::check(config, options.tp, weights.intermediate_unit);
   std::vector<RankPlan> ranks;
   if (!tp_problem) {
+    // auto: what the CPU backend uses, as the weights are described (EngineOptions::kv_dtype).
     ranks = plan_ranks(config, options.tp, weights.format_of, context, std::nullopt,
-                       weights.intermediate_unit);
+                       weights.intermediate_unit, std::nullopt,
+                       parse_kv_dtype(options.kv_dtype).value_or(DType::kF32));
   }
 
   if (options.json) {
@@ -196,6 +199,8 @@ int run_info(const InfoOptions& options) {
     out["parameters"] = config.parameter_count();
     out["weight_dtype"] = weights.label;
     out["context"] = context;
+    out["kv_dtype"] =
+        std::string(dtype_name(parse_kv_dtype(options.kv_dtype).value_or(DType::kF32)));
     out["checkpoint"] = checkpoint;
     out["tp"] = options.tp;
     out["tp_valid"] = !tp_problem.has_value();
@@ -228,6 +233,7 @@ void add_info_command(CLI::App& app, CommandBody& run) {
       ->check(CLI::ExistingPath);
   add_tp_option(*command, options->tp, "to check");
   add_ctx_size_option(*command, options->ctx_size, "of the KV cache");
+  add_kv_dtype_option(*command, options->kv_dtype, "f32, as the CPU backend");
   add_weights_dtype_option(
       *command, options->weights_dtype,
       "as the checkpoint stores them (a GGUF's: as the CPU backend holds them, quantized types "

@@ -268,6 +268,17 @@ TEST_F(Cli, Bf16KvCacheRunsLosslessAndIsReportedAndPlanned) {
   EXPECT_EQ(planned.json()["ranks"][0]["kv_cache_bytes"].get<std::uint64_t>() * 2,
             planned_f32.json()["ranks"][0]["kv_cache_bytes"].get<std::uint64_t>());
 
+  // info describes the run as the CPU backend would make it: f32 unless told.
+  const std::string info = fmt::format("info --model {} --ctx-size 256 --json", model.string());
+  const CommandResult described = run(info);
+  const CommandResult described_bf16 = run(info + " --kv-dtype bf16");
+  ASSERT_EQ(described.exit_code, 0) << described.err;
+  ASSERT_EQ(described_bf16.exit_code, 0) << described_bf16.err;
+  EXPECT_EQ(described.json()["kv_dtype"], "f32");
+  EXPECT_EQ(described_bf16.json()["kv_dtype"], "bf16");
+  EXPECT_EQ(described_bf16.json()["ranks"][0]["kv_cache_bytes"].get<std::uint64_t>() * 2,
+            described.json()["ranks"][0]["kv_cache_bytes"].get<std::uint64_t>());
+
   expect_error(
       run(fmt::format("generate --model {} --prompt-ids 1 --kv-dtype f16", model.string())),
       "--kv-dtype");
