@@ -1,6 +1,7 @@
 // Formulas shared by the CPU kernels and the CUDA kernels (`__host__ __device__` under nvcc), so
 // both backends compute the same expression for the simple elementwise math: SiLU, the
-// rotate-half RoPE pair rotation, and the bf16/f16 weight decodings.
+// rotate-half RoPE pair rotation, the bf16/f16 weight decodings, and the bf16 rounding of a KV
+// cache's writes.
 #pragma once
 
 #include "kernels/host_device.hpp"
@@ -45,6 +46,22 @@ SELFSPEC_HOST_DEVICE inline float bf16_bits_to_float(std::uint16_t bits) {
 #else
   return std::bit_cast<float>(word);
 #endif
+}
+
+// f32 -> bf16 bits, rounded to nearest even, a NaN kept quiet with its sign: core/dtype.hpp's
+// f32_to_bf16, written once for both sides (CUDA's __float2bfloat16_rn returns one canonical NaN
+// instead). kernels_test holds the two equal.
+SELFSPEC_HOST_DEVICE inline std::uint16_t float_to_bf16_bits(float value) {
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t bits = __float_as_uint(value);
+#else
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+#endif
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
+    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
+  }
+  const std::uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>((bits + rounding_bias) >> 16);
 }
 
 }  // namespace selfspec::kernels

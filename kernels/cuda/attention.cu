@@ -44,6 +44,7 @@
 #include "kernels/cuda/attention_split.hpp"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/shared_math.hpp"
 
 #include <cuda_runtime.h>
 
@@ -211,7 +212,7 @@ __device__ __forceinline__ void load_head_vector(const std::uint16_t* row, int l
 #pragma unroll
     for (int j = 0; j < kDims; ++j) {
       const int d = lane_dim<kDims, kContiguous>(lane, j);
-      out[j] = d < head_dim ? detail::bf16_bits_to_f32(__ldg(row + d)) : 0.0f;
+      out[j] = d < head_dim ? bf16_bits_to_float(__ldg(row + d)) : 0.0f;
     }
   }
 }
@@ -497,9 +498,7 @@ void attention(const float* q, const void* k_cache, const void* v_cache, const A
               step != nullptr && workspace != nullptr,
           "attention: null pointer");
   require(detail::is_aligned(workspace, sizeof(float)), "attention: misaligned workspace");
-  require(detail::kv_dtype_supported(dims.kv_dtype), "attention: a KV cache of " +
-                                                         std::string(dtype_name(dims.kv_dtype)) +
-                                                         " (f32 and bf16 caches are supported)");
+  detail::require_kv_dtype("attention", dims.kv_dtype);
   require(tree_mask == nullptr || dims.n_tokens <= kMaxTreeTokens,
           "attention: a tree mask over " + str(dims.n_tokens) + " tokens (at most " +
               str(kMaxTreeTokens) + ")");

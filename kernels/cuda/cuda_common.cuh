@@ -6,6 +6,7 @@
 #include "core/check.hpp"
 #include "core/cuda_check.hpp"
 #include "core/dtype.hpp"
+#include "kernels/shared_math.hpp"
 
 #include <cuda_runtime.h>
 
@@ -41,34 +42,22 @@ inline bool is_aligned(const void* pointer, std::size_t alignment) {
   return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
 }
 
-// core/dtype.hpp's f32_to_bf16 on the device, bit for bit: round to nearest even, a NaN kept
-// quiet with its sign (CUDA's __float2bfloat16_rn returns one canonical NaN instead).
-__device__ __forceinline__ std::uint16_t f32_to_bf16_bits(float value) {
-  const std::uint32_t bits = __float_as_uint(value);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
-  }
-  const std::uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding_bias) >> 16);
-}
-
-__device__ __forceinline__ float bf16_bits_to_f32(std::uint16_t bits) {
-  return __uint_as_float(static_cast<std::uint32_t>(bits) << 16);
-}
-
-// Element `index` of a KV cache tensor of `dtype` (f32 or bf16) set to `value` (rounded for bf16).
+// Element `index` of a KV cache tensor of `dtype` (f32 or bf16) set to `value` (bf16: rounded by
+// kernels/shared_math.hpp's float_to_bf16_bits, the host's rounding).
 __device__ __forceinline__ void store_kv(void* cache, DType dtype, std::int64_t index,
                                          float value) {
   if (dtype == DType::kBF16) {
-    static_cast<std::uint16_t*>(cache)[index] = f32_to_bf16_bits(value);
+    static_cast<std::uint16_t*>(cache)[index] = float_to_bf16_bits(value);
   } else {
     static_cast<float*>(cache)[index] = value;
   }
 }
 
-// Whether kernels take a KV cache of this dtype (host side).
-inline bool kv_dtype_supported(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16;
+// Throws naming `what` unless the kernels take a KV cache of this dtype (f32 or bf16; host side).
+inline void require_kv_dtype(const char* what, DType dtype) {
+  require(dtype == DType::kF32 || dtype == DType::kBF16,
+          std::string(what) + ": a KV cache of " + std::string(dtype_name(dtype)) +
+              " (f32 and bf16 caches are supported)");
 }
 
 // Sum over the warp by an xor butterfly (offsets 16, 8, 4, 2, 1): a fixed order, and since

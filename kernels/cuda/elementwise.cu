@@ -416,9 +416,7 @@ void write_kv(const float* k, const float* v, std::int64_t n_tokens, std::int64_
           "write_kv: bad shape (tokens " + str(n_tokens) + ", kv heads " + str(kv_heads) +
               ", head_dim " + str(head_dim) + ", capacity " + str(capacity) + ")");
   require(step != nullptr, "write_kv: null step parameters");
-  require(detail::kv_dtype_supported(kv_dtype), "write_kv: a KV cache of " +
-                                                    std::string(dtype_name(kv_dtype)) +
-                                                    " (f32 and bf16 caches are supported)");
+  detail::require_kv_dtype("write_kv", kv_dtype);
   const std::int64_t n = n_tokens * kv_heads * head_dim;
   if (n == 0) return;
   write_kv_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
@@ -442,9 +440,7 @@ void rope_write_kv(const RopeKvArgs& args, std::int64_t n_tokens, const std::int
   require(args.k != nullptr && args.v != nullptr && positions != nullptr && table != nullptr &&
               table_positions > 0 && step != nullptr && k_cache != nullptr && v_cache != nullptr,
           "rope_write_kv: null pointer");
-  require(detail::kv_dtype_supported(args.kv_dtype), "rope_write_kv: a KV cache of " +
-                                                         std::string(dtype_name(args.kv_dtype)) +
-                                                         " (f32 and bf16 caches are supported)");
+  detail::require_kv_dtype("rope_write_kv", args.kv_dtype);
   const std::int64_t blocks = n_tokens * (n_q + args.kv_heads);
   require(blocks <= 0x7fffffff, "rope_write_kv: too many (token, head) blocks");
   if (blocks == 0) return;

@@ -4,9 +4,11 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "kernel_test_util.hpp"
+#include "kernels/shared_math.hpp"
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -156,6 +158,23 @@ TEST(StoreAs, RoundsToNearestEvenAtTheOffset) {
   std::vector<float> f32(9, 7.0f);
   store_as(src.data(), 4, DType::kF32, f32.data(), 3);
   EXPECT_EQ(f32, (std::vector<float>{7, 7, 7, 1.0f, tie_down, tie_up, above, 7, 7}));
+}
+
+// The device's bf16 rounding (kernels/shared_math.hpp, also compiled for the host) is the host's
+// (core/dtype.hpp) bit for bit: every sign, exponent and high mantissa (all 65,536 upper halves)
+// with the lower halves that decide the rounding (zero, one, just below, at and above the tie,
+// all ones) and a few random ones; NaNs, infinities and subnormals are among them.
+TEST(SharedMath, Bf16RoundingIsTheHostsBitForBit) {
+  std::mt19937 rng(17);
+  std::vector<std::uint32_t> lows = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff};
+  for (int i = 0; i < 4; ++i) lows.push_back(rng() & 0xffffu);
+  for (std::uint32_t high = 0; high <= 0xffffu; ++high) {
+    for (const std::uint32_t low : lows) {
+      const float value = std::bit_cast<float>(high << 16 | low);
+      ASSERT_EQ(kernels::float_to_bf16_bits(value), f32_to_bf16(value))
+          << std::hex << (high << 16 | low);
+    }
+  }
 }
 
 class EmbeddingTest : public ::testing::TestWithParam<DType> {};
