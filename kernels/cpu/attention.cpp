@@ -29,9 +29,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace selfspec::kernels::cpu {
@@ -96,39 +96,113 @@ void softmax_visible(Isa isa, float* scores, const detail::VisibleSlots& slots, 
   }
 }
 
+// The cache's element type (std::uint16_t: bf16 bits) as matmul's weight dtype.
+template <class Elem>
+constexpr DType kElementDtype = std::is_same_v<Elem, float> ? DType::kF32 : DType::kBF16;
+
 // Step 1 for the query heads of one KV head: scores[h * n_keys + i] for keys [0, n_keys).
 // (matmul's rows kernels widen bf16 weights exactly, so they serve a bf16 cache as they are.)
+template <class Elem>
 void raw_scores(Isa isa, const float* q_heads, std::int64_t n_heads, std::int64_t head_dim,
-                const void* k_head, DType kv_dtype, std::int64_t n_keys, float* scores) {
+                const Elem* k_head, std::int64_t n_keys, float* scores) {
   if (isa == Isa::kAvx512) {
-    detail::attention_scores_avx512(q_heads, n_heads, head_dim, k_head, kv_dtype, n_keys, scores);
+    detail::attention_scores_avx512(q_heads, n_heads, head_dim, k_head, n_keys, scores);
   } else {
-    const WeightView keys{kv_dtype, k_head, n_keys, head_dim};
+    const WeightView keys{kElementDtype<Elem>, k_head, n_keys, head_dim};
     detail::matmul_rows(isa, q_heads, n_heads, keys, 0, n_keys, scores);
   }
 }
 
 // Step 3 for the query heads of one KV head: out[h * head_dim + d].
-void weighted_values(Isa isa, const void* v_head, DType kv_dtype, std::int64_t head_dim,
+template <class Elem>
+void weighted_values(Isa isa, const Elem* v_head, std::int64_t head_dim,
                      const detail::VisibleSlots& slots, const float* probs,
                      std::int64_t probs_stride, std::int64_t n_heads, float* out) {
   if (isa == Isa::kAvx512) {
-    detail::attention_values_avx512(v_head, kv_dtype, head_dim, slots, probs, probs_stride, n_heads,
-                                    out, head_dim);
+    detail::attention_values_avx512(v_head, head_dim, slots, probs, probs_stride, n_heads, out,
+                                    head_dim);
   } else if (isa == Isa::kAvx2) {
-    detail::attention_values_avx2(v_head, kv_dtype, head_dim, slots, probs, probs_stride, n_heads,
-                                  out, head_dim);
+    detail::attention_values_avx2(v_head, head_dim, slots, probs, probs_stride, n_heads, out,
+                                  head_dim);
   } else {
     for (std::int64_t h = 0; h < n_heads; ++h) {
-      if (kv_dtype == DType::kBF16) {
-        values_scalar(static_cast<const std::uint16_t*>(v_head), head_dim, slots,
-                      probs + h * probs_stride, out + h * head_dim);
-      } else {
-        values_scalar(static_cast<const float*>(v_head), head_dim, slots, probs + h * probs_stride,
-                      out + h * head_dim);
-      }
+      values_scalar(v_head, head_dim, slots, probs + h * probs_stride, out + h * head_dim);
     }
   }
+}
+
+// attention() over a checked shape with T > 0, for a cache of Elem (f32, or bf16 bits).
+template <class Elem>
+void attend(const float* q, const Elem* k_cache, const Elem* v_cache, const AttentionShape& shape,
+            const std::uint8_t* tree_mask, float scale, float* out) {
+  const std::int64_t n_tokens = shape.n_tokens;
+  const std::int64_t n_kv_heads = shape.n_kv_heads;
+  const std::int64_t head_dim = shape.head_dim;
+  const std::int64_t n_past = shape.n_past;
+  const Isa isa = active_isa();
+  const std::int64_t group = shape.n_q_heads / n_kv_heads;
+  const std::int64_t q_row = shape.n_q_heads * head_dim;
+  const std::int64_t head_stride = shape.capacity * head_dim;
+
+  // Work units are (KV head, token, part of the KV head's query heads), numbered KV-head-major, so
+  // a thread's range covers whole KV heads (the head stays in cache across its tokens) and causal
+  // work (growing with t) is spread evenly over threads. A KV head's query heads are split into
+  // parts only when there would be too few units to keep the threads busy (decode: one token);
+  // which heads share a unit changes no result.
+  const std::int64_t threads = num_threads();
+  std::int64_t parts = 1;
+  while (parts < group && n_tokens * n_kv_heads * parts < 2 * threads) ++parts;
+  const std::int64_t part_heads = (group + parts - 1) / parts;
+  parts = (group + part_heads - 1) / part_heads;
+  // Enough units per chunk to outweigh waking a thread (~64k multiply-adds).
+  const std::int64_t unit_work =
+      std::max<std::int64_t>(1, (n_past + n_tokens) * head_dim * 2 * part_heads);
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / unit_work);
+  parallel_for(n_kv_heads * n_tokens * parts, grain, [&](std::int64_t begin, std::int64_t end) {
+    Scratch& scratch = thread_scratch();
+    for (std::int64_t unit = begin; unit < end; ++unit) {
+      const std::int64_t kv_head = unit / (n_tokens * parts);
+      const std::int64_t t = unit / parts % n_tokens;
+      const std::int64_t first_head = kv_head * group + unit % parts * part_heads;
+      const std::int64_t n_heads = std::min(part_heads, (kv_head + 1) * group - first_head);
+      const float* q_heads = q + t * q_row + first_head * head_dim;
+      const Elem* k_head = k_cache + kv_head * head_stride;
+      const Elem* v_head = v_cache + kv_head * head_stride;
+      float* o = out + t * q_row + first_head * head_dim;
+      const std::uint8_t* mask_row = tree_mask != nullptr ? tree_mask + t * n_tokens : nullptr;
+
+      // Visible slots, ascending: [0, n_past) then the allowed new slots. For the causal mask
+      // they are contiguous; for a tree mask the new ones are listed in scratch.slots.
+      detail::VisibleSlots slots;
+      if (mask_row == nullptr) {
+        slots.count = n_past + t + 1;
+        slots.n_contiguous = slots.count;
+      } else {
+        scratch.slots.clear();
+        for (std::int64_t j = 0; j < n_tokens; ++j) {
+          if (mask_row[j] != 0) scratch.slots.push_back(static_cast<std::int32_t>(n_past + j));
+        }
+        slots.count = n_past + static_cast<std::int64_t>(scratch.slots.size());
+        slots.n_contiguous = n_past;
+        slots.new_slots = scratch.slots.data();
+      }
+      if (slots.count == 0) {
+        std::fill(o, o + n_heads * head_dim, 0.0f);
+        continue;
+      }
+      const std::int64_t last_slot = slots.count > slots.n_contiguous
+                                         ? slots.new_slots[slots.count - slots.n_contiguous - 1]
+                                         : slots.count - 1;
+      const std::int64_t n_keys = last_slot + 1;
+      scratch.scores.resize(static_cast<std::size_t>(n_heads * n_keys));
+      float* scores = scratch.scores.data();
+      raw_scores(isa, q_heads, n_heads, head_dim, k_head, n_keys, scores);
+      for (std::int64_t h = 0; h < n_heads; ++h) {
+        softmax_visible(isa, scores + h * n_keys, slots, scale);
+      }
+      weighted_values(isa, v_head, head_dim, slots, scores, n_keys, n_heads, o);
+    }
+  });
 }
 
 }  // namespace
@@ -159,74 +233,13 @@ void attention(const float* q, const void* k_cache, const void* v_cache,
                  "attention: a KV cache of {} (f32 and bf16 caches are supported)",
                  dtype_name(kv_dtype));
   if (n_tokens == 0) return;
-
-  const Isa isa = active_isa();
-  const std::int64_t group = n_q_heads / n_kv_heads;
-  const std::int64_t q_row = n_q_heads * head_dim;
-  const std::int64_t head_stride_bytes =
-      capacity * head_dim * static_cast<std::int64_t>(dtype_size(kv_dtype));
-  const auto* k_bytes = static_cast<const std::byte*>(k_cache);
-  const auto* v_bytes = static_cast<const std::byte*>(v_cache);
-
-  // Work units are (KV head, token, part of the KV head's query heads), numbered KV-head-major, so
-  // a thread's range covers whole KV heads (the head stays in cache across its tokens) and causal
-  // work (growing with t) is spread evenly over threads. A KV head's query heads are split into
-  // parts only when there would be too few units to keep the threads busy (decode: one token);
-  // which heads share a unit changes no result.
-  const std::int64_t threads = num_threads();
-  std::int64_t parts = 1;
-  while (parts < group && n_tokens * n_kv_heads * parts < 2 * threads) ++parts;
-  const std::int64_t part_heads = (group + parts - 1) / parts;
-  parts = (group + part_heads - 1) / part_heads;
-  // Enough units per chunk to outweigh waking a thread (~64k multiply-adds).
-  const std::int64_t unit_work =
-      std::max<std::int64_t>(1, (n_past + n_tokens) * head_dim * 2 * part_heads);
-  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / unit_work);
-  parallel_for(n_kv_heads * n_tokens * parts, grain, [&](std::int64_t begin, std::int64_t end) {
-    Scratch& scratch = thread_scratch();
-    for (std::int64_t unit = begin; unit < end; ++unit) {
-      const std::int64_t kv_head = unit / (n_tokens * parts);
-      const std::int64_t t = unit / parts % n_tokens;
-      const std::int64_t first_head = kv_head * group + unit % parts * part_heads;
-      const std::int64_t n_heads = std::min(part_heads, (kv_head + 1) * group - first_head);
-      const float* q_heads = q + t * q_row + first_head * head_dim;
-      const void* k_head = k_bytes + kv_head * head_stride_bytes;
-      const void* v_head = v_bytes + kv_head * head_stride_bytes;
-      float* o = out + t * q_row + first_head * head_dim;
-      const std::uint8_t* mask_row = tree_mask != nullptr ? tree_mask + t * n_tokens : nullptr;
-
-      // Visible slots, ascending: [0, n_past) then the allowed new slots. For the causal mask
-      // they are contiguous; for a tree mask the new ones are listed in scratch.slots.
-      detail::VisibleSlots slots;
-      if (mask_row == nullptr) {
-        slots.count = n_past + t + 1;
-        slots.n_contiguous = slots.count;
-      } else {
-        scratch.slots.clear();
-        for (std::int64_t j = 0; j < n_tokens; ++j) {
-          if (mask_row[j] != 0) scratch.slots.push_back(static_cast<std::int32_t>(n_past + j));
-        }
-        slots.count = n_past + static_cast<std::int64_t>(scratch.slots.size());
-        slots.n_contiguous = n_past;
-        slots.new_slots = scratch.slots.data();
-      }
-      if (slots.count == 0) {
-        std::fill(o, o + n_heads * head_dim, 0.0f);
-        continue;
-      }
-      const std::int64_t last_slot = slots.count > slots.n_contiguous
-                                         ? slots.new_slots[slots.count - slots.n_contiguous - 1]
-                                         : slots.count - 1;
-      const std::int64_t n_keys = last_slot + 1;
-      scratch.scores.resize(static_cast<std::size_t>(n_heads * n_keys));
-      float* scores = scratch.scores.data();
-      raw_scores(isa, q_heads, n_heads, head_dim, k_head, kv_dtype, n_keys, scores);
-      for (std::int64_t h = 0; h < n_heads; ++h) {
-        softmax_visible(isa, scores + h * n_keys, slots, scale);
-      }
-      weighted_values(isa, v_head, kv_dtype, head_dim, slots, scores, n_keys, n_heads, o);
-    }
-  });
+  if (kv_dtype == DType::kBF16) {
+    attend(q, static_cast<const std::uint16_t*>(k_cache),
+           static_cast<const std::uint16_t*>(v_cache), shape, tree_mask, scale, out);
+  } else {
+    attend(q, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), shape,
+           tree_mask, scale, out);
+  }
 }
 
 }  // namespace selfspec::kernels::cpu

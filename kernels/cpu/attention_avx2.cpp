@@ -132,17 +132,17 @@ SELFSPEC_AVX2 void values(const Elem* v, std::int64_t head_dim, const VisibleSlo
 
 }  // namespace
 
-SELFSPEC_AVX2 void attention_values_avx2(const void* v, DType kv_dtype, std::int64_t head_dim,
+SELFSPEC_AVX2 void attention_values_avx2(const float* v, std::int64_t head_dim,
                                          const VisibleSlots& slots, const float* probs,
                                          std::int64_t probs_stride, std::int64_t n_heads,
                                          float* out, std::int64_t out_stride) {
-  if (kv_dtype == DType::kBF16) {
-    values(static_cast<const std::uint16_t*>(v), head_dim, slots, probs, probs_stride, n_heads, out,
-           out_stride);
-  } else {
-    values(static_cast<const float*>(v), head_dim, slots, probs, probs_stride, n_heads, out,
-           out_stride);
-  }
+  values(v, head_dim, slots, probs, probs_stride, n_heads, out, out_stride);
+}
+SELFSPEC_AVX2 void attention_values_avx2(const std::uint16_t* v, std::int64_t head_dim,
+                                         const VisibleSlots& slots, const float* probs,
+                                         std::int64_t probs_stride, std::int64_t n_heads,
+                                         float* out, std::int64_t out_stride) {
+  values(v, head_dim, slots, probs, probs_stride, n_heads, out, out_stride);
 }
 
 }  // namespace selfspec::kernels::cpu::detail

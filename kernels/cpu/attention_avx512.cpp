@@ -213,26 +213,27 @@ SELFSPEC_AVX512 void values(const Elem* v, std::int64_t head_dim, const VisibleS
 }  // namespace
 
 SELFSPEC_AVX512 void attention_scores_avx512(const float* q, std::int64_t n_heads,
-                                             std::int64_t head_dim, const void* k, DType kv_dtype,
-                                             std::int64_t n_keys, float* out) {
-  if (kv_dtype == DType::kBF16) {
-    key_scores(q, n_heads, head_dim, static_cast<const std::uint16_t*>(k), n_keys, out);
-  } else {
-    key_scores(q, n_heads, head_dim, static_cast<const float*>(k), n_keys, out);
-  }
+                                             std::int64_t head_dim, const float* k,
+                                             std::int64_t n_keys, float* scores) {
+  key_scores(q, n_heads, head_dim, k, n_keys, scores);
+}
+SELFSPEC_AVX512 void attention_scores_avx512(const float* q, std::int64_t n_heads,
+                                             std::int64_t head_dim, const std::uint16_t* k,
+                                             std::int64_t n_keys, float* scores) {
+  key_scores(q, n_heads, head_dim, k, n_keys, scores);
 }
 
-SELFSPEC_AVX512 void attention_values_avx512(const void* v, DType kv_dtype, std::int64_t head_dim,
+SELFSPEC_AVX512 void attention_values_avx512(const float* v, std::int64_t head_dim,
                                              const VisibleSlots& slots, const float* probs,
                                              std::int64_t probs_stride, std::int64_t n_heads,
                                              float* out, std::int64_t out_stride) {
-  if (kv_dtype == DType::kBF16) {
-    values(static_cast<const std::uint16_t*>(v), head_dim, slots, probs, probs_stride, n_heads, out,
-           out_stride);
-  } else {
-    values(static_cast<const float*>(v), head_dim, slots, probs, probs_stride, n_heads, out,
-           out_stride);
-  }
+  values(v, head_dim, slots, probs, probs_stride, n_heads, out, out_stride);
+}
+SELFSPEC_AVX512 void attention_values_avx512(const std::uint16_t* v, std::int64_t head_dim,
+                                             const VisibleSlots& slots, const float* probs,
+                                             std::int64_t probs_stride, std::int64_t n_heads,
+                                             float* out, std::int64_t out_stride) {
+  values(v, head_dim, slots, probs, probs_stride, n_heads, out, out_stride);
 }
 
 }  // namespace selfspec::kernels::cpu::detail

@@ -4,8 +4,6 @@
 // CPU with the ISA.
 #pragma once
 
-#include "core/dtype.hpp"
-
 #include <cstdint>
 
 namespace selfspec::kernels::cpu::detail {
@@ -18,20 +16,28 @@ struct VisibleSlots {
   const std::int32_t* new_slots = nullptr;
 };
 
-// K and V rows are elements of `kv_dtype`, f32 or bf16 (a bf16 element widened exactly to f32
-// as it is loaded).
+// K and V rows are f32, or bf16 given as their bits (std::uint16_t), widened exactly to f32 as
+// they are loaded; one overload per element type.
 //
 // scores[h * n_keys + i] = the canonical dot (matmul.hpp) of q[h * head_dim ...] and
 // k[i * head_dim ...], for the n_heads query heads of one KV head.
 void attention_scores_avx512(const float* q, std::int64_t n_heads, std::int64_t head_dim,
-                             const void* k, DType kv_dtype, std::int64_t n_keys, float* scores);
+                             const float* k, std::int64_t n_keys, float* scores);
+void attention_scores_avx512(const float* q, std::int64_t n_heads, std::int64_t head_dim,
+                             const std::uint16_t* k, std::int64_t n_keys, float* scores);
 
 // out[h * out_stride + d] = Σ over i ascending of probs[h * probs_stride + i] * v[slot(i)][d],
 // from 0, each product rounded, then added (no fused multiply-add), for h < n_heads.
-void attention_values_avx2(const void* v, DType kv_dtype, std::int64_t head_dim,
-                           const VisibleSlots& slots, const float* probs, std::int64_t probs_stride,
-                           std::int64_t n_heads, float* out, std::int64_t out_stride);
-void attention_values_avx512(const void* v, DType kv_dtype, std::int64_t head_dim,
+void attention_values_avx2(const float* v, std::int64_t head_dim, const VisibleSlots& slots,
+                           const float* probs, std::int64_t probs_stride, std::int64_t n_heads,
+                           float* out, std::int64_t out_stride);
+void attention_values_avx2(const std::uint16_t* v, std::int64_t head_dim, const VisibleSlots& slots,
+                           const float* probs, std::int64_t probs_stride, std::int64_t n_heads,
+                           float* out, std::int64_t out_stride);
+void attention_values_avx512(const float* v, std::int64_t head_dim, const VisibleSlots& slots,
+                             const float* probs, std::int64_t probs_stride, std::int64_t n_heads,
+                             float* out, std::int64_t out_stride);
+void attention_values_avx512(const std::uint16_t* v, std::int64_t head_dim,
                              const VisibleSlots& slots, const float* probs,
                              std::int64_t probs_stride, std::int64_t n_heads, float* out,
                              std::int64_t out_stride);
