@@ -184,12 +184,12 @@ int run_info(const InfoOptions& options) {
   const WeightPlan weights = weight_plan(options, source, checkpoint);
   std::optional<std::string> tp_problem =
       ShardPlan::check(config, options.tp, weights.intermediate_unit);
+  // auto: what the CPU backend uses, as the weights are described (EngineOptions::kv_dtype).
+  const DType kv_dtype = parse_kv_dtype(options.kv_dtype).value_or(DType::kF32);
   std::vector<RankPlan> ranks;
   if (!tp_problem) {
-    // auto: what the CPU backend uses, as the weights are described (EngineOptions::kv_dtype).
     ranks = plan_ranks(config, options.tp, weights.format_of, context, std::nullopt,
-                       weights.intermediate_unit, std::nullopt,
-                       parse_kv_dtype(options.kv_dtype).value_or(DType::kF32));
+                       weights.intermediate_unit, std::nullopt, kv_dtype);
   }
 
   if (options.json) {
@@ -199,8 +199,7 @@ int run_info(const InfoOptions& options) {
     out["parameters"] = config.parameter_count();
     out["weight_dtype"] = weights.label;
     out["context"] = context;
-    out["kv_dtype"] =
-        std::string(dtype_name(parse_kv_dtype(options.kv_dtype).value_or(DType::kF32)));
+    out["kv_dtype"] = std::string(dtype_name(kv_dtype));
     out["checkpoint"] = checkpoint;
     out["tp"] = options.tp;
     out["tp_valid"] = !tp_problem.has_value();
