@@ -204,25 +204,19 @@ TEST_P(CudaBackendTest, AForwardPastTheKvCapacityIsAnError) {
   EXPECT_THROW(forward_all_rows(*gpu_model_, kv, std::span(tokens_).subspan(6, 3)), Error);
 }
 
+// The same decode sequence with graphs (eager, capture, then replays) and without, over an f32
+// and a bf16 KV cache (rope_write_kv and attention on bf16 elements in the graphs).
 TEST_P(CudaBackendTest, GraphReplaysAreBitIdenticalToEagerLaunches) {
-  // The same decode sequence with graphs (eager, capture, then replays) and without.
-  const auto eager = decode_steps(false);
-  const auto graphed = decode_steps(true);
-  ASSERT_EQ(eager.size(), graphed.size());
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_TRUE(bit_identical(eager[i], graphed[i])) << "step " << i;
-  }
-}
-
-// The same with a bf16 KV cache (rope_write_kv and attention on bf16 elements in the graphs).
-TEST_P(CudaBackendTest, GraphReplaysWithABf16KvCacheAreBitIdenticalToEagerLaunches) {
-  gpu_model_->set_kv_dtype(DType::kBF16);
-  ASSERT_EQ(gpu_model_->make_kv_cache(8).dtype(), DType::kBF16);
-  const auto eager = decode_steps(false);
-  const auto graphed = decode_steps(true);
-  ASSERT_EQ(eager.size(), graphed.size());
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_TRUE(bit_identical(eager[i], graphed[i])) << "step " << i;
+  for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(kv_dtype));
+    gpu_model_->set_kv_dtype(kv_dtype);
+    ASSERT_EQ(gpu_model_->make_kv_cache(8).dtype(), kv_dtype);
+    const auto eager = decode_steps(false);
+    const auto graphed = decode_steps(true);
+    ASSERT_EQ(eager.size(), graphed.size());
+    for (std::size_t i = 0; i < eager.size(); ++i) {
+      EXPECT_TRUE(bit_identical(eager[i], graphed[i])) << "step " << i;
+    }
   }
 }
 
