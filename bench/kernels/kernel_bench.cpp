@@ -6,8 +6,10 @@
 // moved. Verification batches (T = 2..13, the K + 1 tokens of a self-speculative verification
 // forward) use the same pool and report GB/s and GFLOP/s; the prefill matmul (T = 64) is compute
 // bound and runs on one cache-resident matrix (GFLOP/s). Decode attention (T = 1 over 1024 / 4096
-// cached slots; MHA and GQA shapes; scalar, AVX2 and AVX-512) rotates over K/V cache copies the
-// same way and reports GB/s of K and V read and GMAC/s;
+// cached slots; MHA and GQA shapes; scalar, AVX2 and AVX-512; an f32 and a bf16 cache) rotates over
+// K/V cache copies the same way and reports GB/s of K and V read (at their element size) and
+// GMAC/s; RoPE on a LLaMA-7B token's q (32 heads of 128) computing cos/sin per call or reading the
+// RoPE table, GB/s of the rows read and written plus the table rows read;
 // RMSNorm reports GB/s of data read and written (cache resident: a per-token cost); so does the
 // scatter of a pruned draft vocabulary's logits into a vocab row (scatter_columns), and the KV
 // cache keeping a verified tree's accepted path (compact_rows: GB/s of the rows read and written,
@@ -22,6 +24,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/memory_stream.hpp"
+#include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/row_compaction.hpp"
 #include "kernels/cpu/scatter.hpp"
 
@@ -163,6 +166,41 @@ void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, std::int64_t dim
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// RoPE of n_tokens rows of 32 heads of 128 at positions near 4000: per call (cos/sin in double,
+// apply_rope) or from the RoPE table (apply_rope_table). GB/s of x read and written, plus the
+// table's rows for the table form.
+void bm_rope(benchmark::State& state, std::int64_t n_tokens, bool table) {
+  constexpr std::int64_t kHeads = 32;
+  constexpr std::int64_t kHeadDim = 128;
+  constexpr std::int64_t kPositions = 4096;
+  std::vector<float> inv_freq(kHeadDim / 2);
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / kHeadDim));
+  }
+  std::vector<float> rope_table(static_cast<std::size_t>(kPositions * kHeadDim));
+  fill_rope_table(inv_freq, 0, kPositions, rope_table.data());
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(n_tokens));
+  for (std::int64_t t = 0; t < n_tokens; ++t) {
+    positions[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(4000 + t % 96);
+  }
+  std::vector<float> x = random_vector(static_cast<std::size_t>(n_tokens * kHeads * kHeadDim), 9);
+  for (auto _ : state) {
+    if (table) {
+      apply_rope_table(x.data(), n_tokens, kHeads * kHeadDim, kHeads, kHeadDim, positions.data(),
+                       rope_table.data(), kPositions);
+    } else {
+      apply_rope(x.data(), n_tokens, kHeads * kHeadDim, kHeads, kHeadDim, positions.data(),
+                 inv_freq);
+    }
+    benchmark::DoNotOptimize(x.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes =
+      4.0 * static_cast<double>(n_tokens) * (2.0 * kHeads * kHeadDim + (table ? kHeadDim : 0.0));
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 struct AttentionHeads {
   std::int64_t q_heads;
   std::int64_t kv_heads;
@@ -240,7 +278,9 @@ void bm_compact_rows(benchmark::State& state, std::int64_t layers, std::int64_t 
   AlignedBuffer<float> cache(static_cast<std::size_t>(blocks * kCapacity * head_dim));
   std::fill(cache.data(), cache.data() + cache.size(), 1.0f);  // fault every page in first
   for (auto _ : state) {
-    compact_rows(cache.data(), blocks, kCapacity * head_dim, kCapacity, head_dim, from, kTo);
+    constexpr auto kFloat = static_cast<std::int64_t>(sizeof(float));  // compact_rows takes bytes
+    compact_rows(cache.data(), blocks, kCapacity * head_dim * kFloat, kCapacity, head_dim * kFloat,
+                 from, kTo);
     benchmark::DoNotOptimize(cache.data());
     benchmark::ClobberMemory();
   }
@@ -341,6 +381,16 @@ void register_all() {
         name.c_str(), [=](benchmark::State& state) { bm_rmsnorm(state, n_tokens, 4096); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  }
+  for (const std::int64_t n_tokens : {1, 64}) {
+    for (const bool table : {false, true}) {
+      const std::string name =
+          fmt::format("rope/{}/T{}/32x128", table ? "table" : "per-call", n_tokens);
+      benchmark::RegisterBenchmark(
+          name.c_str(), [=](benchmark::State& state) { bm_rope(state, n_tokens, table); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   for (const std::int64_t n_ids : {4096, 16384}) {
     const std::string name = "scatter_columns/49152/" + std::to_string(n_ids);
