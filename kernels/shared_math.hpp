@@ -1,7 +1,7 @@
 // Formulas shared by the CPU kernels and the CUDA kernels (`__host__ __device__` under nvcc), so
 // both backends compute the same expression for the simple elementwise math: SiLU, the
-// rotate-half RoPE pair rotation, the bf16/f16 weight decodings, and the bf16 rounding of a KV
-// cache's writes.
+// rotate-half RoPE pair rotation, the bf16/f16 weight decodings, the bf16 rounding of a KV
+// cache's writes, and the three-part bf16 split of an f32 activation (the tensor-core GEMV).
 #pragma once
 
 #include "kernels/host_device.hpp"
@@ -62,6 +62,26 @@ SELFSPEC_HOST_DEVICE inline std::uint16_t float_to_bf16_bits(float value) {
   }
   const std::uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<std::uint16_t>((bits + rounding_bias) >> 16);
+}
+
+// An f32 value as the sum of three bf16 values, hi + mid + lo, each the nearest-even rounding of
+// what the parts before it left: hi = bf16(x), mid = bf16(x − hi), lo = bf16(x − hi − mid) (each
+// subtraction exact in f32). For |x| in [2^-100, 2^100] the sum is x exactly (kernels_test checks
+// it over random values), so a product of a bf16 weight with the three parts, each exact in f32,
+// carries all of x's 24 significant bits: the tensor-core GEMV (kernels/cuda/matmul_tensor_core.cu)
+// multiplies f32 activations this way. Outside that range the low parts may lose bits to
+// underflow; an infinite or NaN x gives NaN parts.
+struct Bf16Parts {
+  std::uint16_t hi;
+  std::uint16_t mid;
+  std::uint16_t lo;
+};
+SELFSPEC_HOST_DEVICE inline Bf16Parts split_to_bf16_parts(float x) {
+  const std::uint16_t hi = float_to_bf16_bits(x);
+  const float rest = x - bf16_bits_to_float(hi);
+  const std::uint16_t mid = float_to_bf16_bits(rest);
+  const float last = rest - bf16_bits_to_float(mid);
+  return {hi, mid, float_to_bf16_bits(last)};
 }
 
 }  // namespace selfspec::kernels

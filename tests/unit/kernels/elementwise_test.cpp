@@ -177,6 +177,43 @@ TEST(SharedMath, Bf16RoundingIsTheHostsBitForBit) {
   }
 }
 
+// The tensor-core GEMV's activation split: hi + mid + lo == x exactly (in double, where the three
+// bf16 values add without rounding) for random bit patterns with |x| in [2^-100, 2^100], every
+// exponent of that range at mantissas with all ones, a lone low bit and the rounding tie; each
+// part is the nearest-even bf16 of what the parts before it left, so |mid| <= |hi| / 2^8 and
+// |lo| <= |mid| / 2^8 (half an ulp of the part before).
+TEST(SharedMath, Bf16PartsSumToTheF32ValueExactly) {
+  std::mt19937 rng(18);
+  std::vector<std::uint32_t> patterns;
+  for (int i = 0; i < 2'000'000; ++i) patterns.push_back(rng());
+  for (std::uint32_t exponent = 127 - 100; exponent <= 127 + 100; ++exponent) {
+    for (const std::uint32_t mantissa : {0x7fffffu, 0x000001u, 0x008000u, 0x00ffffu, 0x0u}) {
+      patterns.push_back(exponent << 23 | mantissa);
+      patterns.push_back(0x80000000u | exponent << 23 | mantissa);
+    }
+  }
+  int checked = 0;
+  for (const std::uint32_t bits : patterns) {
+    const float x = std::bit_cast<float>(bits);
+    const float magnitude = std::fabs(x);
+    if (!(magnitude >= std::ldexp(1.0f, -100) && magnitude <= std::ldexp(1.0f, 100))) continue;
+    const kernels::Bf16Parts parts = kernels::split_to_bf16_parts(x);
+    const double hi = kernels::bf16_bits_to_float(parts.hi);
+    const double mid = kernels::bf16_bits_to_float(parts.mid);
+    const double lo = kernels::bf16_bits_to_float(parts.lo);
+    ASSERT_EQ(hi + mid + lo, static_cast<double>(x)) << std::hex << bits;
+    ASSERT_LE(std::fabs(mid), std::fabs(hi) / 256.0) << std::hex << bits;
+    ASSERT_LE(std::fabs(lo), std::fabs(mid) / 256.0) << std::hex << bits;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1'000'000);
+  // A bf16 value is its own hi part, with zero rests.
+  const kernels::Bf16Parts exact = kernels::split_to_bf16_parts(1.5f);
+  EXPECT_EQ(exact.hi, 0x3FC0);
+  EXPECT_EQ(exact.mid, 0);
+  EXPECT_EQ(exact.lo, 0);
+}
+
 class EmbeddingTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(EmbeddingTest, OwnedRowsConvertedOthersZero) {
