@@ -146,26 +146,42 @@ void attention(const float* q, const void* k_cache, const void* v_cache, const A
                void* workspace, cudaStream_t stream);
 
 // --- matmul ------------------------------------------------------------------------------------
-// y[t][n] = Σ_k x[t][k] · w[n][k] for T = n_tokens <= kSmallBatch: a warp per pair (T <= 2) or
-// quad of output rows, lane-strided 16-byte weight loads, f32 FMA per lane in ascending k, a fixed
-// butterfly reduction: the order per output does not depend on T (token-count invariance).
+// y[t][n] = Σ_k x[t][k] · w[n][k] for T = n_tokens <= kSmallBatch, on one of two kernels, each
+// token-count invariant (the order of the sum producing y[t][n] depends on the dtype and cols
+// only, never on T or on the launch):
+// * CUDA cores (matmul_small_batch.cu; every dtype): a warp per pair (T <= 2) or quad of output
+//   rows, lane-strided 16-byte weight loads, f32 FMA per lane in ascending k, a fixed butterfly
+//   reduction; tiles of 16 tokens. Its bits have a scalar reference.
+// * Tensor cores (matmul_tensor_core.cu; bf16 weights): activations split into three bf16 parts
+//   (exactly), mma.sync over chunks of 32 k in a fixed split-K order; all 64 tokens in one weight
+//   stream. Within 1e-5 of Σ|x·w| of the exact product; no bit-exact scalar reference (a tensor
+//   core's internal summation is not specified to the bit).
+// kAuto picks the tensor cores for bf16 weights on compute capability 8.0 and above unless
+// SELFSPEC_CUDA_GEMV=cuda-cores (auto and tensor-cores are the other accepted values), the CUDA
+// cores otherwise: the same kernel for every T of a process, as token-count invariance needs.
+// kTensorCores with weights other than bf16 throws; tests and benchmarks name a kernel to compare.
+enum class GemvKernel { kAuto, kCudaCores, kTensorCores };
+// The kernel kAuto resolves to for weights of `dtype` on the current device.
+GemvKernel auto_gemv_kernel(DType dtype);
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
-                        cudaStream_t stream);
+                        cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 // The same product of one x with up to kMaxMatmulOutputs matrices of one dtype and one column
 // count (fused Wq|Wk|Wv or gate|up), in one launch: each y equals matmul_small_batch(x, T, w, y)
-// bit for bit.
+// with the same kernel bit for bit.
 inline constexpr int kMaxMatmulOutputs = 4;
 struct MatmulOutput {
   DeviceWeight w;
   float* y = nullptr;
 };
 void matmul_small_batch(const float* x, std::int64_t n_tokens,
-                        std::span<const MatmulOutput> outputs, cudaStream_t stream);
+                        std::span<const MatmulOutput> outputs, cudaStream_t stream,
+                        GemvKernel kernel = GemvKernel::kAuto);
 // out = swiglu(x · gateᵀ, x · upᵀ) (gate and up of one shape and dtype), for T <= kSmallBatch, in
-// one launch: each warp reduces gate row i and up row i and stores their SwiGLU, with the same
-// bits as matmul_small_batch of each followed by swiglu().
+// one launch: a warp or block holds gate row i and up row i and stores their SwiGLU, with the same
+// bits as matmul_small_batch of each (same kernel) followed by swiglu().
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
-                   const DeviceWeight& up, float* out, cudaStream_t stream);
+                   const DeviceWeight& up, float* out, cudaStream_t stream,
+                   GemvKernel kernel = GemvKernel::kAuto);
 
 // --- quantized weights (GGUF formats run as stored; kernels/cuda/quant_rows.hpp) ---------------
 // A matrix in the CUDA backend's quantized rows: the layout quant_rows.hpp describes, built on the

@@ -1,5 +1,8 @@
 // Small-batch matrix product y[t][n] = Σ_k x[t][k] · w[n][k] for T <= kSmallBatch tokens: the
-// decode (T = 1) and verification (T = K + 1, trees of up to 64 nodes) GEMVs. Memory bound: the
+// decode (T = 1) and verification (T = K + 1, trees of up to 64 nodes) GEMVs. This file holds the
+// public entry points (argument checks, the choice of kernel: cuda_kernels.hpp's GemvKernel) and
+// the CUDA-core GEMV, which runs every dtype and is the one with a scalar reference; bf16 weights
+// go to the tensor-core GEMV (matmul_tensor_core.cu) where the device has it. Memory bound: the
 // weights are streamed once per tile of up to kTileTokens tokens.
 //
 // Design: each warp owns kRows consecutive output rows (2 for T <= 2, else 4; the warp re-uses
@@ -33,6 +36,7 @@
 // clamped valid row and not stored, so every lane stays in the shuffles.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/matmul_tensor_core.hpp"
 #include "kernels/shared_math.hpp"
 
 #include <cuda_fp16.h>
@@ -40,6 +44,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace selfspec::kernels::cuda {
 namespace {
@@ -476,21 +481,44 @@ bool check_outputs(const float* x, std::span<const MatmulOutput> outputs) {
   return vector_loads;
 }
 
+// The kernel a call runs: kAuto resolved (auto_gemv_kernel), an explicit tensor-core request
+// checked against the dtype.
+GemvKernel resolve(GemvKernel kernel, DType dtype) {
+  if (kernel == GemvKernel::kAuto) return auto_gemv_kernel(dtype);
+  if (kernel == GemvKernel::kTensorCores) {
+    require(dtype == DType::kBF16,
+            "matmul_small_batch: the tensor-core GEMV takes bf16 weights, not " +
+                std::string(dtype_name(dtype)));
+    require(detail::tensor_core_gemv_supported(),
+            "matmul_small_batch: the tensor-core GEMV needs compute capability 8.0 or above");
+  }
+  return kernel;
+}
+
 }  // namespace
 
+GemvKernel auto_gemv_kernel(DType dtype) {
+  return dtype == DType::kBF16 && detail::tensor_core_gemv_enabled() ? GemvKernel::kTensorCores
+                                                                     : GemvKernel::kCudaCores;
+}
+
 void matmul_small_batch(const float* x, std::int64_t n_tokens,
-                        std::span<const MatmulOutput> outputs, cudaStream_t stream) {
+                        std::span<const MatmulOutput> outputs, cudaStream_t stream,
+                        GemvKernel kernel) {
   require(n_tokens >= 0 && n_tokens <= kSmallBatch, "matmul_small_batch: token count " +
                                                         str(n_tokens) + " outside [0, " +
                                                         str(kSmallBatch) + "]");
   const bool vector_loads = check_outputs(x, outputs);
   if (n_tokens == 0) return;
   require(x != nullptr, "matmul_small_batch: null activations");
+  if (resolve(kernel, outputs.front().w.dtype) == GemvKernel::kTensorCores) {
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, stream);
+  }
   dispatch_dtype<false>(x, n_tokens, outputs, vector_loads, stream);
 }
 
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
-                   const DeviceWeight& up, float* out, cudaStream_t stream) {
+                   const DeviceWeight& up, float* out, cudaStream_t stream, GemvKernel kernel) {
   require(n_tokens >= 0 && n_tokens <= kSmallBatch,
           "matmul_swiglu: token count " + str(n_tokens) + " outside [0, " + str(kSmallBatch) + "]");
   require(gate.rows == up.rows,
@@ -499,13 +527,16 @@ void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& ga
   const bool vector_loads = check_outputs(x, outputs);
   if (n_tokens == 0 || gate.rows == 0) return;
   require(x != nullptr, "matmul_swiglu: null activations");
+  if (resolve(kernel, gate.dtype) == GemvKernel::kTensorCores) {
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads, stream);
+  }
   dispatch_dtype<true>(x, n_tokens, outputs, vector_loads, stream);
 }
 
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, GemvKernel kernel) {
   const MatmulOutput output{w, y};
-  matmul_small_batch(x, n_tokens, std::span<const MatmulOutput>(&output, 1), stream);
+  matmul_small_batch(x, n_tokens, std::span<const MatmulOutput>(&output, 1), stream, kernel);
 }
 
 }  // namespace selfspec::kernels::cuda

@@ -1,9 +1,10 @@
 // matmul_small_batch and the cuBLASLt prefill GEMM against the CPU matmul, for every weight dtype
-// and awkward shapes (cols not a multiple of the 16-byte chunk, one row, more rows than a block),
-// and the GPU token-count invariance contract: row t of a T-token product (T up to 64, several
-// token tiles) equals the 1-token product of x row t bit for bit, the vector-load and scalar-load
-// paths (aligned vs misaligned pointers) give identical bits, and several matrices in one launch
-// (Wq|Wk|Wv) give each matrix's own bits.
+// on the CUDA-core GEMV and bf16 on the tensor-core GEMV, at awkward shapes (cols not a multiple
+// of the 16-byte chunk or of the tensor cores' 32-element chunk, one row, more rows than a block),
+// and the GPU token-count invariance contract for both kernels: row t of a T-token product (T up
+// to 64, several token tiles) equals the 1-token product of x row t bit for bit, the vector-load
+// and scalar-load paths (aligned vs misaligned pointers) give identical bits, several matrices in
+// one launch (Wq|Wk|Wv) give each matrix's own bits, and the SwiGLU epilogue the two products'.
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,11 +57,22 @@ void expect_matmul_close(const std::vector<float>& actual, const std::vector<flo
   EXPECT_EQ(failures, 0) << what;
 }
 
-class CudaMatmulTest : public ::testing::TestWithParam<DType> {};
+// A weight dtype and the GEMV kernel that multiplies it.
+struct GemvCase {
+  DType dtype;
+  GemvKernel kernel;
+};
+constexpr GemvCase kGemvCases[] = {{DType::kF32, GemvKernel::kCudaCores},
+                                   {DType::kBF16, GemvKernel::kCudaCores},
+                                   {DType::kF16, GemvKernel::kCudaCores},
+                                   {DType::kBF16, GemvKernel::kTensorCores}};
+
+class CudaMatmulTest : public ::testing::TestWithParam<GemvCase> {};
 
 TEST_P(CudaMatmulTest, SmallBatchMatchesCpu) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam();
+  const DType dtype = GetParam().dtype;
+  const GemvKernel kernel = GetParam().kernel;
   std::mt19937 rng(21);
   for (const Shape shape : kShapes) {
     const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
@@ -73,7 +86,7 @@ TEST_P(CudaMatmulTest, SmallBatchMatchesCpu) {
       DeviceBuffer<float> d_x(x);
       DeviceBuffer<float> d_y(expected.size());
       d_y.poison();
-      matmul_small_batch(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr, kernel);
       expect_matmul_close(d_y.download(), expected, x, w, n_tokens, 1e-5, "matmul_small_batch");
     }
   }
@@ -81,7 +94,8 @@ TEST_P(CudaMatmulTest, SmallBatchMatchesCpu) {
 
 TEST_P(CudaMatmulTest, SmallBatchIsTokenCountInvariantBitForBit) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam();
+  const DType dtype = GetParam().dtype;
+  const GemvKernel kernel = GetParam().kernel;
   std::mt19937 rng(22);
   for (const Shape shape : kShapes) {
     const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
@@ -95,14 +109,14 @@ TEST_P(CudaMatmulTest, SmallBatchIsTokenCountInvariantBitForBit) {
     DeviceBuffer<float> d_one(static_cast<std::size_t>(shape.rows));
     for (std::int64_t t = 0; t < max_tokens; ++t) {
       d_one.poison();
-      matmul_small_batch(d_x.get() + t * shape.cols, 1, d_w.view, d_one.get(), nullptr);
+      matmul_small_batch(d_x.get() + t * shape.cols, 1, d_w.view, d_one.get(), nullptr, kernel);
       single[static_cast<std::size_t>(t)] = d_one.download();
     }
     for (std::int64_t n_tokens = 1; n_tokens <= max_tokens; n_tokens += n_tokens < 20 ? 1 : 7) {
       SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
       DeviceBuffer<float> d_y(static_cast<std::size_t>(n_tokens * shape.rows));
       d_y.poison();
-      matmul_small_batch(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr, kernel);
       const std::vector<float> y = d_y.download();
       for (std::int64_t t = 0; t < n_tokens; ++t) {
         const std::vector<float> row(y.begin() + t * shape.rows, y.begin() + (t + 1) * shape.rows);
@@ -114,7 +128,8 @@ TEST_P(CudaMatmulTest, SmallBatchIsTokenCountInvariantBitForBit) {
 
 TEST_P(CudaMatmulTest, VectorAndScalarLoadPathsAreBitIdentical) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam();
+  const DType dtype = GetParam().dtype;
+  const GemvKernel kernel = GetParam().kernel;
   std::mt19937 rng(23);
   for (const Shape shape : {Shape{37, 64}, Shape{67, 4096}}) {
     const StoredWeights w = random_weights(rng, dtype, shape.rows, shape.cols);
@@ -135,9 +150,9 @@ TEST_P(CudaMatmulTest, VectorAndScalarLoadPathsAreBitIdentical) {
       d_a.poison();
       d_b.poison();
       d_c.poison();
-      matmul_small_batch(d_x.get(), n_tokens, aligned.view, d_a.get(), nullptr);
-      matmul_small_batch(d_x.get(), n_tokens, misaligned.view, d_b.get(), nullptr);
-      matmul_small_batch(d_x_shifted.get() + 1, n_tokens, aligned.view, d_c.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, aligned.view, d_a.get(), nullptr, kernel);
+      matmul_small_batch(d_x.get(), n_tokens, misaligned.view, d_b.get(), nullptr, kernel);
+      matmul_small_batch(d_x_shifted.get() + 1, n_tokens, aligned.view, d_c.get(), nullptr, kernel);
       const std::vector<float> a = d_a.download();
       EXPECT_TRUE(same_bits(a, d_b.download())) << "misaligned weights";
       EXPECT_TRUE(same_bits(a, d_c.download())) << "misaligned activations";
@@ -147,7 +162,8 @@ TEST_P(CudaMatmulTest, VectorAndScalarLoadPathsAreBitIdentical) {
 
 TEST_P(CudaMatmulTest, SeveralMatricesInOneLaunchEqualTheirOwnLaunches) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam();
+  const DType dtype = GetParam().dtype;
+  const GemvKernel kernel = GetParam().kernel;
   std::mt19937 rng(26);
   for (const std::int64_t cols : {std::int64_t{64}, std::int64_t{1001}, std::int64_t{4096}}) {
     // Row counts that do not fill a warp's rows, and an empty matrix in the middle.
@@ -170,11 +186,11 @@ TEST_P(CudaMatmulTest, SeveralMatricesInOneLaunchEqualTheirOwnLaunches) {
       }
       for (std::size_t i = 0; i < rows.size(); ++i)
         outputs.push_back({device[i].view, fused[i].get()});
-      matmul_small_batch(d_x.get(), n_tokens, outputs, nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, outputs, nullptr, kernel);
       for (std::size_t i = 0; i < rows.size(); ++i) {
         DeviceBuffer<float> alone(static_cast<std::size_t>(n_tokens * rows[i]));
         alone.poison();
-        matmul_small_batch(d_x.get(), n_tokens, device[i].view, alone.get(), nullptr);
+        matmul_small_batch(d_x.get(), n_tokens, device[i].view, alone.get(), nullptr, kernel);
         EXPECT_TRUE(same_bits(fused[i].download(), alone.download())) << "matrix " << i;
       }
     }
@@ -187,15 +203,16 @@ TEST_P(CudaMatmulTest, SeveralMatricesInOneLaunchEqualTheirOwnLaunches) {
   DeviceBuffer<float> d_x(static_cast<std::size_t>(72));
   DeviceBuffer<float> d_y(static_cast<std::size_t>(16));
   const std::vector<MatmulOutput> mixed = {{d_a.view, d_y.get()}, {d_b.view, d_y.get() + 8}};
-  EXPECT_THROW(matmul_small_batch(d_x.get(), 1, mixed, nullptr), Error);
+  EXPECT_THROW(matmul_small_batch(d_x.get(), 1, mixed, nullptr, kernel), Error);
   const std::vector<MatmulOutput> too_many(kMaxMatmulOutputs + 1,
                                            MatmulOutput{d_a.view, d_y.get()});
-  EXPECT_THROW(matmul_small_batch(d_x.get(), 1, too_many, nullptr), Error);
+  EXPECT_THROW(matmul_small_batch(d_x.get(), 1, too_many, nullptr, kernel), Error);
 }
 
 TEST_P(CudaMatmulTest, SwigluEpilogueEqualsTheTwoProductsAndSwiglu) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam();
+  const DType dtype = GetParam().dtype;
+  const GemvKernel kernel = GetParam().kernel;
   std::mt19937 rng(27);
   for (const Shape shape : {Shape{37, 64}, Shape{130, 1001}, Shape{300, 4096}, Shape{5, 3}}) {
     const StoredWeights gate = random_weights(rng, dtype, shape.rows, shape.cols);
@@ -213,10 +230,10 @@ TEST_P(CudaMatmulTest, SwigluEpilogueEqualsTheTwoProductsAndSwiglu) {
       u.poison();
       reference.poison();
       fused.poison();
-      matmul_small_batch(d_x.get(), n_tokens, d_gate.view, g.get(), nullptr);
-      matmul_small_batch(d_x.get(), n_tokens, d_up.view, u.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, d_gate.view, g.get(), nullptr, kernel);
+      matmul_small_batch(d_x.get(), n_tokens, d_up.view, u.get(), nullptr, kernel);
       swiglu(g.get(), u.get(), reference.get(), static_cast<std::int64_t>(n), nullptr);
-      matmul_swiglu(d_x.get(), n_tokens, d_gate.view, d_up.view, fused.get(), nullptr);
+      matmul_swiglu(d_x.get(), n_tokens, d_gate.view, d_up.view, fused.get(), nullptr, kernel);
       EXPECT_TRUE(same_bits(fused.download(), reference.download()));
     }
   }
@@ -226,12 +243,14 @@ TEST_P(CudaMatmulTest, SwigluEpilogueEqualsTheTwoProductsAndSwiglu) {
   const DeviceWeights d_other = upload_weights(other);
   DeviceBuffer<float> d_x(static_cast<std::size_t>(64));
   DeviceBuffer<float> d_y(static_cast<std::size_t>(5));
-  EXPECT_THROW(matmul_swiglu(d_x.get(), 1, d_small.view, d_other.view, d_y.get(), nullptr), Error);
+  EXPECT_THROW(matmul_swiglu(d_x.get(), 1, d_small.view, d_other.view, d_y.get(), nullptr, kernel),
+               Error);
 }
 
 TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam();
+  const DType dtype = GetParam().dtype;
+  if (GetParam().kernel == GemvKernel::kTensorCores) GTEST_SKIP() << "cuBLASLt: once per dtype";
   // x is rounded to the weight dtype first: bf16 keeps 8 mantissa bits, f16 11.
   const double rel = dtype == DType::kF32 ? 1e-5 : 1e-2;
   std::mt19937 rng(24);
@@ -261,10 +280,49 @@ TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, CudaMatmulTest, ::testing::ValuesIn(kAllDtypes),
+INSTANTIATE_TEST_SUITE_P(AllKernels, CudaMatmulTest, ::testing::ValuesIn(kGemvCases),
                          [](const auto& param_info) {
-                           return std::string(dtype_name(param_info.param));
+                           return std::string(dtype_name(param_info.param.dtype)) +
+                                  (param_info.param.kernel == GemvKernel::kTensorCores
+                                       ? "_tensor_cores"
+                                       : "_cuda_cores");
                          });
+
+// kAuto: bf16 on the tensor cores (compute capability >= 8.0, SELFSPEC_CUDA_GEMV unset in the
+// tests), everything else on the CUDA cores; auto's bits are the kernel's it names. The tensor
+// cores take bf16 only.
+TEST(CudaMatmulKernels, AutoPicksTheTensorCoresForBf16AndEqualsTheKernelItNames) {
+  SELFSPEC_REQUIRE_GPU();
+  EXPECT_EQ(auto_gemv_kernel(DType::kF32), GemvKernel::kCudaCores);
+  EXPECT_EQ(auto_gemv_kernel(DType::kF16), GemvKernel::kCudaCores);
+  int device = 0;
+  int major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  const char* env = std::getenv("SELFSPEC_CUDA_GEMV");
+  const bool forced_cuda_cores = env != nullptr && std::string(env) == "cuda-cores";
+  EXPECT_EQ(auto_gemv_kernel(DType::kBF16),
+            major >= 8 && !forced_cuda_cores ? GemvKernel::kTensorCores : GemvKernel::kCudaCores);
+  std::mt19937 rng(28);
+  const StoredWeights w = random_weights(rng, DType::kBF16, 300, 4096);
+  const DeviceWeights d_w = upload_weights(w);
+  const std::int64_t n_tokens = 7;
+  DeviceBuffer<float> d_x(random_floats(rng, static_cast<std::size_t>(n_tokens * 4096), 2));
+  DeviceBuffer<float> automatic(static_cast<std::size_t>(n_tokens * 300));
+  DeviceBuffer<float> named(static_cast<std::size_t>(n_tokens * 300));
+  automatic.poison();
+  named.poison();
+  matmul_small_batch(d_x.get(), n_tokens, d_w.view, automatic.get(), nullptr);
+  matmul_small_batch(d_x.get(), n_tokens, d_w.view, named.get(), nullptr,
+                     auto_gemv_kernel(DType::kBF16));
+  EXPECT_TRUE(same_bits(automatic.download(), named.download()));
+
+  const StoredWeights f32 = random_weights(rng, DType::kF32, 8, 64);
+  const DeviceWeights d_f32 = upload_weights(f32);
+  EXPECT_THROW(
+      matmul_small_batch(d_x.get(), 1, d_f32.view, named.get(), nullptr, GemvKernel::kTensorCores),
+      Error);
+}
 
 TEST(CudaMatmulEdgeCases, BadArgumentsThrowAndEmptyCallsDoNothing) {
   SELFSPEC_REQUIRE_GPU();

@@ -1,0 +1,443 @@
+// The tensor-core GEMV: y[t][n] = Σ_k x[t][k] · w[n][k] for bf16 weights and T <= kSmallBatch
+// tokens, on mma.sync.m16n8k16 (bf16 operands, f32 accumulators). Why: the CUDA-core GEMV loads
+// each activation once per lane and per 4 rows and holds kRows × T accumulators, so its cost grows
+// with T (the second GPU run: 4096 x 4096 at T = 16 took 2.8x T = 1; v(7) was 2.5); a tensor core
+// multiplies a 16-token tile by 8 rows in one instruction, so up to 16 tokens cost one weight
+// stream, and 64 cost four small tiles of the same stream.
+//
+// f32 activations on bf16 tensor cores: each x is split into three bf16 parts (hi + mid + lo == x
+// exactly, kernels/shared_math.hpp's split_to_bf16_parts) and each part multiplied in its own
+// mma; bf16 × bf16 products are exact in f32, so the weights meet all 24 bits of x, and the
+// result is as close to the exact product as an f32 loop's (the GPU tests hold it to the CPU
+// matmul within 1e-5 of Σ|x·w|).
+//
+// The canonical order, fixed by cols alone (token-count invariance, the property lossless
+// self-speculation rests on): the k axis is cut into chunks of 32 (two mma steps; the lanes'
+// k numbering is kernels/cuda/mma_layout.hpp's), chunk c belongs to split c mod kSplits, each
+// split's chunks accumulate in ascending order into one f32 accumulator per output (per chunk:
+// step 0 then step 1, each hi, mid, lo), and the kSplits split sums are added in ascending split
+// order. An output's accumulator depends only on its own token's activations and its own weight
+// row (a tensor core computes every element of D from its row of A and its column of B alone), so
+// y[t][n] does not depend on T, on where the token sits in its 16-token tile, on how many rows a
+// block holds, on the matrices sharing the launch, or on vector or scalar loads. The GPU tests
+// check this bit for bit (T = 1 .. 64 against T = 1, fused against single launches). The tensor
+// core's own summation inside one mma is not specified to the bit by the PTX ISA, so this kernel
+// has no bit-exact scalar reference: its reference is the CPU matmul, within the bound above, and
+// the CUDA-core GEMV (SELFSPEC_CUDA_GEMV=cuda-cores) remains the path with one.
+//
+// Launch: a block is kSplits = 8 warps (warp w computes split w: a fixed-order split-K inside the
+// block, so a 4096-row matrix still gives 256 blocks of 8 warps) over 8 · kRowTiles rows (16;
+// the SwiGLU form holds 8 gate rows and the up rows of the same indices) and all the launch's
+// tokens in kTokenTiles tiles of 16 (up to 8 tokens, the tile's upper half is neither loaded nor
+// split). Each warp keeps kLoadsInFlight 16-byte weight loads in flight in registers (the first
+// ones issued before the programmatic-dependent-launch wait; weights skip L1), reads activations
+// through L1 (every block reads the same ones), splits each pair into three bf16x2 registers
+// (cvt.rn.bf16x2.f32: the rounding of split_to_bf16_parts), and leaves its split sums in shared
+// memory; then the block adds them in split order and stores (SwiGLU: swiglu_value(gate, up),
+// the SwiGLU kernel's expression).
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/matmul_tensor_core.hpp"
+#include "kernels/cuda/mma_layout.hpp"
+#include "kernels/shared_math.hpp"  // swiglu_value
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+
+namespace selfspec::kernels::cuda::detail {
+namespace {
+
+constexpr int kSplits = 8;  // warps per block, and splits of the k axis (part of the order)
+constexpr int kThreads = kSplits * kWarpSize;
+constexpr int kParts = 3;  // bf16 parts of an activation
+constexpr int kSteps = mma::kChunk / mma::kStepK;
+// Weight loads in flight per lane: kDepth chunks × matrices × row tiles of 16 bytes.
+constexpr int kLoadsInFlight = 8;
+
+// A launch's matrices: blocks [first_block, next first_block) belong to matrix i.
+struct TileSegment {
+  const std::uint16_t* w = nullptr;
+  std::int64_t rows = 0;
+  float* y = nullptr;
+  std::int64_t first_block = 0;
+};
+struct TileSegments {
+  TileSegment s[kMaxMatmulOutputs];
+  int count = 0;
+  std::int64_t total_blocks = 0;
+};
+
+// The lane's 16-byte group of weight row `row` at element k0 (zeros past the rows and the
+// columns; the same values with vector or element loads). Weights are read once per forward:
+// they skip L1, which keeps the activations.
+__device__ __forceinline__ uint4 load_weight_group(const std::uint16_t* __restrict__ w,
+                                                   std::int64_t rows, std::int64_t cols,
+                                                   std::int64_t row, std::int64_t k0,
+                                                   bool vector_loads) {
+  uint4 out = make_uint4(0u, 0u, 0u, 0u);
+  if (row >= rows || k0 >= cols) return out;
+  const std::uint16_t* p = w + row * cols + k0;
+  if (vector_loads) {  // cols % 8 == 0: the group is whole
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(out.x), "=r"(out.y), "=r"(out.z), "=r"(out.w)
+        : "l"(p));
+    return out;
+  }
+  unsigned words[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int e = 0; e < mma::kGroupElements; ++e) {
+    if (k0 + e < cols) {
+      const unsigned bits = __ldg(reinterpret_cast<const unsigned short*>(p + e));
+      words[e / 2] |= bits << (16 * (e % 2));
+    }
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// The lane's 8 activations of token `token` at element k0 (zeros past the tokens and columns).
+__device__ __forceinline__ void load_activation_group(const float* __restrict__ x,
+                                                      std::int64_t n_tokens, std::int64_t cols,
+                                                      std::int64_t token, std::int64_t k0,
+                                                      bool vector_loads, float (&out)[8]) {
+#pragma unroll
+  for (int e = 0; e < mma::kGroupElements; ++e) out[e] = 0.0f;
+  if (token >= n_tokens || k0 >= cols) return;
+  const float* p = x + token * cols + k0;
+  if (vector_loads) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    out[0] = a.x;
+    out[1] = a.y;
+    out[2] = a.z;
+    out[3] = a.w;
+    out[4] = b.x;
+    out[5] = b.y;
+    out[6] = b.z;
+    out[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < mma::kGroupElements; ++e) {
+    if (k0 + e < cols) out[e] = __ldg(p + e);
+  }
+}
+
+// d += a · b on the tensor cores (16 × 8 × 16, bf16 inputs, f32 accumulators).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4],
+                                         const unsigned (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();  // never launched: tensor_core_gemv_enabled() requires compute capability 8.0
+#endif
+}
+
+// Two activations (x0 at the lower k) as one bf16x2 register, rounded to nearest even by the
+// hardware (cvt.rn.bf16x2.f32: the rounding of kernels/shared_math.hpp's float_to_bf16_bits for
+// every value but NaN), x0 in the low half as the mma reads it.
+__device__ __forceinline__ unsigned pack_bf16x2(float x0, float x1) {
+  unsigned packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(x1), "f"(x0));
+  return packed;
+}
+__device__ __forceinline__ float low_half(unsigned packed) {
+  return __uint_as_float(packed << 16);
+}
+__device__ __forceinline__ float high_half(unsigned packed) {
+  return __uint_as_float(packed & 0xffff0000u);
+}
+
+// The three bf16 parts of two activations, as split_to_bf16_parts (kernels/shared_math.hpp)
+// makes them: part[0] = hi, part[1] = mid, part[2] = lo, each a bf16x2 register.
+__device__ __forceinline__ void split_pair(float x0, float x1, unsigned (&part)[kParts]) {
+  part[0] = pack_bf16x2(x0, x1);
+  const float rest0 = __fsub_rn(x0, low_half(part[0]));
+  const float rest1 = __fsub_rn(x1, high_half(part[0]));
+  part[1] = pack_bf16x2(rest0, rest1);
+  part[2] = pack_bf16x2(__fsub_rn(rest0, low_half(part[1])), __fsub_rn(rest1, high_half(part[1])));
+}
+
+// The A operands (activation parts) of one 16-token tile for both steps of a chunk, from the
+// lane's groups of tokens `group` (lower) and `group + 8` (upper; all zero unless kUpper). The
+// elements 2i and 2i + 1 of a group share a register (mma_layout.hpp; kernels_test checks it).
+template <bool kUpper>
+__device__ __forceinline__ void activation_operands(const float (&lower)[8],
+                                                    const float (&upper)[8],
+                                                    unsigned (&a)[kParts][kSteps][4]) {
+#pragma unroll
+  for (int p = 0; p < kParts; ++p) {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[p][s][r] = 0u;
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < (kUpper ? 2 : 1); ++u) {
+#pragma unroll
+    for (int e = 0; e < mma::kGroupElements; e += 2) {
+      unsigned part[kParts];
+      if (u == 0) {
+        split_pair(lower[e], lower[e + 1], part);
+      } else {
+        split_pair(upper[e], upper[e + 1], part);
+      }
+      const mma::Slot slot = mma::a_slot(e, u);
+#pragma unroll
+      for (int p = 0; p < kParts; ++p) a[p][slot.step][slot.reg] = part[p];
+    }
+  }
+}
+
+// Register `reg` of step `step` of a lane's weight group: a word of the 16-byte load, as loaded.
+__device__ __forceinline__ unsigned weight_word(const uint4& v, int step, int reg) {
+  const int word = mma::b_word(step, reg);
+  return word == 0 ? v.x : (word == 1 ? v.y : (word == 2 ? v.z : v.w));
+}
+
+// One chunk into the accumulators: per token tile, both steps, each part in order hi, mid, lo.
+template <int kTokenTiles, bool kUpper, int kMats, int kRowTiles>
+__device__ __forceinline__ void accumulate_chunk(const float* __restrict__ x, std::int64_t n_tokens,
+                                                 std::int64_t cols, std::int64_t k0, int group,
+                                                 bool vector_loads,
+                                                 const uint4 (&w)[kMats][kRowTiles],
+                                                 float (&acc)[kTokenTiles][kMats][kRowTiles][4]) {
+#pragma unroll
+  for (int tt = 0; tt < kTokenTiles; ++tt) {
+    float lower[8];
+    float upper[8];
+    const std::int64_t token = std::int64_t{tt} * mma::kTileTokens + group;
+    load_activation_group(x, n_tokens, cols, token, k0, vector_loads, lower);
+    if constexpr (kUpper)
+      load_activation_group(x, n_tokens, cols, token + 8, k0, vector_loads, upper);
+    unsigned a[kParts][kSteps][4];
+    activation_operands<kUpper>(lower, upper, a);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+      for (int p = 0; p < kParts; ++p) {
+#pragma unroll
+        for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+          for (int j = 0; j < kRowTiles; ++j) {
+            const unsigned b[2] = {weight_word(w[m][j], s, 0), weight_word(w[m][j], s, 1)};
+            mma_bf16(acc[tt][m][j], a[p][s], b);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int kMats, int kRowTiles>
+__device__ __forceinline__ void load_weights(const std::uint16_t* const (&w)[kMats],
+                                             std::int64_t rows, std::int64_t cols,
+                                             std::int64_t row0, std::int64_t chunk,
+                                             std::int64_t n_chunks, int lane, bool vector_loads,
+                                             uint4 (&out)[kMats][kRowTiles]) {
+  const std::int64_t k0 = chunk * mma::kChunk + mma::lane_first_element(lane);
+#pragma unroll
+  for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+    for (int j = 0; j < kRowTiles; ++j) {
+      const std::int64_t row = row0 + std::int64_t{j} * mma::kTileRows + mma::lane_group(lane);
+      out[m][j] = chunk < n_chunks ? load_weight_group(w[m], rows, cols, row, k0, vector_loads)
+                                   : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
+template <int kTokenTiles, bool kUpper, int kRowTiles, bool kSwiglu>
+__global__ void __launch_bounds__(kThreads)
+    tensor_core_gemv_kernel(const float* __restrict__ x, std::int64_t n_tokens,
+                            const TileSegments segments, std::int64_t cols, bool vector_loads) {
+  constexpr int kMats = kSwiglu ? 2 : 1;
+  constexpr int kBlockRows = mma::kTileRows * kRowTiles;
+  constexpr int kBlockTokens = mma::kTileTokens * kTokenTiles;
+  constexpr int kDepth = kLoadsInFlight / (kMats * kRowTiles);
+  static_assert(kDepth >= 1, "at least one chunk in flight");
+  __shared__ float split_sums[kSplits][kMats][kBlockTokens][kBlockRows];
+
+  allow_dependents();
+  const std::int64_t block = blockIdx.x;
+  if (block >= segments.total_blocks) return;  // block-uniform; before any barrier
+  // This block's matrix (selected without dynamic indexing of the parameter array).
+  const std::uint16_t* w_first = segments.s[0].w;
+  std::int64_t rows = segments.s[0].rows;
+  float* y = segments.s[0].y;
+  std::int64_t first_block = 0;
+  if constexpr (!kSwiglu) {
+#pragma unroll
+    for (int i = 1; i < kMaxMatmulOutputs; ++i) {
+      if (i < segments.count && block >= segments.s[i].first_block) {
+        w_first = segments.s[i].w;
+        rows = segments.s[i].rows;
+        y = segments.s[i].y;
+        first_block = segments.s[i].first_block;
+      }
+    }
+  }
+  const std::uint16_t* w[kMats];
+  w[0] = w_first;
+  if constexpr (kSwiglu) w[kMats - 1] = segments.s[1].w;
+  const std::int64_t row0 = (block - first_block) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const std::int64_t n_chunks = (cols + mma::kChunk - 1) / mma::kChunk;
+
+  // The first kDepth chunks of this warp's split: weights only, before waiting for the kernel
+  // before this one.
+  uint4 ring[kDepth][kMats][kRowTiles];
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    load_weights<kMats, kRowTiles>(w, rows, cols, row0, warp + std::int64_t{d} * kSplits, n_chunks,
+                                   lane, vector_loads, ring[d]);
+  }
+  wait_for_prerequisites();
+
+  float acc[kTokenTiles][kMats][kRowTiles][4];
+#pragma unroll
+  for (int tt = 0; tt < kTokenTiles; ++tt) {
+#pragma unroll
+    for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[tt][m][j][i] = 0.0f;
+      }
+    }
+  }
+  const int group = mma::lane_group(lane);
+  constexpr std::int64_t kStride = std::int64_t{kDepth} * kSplits;
+  for (std::int64_t base = warp; base < n_chunks; base += kStride) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const std::int64_t chunk = base + std::int64_t{d} * kSplits;
+      if (chunk < n_chunks) {  // warp-uniform
+        uint4 current[kMats][kRowTiles];
+#pragma unroll
+        for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+          for (int j = 0; j < kRowTiles; ++j) current[m][j] = ring[d][m][j];
+        }
+        load_weights<kMats, kRowTiles>(w, rows, cols, row0, chunk + kStride, n_chunks, lane,
+                                       vector_loads, ring[d]);
+        accumulate_chunk<kTokenTiles, kUpper, kMats, kRowTiles>(
+            x, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane), group,
+            vector_loads, current, acc);
+      }
+    }
+  }
+
+  // Split sums to shared memory, then added in split order.
+#pragma unroll
+  for (int tt = 0; tt < kTokenTiles; ++tt) {
+#pragma unroll
+    for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const mma::Cell cell = mma::c_cell(lane, i);
+          split_sums[warp][m][tt * mma::kTileTokens + cell.token][j * mma::kTileRows + cell.row] =
+              acc[tt][m][j][i];
+        }
+      }
+    }
+  }
+  __syncthreads();
+  for (int index = static_cast<int>(threadIdx.x); index < kBlockTokens * kBlockRows;
+       index += kThreads) {
+    const int token = index / kBlockRows;
+    const int r = index % kBlockRows;
+    if (token >= n_tokens || row0 + r >= rows) continue;
+    float sums[kMats];
+#pragma unroll
+    for (int m = 0; m < kMats; ++m) {
+      float sum = split_sums[0][m][token][r];
+#pragma unroll
+      for (int s = 1; s < kSplits; ++s) sum += split_sums[s][m][token][r];
+      sums[m] = sum;
+    }
+    y[token * rows + row0 + r] = kSwiglu ? swiglu_value(sums[0], sums[kMats - 1]) : sums[0];
+  }
+}
+
+template <int kRowTiles>
+TileSegments make_segments(std::span<const MatmulOutput> outputs, bool swiglu) {
+  constexpr std::int64_t kBlockRows = std::int64_t{mma::kTileRows} * kRowTiles;
+  TileSegments segments;
+  if (swiglu) {  // {gate (its y the output), up}: blocks over the gate rows
+    const MatmulOutput& gate = outputs[0];
+    segments.count = 2;
+    segments.s[0] = {static_cast<const std::uint16_t*>(gate.w.data), gate.w.rows, gate.y, 0};
+    segments.s[1] = {static_cast<const std::uint16_t*>(outputs[1].w.data), outputs[1].w.rows,
+                     nullptr, 0};
+    segments.total_blocks = (gate.w.rows + kBlockRows - 1) / kBlockRows;
+    return segments;
+  }
+  for (const MatmulOutput& out : outputs) {
+    if (out.w.rows == 0) continue;
+    TileSegment& s = segments.s[segments.count++];
+    s.w = static_cast<const std::uint16_t*>(out.w.data);
+    s.rows = out.w.rows;
+    s.y = out.y;
+    s.first_block = segments.total_blocks;
+    segments.total_blocks += (out.w.rows + kBlockRows - 1) / kBlockRows;
+  }
+  return segments;
+}
+
+template <int kTokenTiles, bool kUpper, int kRowTiles, bool kSwiglu>
+void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+            bool vector_loads, cudaStream_t stream) {
+  const TileSegments segments = make_segments<kRowTiles>(outputs, kSwiglu);
+  if (segments.total_blocks == 0) return;
+  require(segments.total_blocks <= std::int64_t{0x7fffffff},
+          "matmul_small_batch: too many rows for one launch");
+  launch_dependent(tensor_core_gemv_kernel<kTokenTiles, kUpper, kRowTiles, kSwiglu>,
+                   dim3(static_cast<unsigned>(segments.total_blocks)), dim3(kThreads), stream, x,
+                   n_tokens, segments, outputs.front().w.cols, vector_loads);
+}
+
+// Tiles by token count: up to 8 tokens one tile whose upper 8 tokens are known to be empty (no
+// loads, no split), up to 16 one full tile, then 2 or 4 tiles. 16 rows a block (each activation
+// split serves two row tiles); the SwiGLU form holds 8 rows of each of its two matrices.
+template <bool kSwiglu>
+void dispatch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+              bool vector_loads, cudaStream_t stream) {
+  constexpr int kRowTiles = kSwiglu ? 1 : 2;
+  if (n_tokens <= 8) {
+    return launch<1, false, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+  }
+  if (n_tokens <= 16) {
+    return launch<1, true, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+  }
+  if (n_tokens <= 32) {
+    return launch<2, true, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+  }
+  launch<4, true, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+}
+
+}  // namespace
+
+void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
+                         std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
+                         cudaStream_t stream) {
+  require(n_tokens >= 1 && n_tokens <= kSmallBatch,
+          "matmul_small_batch (tensor cores): token count " + str(n_tokens) + " outside [1, " +
+              str(kSmallBatch) + "]");
+  require(outputs.front().w.dtype == DType::kBF16,
+          "matmul_small_batch (tensor cores): bf16 weights only, got " +
+              std::string(dtype_name(outputs.front().w.dtype)));
+  if (swiglu) return dispatch<true>(x, n_tokens, outputs, vector_loads, stream);
+  dispatch<false>(x, n_tokens, outputs, vector_loads, stream);
+}
+
+}  // namespace selfspec::kernels::cuda::detail

@@ -1,0 +1,30 @@
+// The tensor-core GEMV for bf16 weights (matmul_tensor_core.cu), behind matmul_small_batch and
+// matmul_swiglu (matmul_small_batch.cu checks the arguments and picks the kernel).
+#pragma once
+
+#include "kernels/cuda/cuda_kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+
+namespace selfspec::kernels::cuda::detail {
+
+// y = x · Wᵀ for every output (bf16 weights of one cols, 1 <= n_tokens <= kSmallBatch), or, with
+// `swiglu`, outputs[0].y = swiglu(x · gateᵀ, x · upᵀ) for outputs = {gate, up}. vector_loads:
+// cols a multiple of 8 and x and every matrix 16-byte aligned (the same values are loaded either
+// way, so the bits do not depend on it).
+void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
+                         std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
+                         cudaStream_t stream);
+
+// Whether the current device can run the tensor-core GEMV: compute capability 8.0 or above (bf16
+// mma.sync).
+bool tensor_core_gemv_supported();
+// Whether kAuto picks it for bf16 weights: supported, and SELFSPEC_CUDA_GEMV is not "cuda-cores"
+// (read once per process: auto, tensor-cores or cuda-cores, unset meaning auto; any other value
+// throws).
+bool tensor_core_gemv_enabled();
+
+}  // namespace selfspec::kernels::cuda::detail
