@@ -1,8 +1,11 @@
 // Microbenchmarks of the CUDA kernels (Google Benchmark, manual time from CUDA events).
 //
 // Decode and verification matmuls (matmul_small_batch, bf16 4096 x 4096 at T = 1 .. 64, the
-// verification cost curve; 11008 x 4096 at T = 1 / 4 / 8; and the fused launches of a LLaMA-7B
-// layer, Wq|Wk|Wv = 3 x 4096 rows and gate|up = 2 x 11008 rows, at T = 1) are memory bound: each
+// verification cost curve; 11008 x 4096 at T = 1 / 4 / 8; the fused launches of a LLaMA-7B
+// layer, Wq|Wk|Wv = 3 x 4096 rows and gate|up = 2 x 11008 rows, at T = 1; gate|up with the SwiGLU
+// epilogue at T = 1 / 8), on the kernel the engine picks (kAuto: the tensor cores for bf16 where
+// the device has them) and again on the CUDA-core GEMV (matmul_cuda_cores/..., matmul_swiglu_
+// cuda_cores/...), side by side, are memory bound: each
 // call uses the next of several copies of the weight matrices, the copies together much larger
 // than the L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so GB/s is HBM bandwidth (weights
 // + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512) reports TFLOP/s. Decode
@@ -184,7 +187,7 @@ void guarded(benchmark::State& state, Body body) {
 }
 
 void bm_matmul_small_batch(benchmark::State& state, std::int64_t rows, std::int64_t cols,
-                           std::int64_t n_tokens) {
+                           std::int64_t n_tokens, GemvKernel kernel) {
   guarded(state, [&] {
     const Stream stream;
     const Pool weights = make_pool(DType::kBF16, static_cast<std::size_t>(rows * cols), 1);
@@ -195,7 +198,30 @@ void bm_matmul_small_batch(benchmark::State& state, std::int64_t rows, std::int6
     run_timed(state, stream, bytes, 2.0 * static_cast<double>(n_tokens * rows * cols),
               [&](std::int64_t call) {
                 const DeviceWeight w{DType::kBF16, weights.copy(call), rows, cols};
-                matmul_small_batch(x.get<float>(), n_tokens, w, y.get<float>(), stream.get());
+                matmul_small_batch(x.get<float>(), n_tokens, w, y.get<float>(), stream.get(),
+                                   kernel);
+              });
+  });
+}
+
+// The gate|up GEMV with the SwiGLU in its epilogue (one launch over both matrices).
+void bm_matmul_swiglu(benchmark::State& state, std::int64_t rows, std::int64_t cols,
+                      std::int64_t n_tokens, GemvKernel kernel) {
+  guarded(state, [&] {
+    const Stream stream;
+    const std::size_t matrix = static_cast<std::size_t>(rows * cols);
+    const Pool weights = make_pool(DType::kBF16, matrix * 2, 15);
+    const DeviceMemory x =
+        random_device(DType::kF32, static_cast<std::size_t>(n_tokens * cols), 16);
+    const DeviceMemory y(static_cast<std::size_t>(n_tokens * rows) * sizeof(float));
+    const double bytes = static_cast<double>(2 * rows * cols) * 2.0 +
+                         static_cast<double>(n_tokens * (cols + rows)) * 4.0;
+    run_timed(state, stream, bytes, 4.0 * static_cast<double>(n_tokens * rows * cols),
+              [&](std::int64_t call) {
+                const DeviceWeight gate{DType::kBF16, weights.copy(call), rows, cols};
+                const DeviceWeight up{DType::kBF16, weights.copy(call) + matrix * 2, rows, cols};
+                matmul_swiglu(x.get<float>(), n_tokens, gate, up, y.get<float>(), stream.get(),
+                              kernel);
               });
   });
 }
@@ -493,12 +519,18 @@ void register_benchmarks() {
     const std::vector<std::int64_t> sweep =
         rows == 4096 ? std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}
                      : std::vector<std::int64_t>{1, 4, 8};
-    for (const std::int64_t t : sweep) {
-      const std::string name = "matmul_small_batch/bf16/" + std::to_string(rows) + "x" +
-                               std::to_string(cols) + "/T:" + std::to_string(t);
-      configure(benchmark::RegisterBenchmark(name.c_str(), [rows, cols, t](benchmark::State& s) {
-        bm_matmul_small_batch(s, rows, cols, t);
-      }));
+    // matmul_small_batch: the kernel the engine runs (kAuto); matmul_cuda_cores: the CUDA-core
+    // GEMV beside it (the tensor cores' gain, or the same kernel where auto picks it).
+    for (const auto& [prefix, kernel] : {std::pair{"matmul_small_batch", GemvKernel::kAuto},
+                                         std::pair{"matmul_cuda_cores", GemvKernel::kCudaCores}}) {
+      for (const std::int64_t t : sweep) {
+        const std::string name = std::string(prefix) + "/bf16/" + std::to_string(rows) + "x" +
+                                 std::to_string(cols) + "/T:" + std::to_string(t);
+        configure(benchmark::RegisterBenchmark(name.c_str(),
+                                               [rows, cols, t, kernel](benchmark::State& s) {
+                                                 bm_matmul_small_batch(s, rows, cols, t, kernel);
+                                               }));
+      }
     }
     for (const std::int64_t t : {64, 512}) {
       const std::string name = "cublaslt/bf16/" + std::to_string(rows) + "x" +
@@ -514,6 +546,16 @@ void register_benchmarks() {
     configure(benchmark::RegisterBenchmark(name.c_str(), [parts, rows](benchmark::State& s) {
       bm_matmul_fused(s, parts, rows, 4096);
     }));
+  }
+  for (const auto& [prefix, kernel] :
+       {std::pair{"matmul_swiglu", GemvKernel::kAuto},
+        std::pair{"matmul_swiglu_cuda_cores", GemvKernel::kCudaCores}}) {
+    for (const std::int64_t t : {1, 8}) {
+      const std::string name = std::string(prefix) + "/bf16/2x11008x4096/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(name.c_str(), [t, kernel](benchmark::State& s) {
+        bm_matmul_swiglu(s, 11008, 4096, t, kernel);
+      }));
+    }
   }
   for (const auto& [type, format] : {std::pair{GgmlType::kQ4_0, WeightFormat::kQ4_0},
                                      std::pair{GgmlType::kQ8_0, WeightFormat::kQ8_0},

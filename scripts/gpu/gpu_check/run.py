@@ -155,6 +155,10 @@ def gpu_checks(c):
         ("bench_7b_graphs_on", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs on; "
          "v(gamma) for gamma = 1 .. 15", 200,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=15), False),
+        ("bench_7b_gemv_cuda_cores", "the same decode bench with the bf16 GEMVs on the CUDA "
+         "cores (SELFSPEC_CUDA_GEMV=cuda-cores): the tensor-core GEMV's gain; v(gamma) 1 .. 8",
+         150, partial(step_decode_bench, c, graphs="on", verify_cost_max=8, gemv="cuda-cores"),
+         False),
         ("bench_7b_q4k", "decode bench, LLaMA-2-7B geometry, synthetic Q4_K run as stored, "
          "graphs on; v(gamma) for gamma = 1 .. 8", 150,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=8, weights="q4_k"), False),
