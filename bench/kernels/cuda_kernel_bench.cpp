@@ -3,11 +3,12 @@
 // Decode and verification matmuls (matmul_small_batch, bf16 4096 x 4096 at T = 1 .. 64, the
 // verification cost curve; 11008 x 4096 at T = 1 / 4 / 8; the fused launches of a LLaMA-7B
 // layer, Wq|Wk|Wv = 3 x 4096 rows and gate|up = 2 x 11008 rows, at T = 1; gate|up with the SwiGLU
-// epilogue at T = 1 / 8), on the kernel the engine picks (kAuto: the tensor cores for bf16 where
-// the device has them) and again on the CUDA-core GEMV (matmul_cuda_cores/..., matmul_swiglu_
-// cuda_cores/...), side by side, are memory bound: each
-// call uses the next of several copies of the weight matrices, the copies together much larger
-// than the L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so GB/s is HBM bandwidth (weights
+// epilogue at T = 1 / 8; the tensor cores' fused forms at T = 1: Wq|Wk|Wv with the RMSNorm
+// folded in, and o adding into the residual stream), on the kernel the engine picks (kAuto: the
+// tensor cores for bf16 where the device has them) and again on the CUDA-core GEMV
+// (matmul_cuda_cores/..., matmul_swiglu_ cuda_cores/...), side by side, are memory bound: each call
+// uses the next of several copies of the weight matrices, the copies together much larger than the
+// L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so GB/s is HBM bandwidth (weights
 // + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512) reports TFLOP/s. Decode
 // attention (T = 1 over 160 / 1k / 4k / 16k cached slots, 32 query heads, 8 KV heads, head_dim
 // 128, an f32 and a bf16 KV cache) rotates over KV-cache copies the same way and reports GB/s of K
@@ -24,6 +25,7 @@
 #include "backend/quant_rows_builder.hpp"
 #include "core/cuda_check.hpp"
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 #include "kernels/cpu/ggml_dequantize.hpp"
 #include "kernels/cpu/ggml_quantize.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -227,6 +229,41 @@ void bm_matmul_swiglu(benchmark::State& state, std::int64_t rows, std::int64_t c
 }
 
 // One launch over `parts` matrices of rows x cols each (a fused Wq|Wk|Wv or gate|up), T = 1.
+// The tensor-core GEMV's fused forms at T = 1: `parts` matrices with the RMSNorm folded in
+// (Wq|Wk|Wv), or one matrix adding into the residual stream (o, down).
+void bm_matmul_fused_form(benchmark::State& state, std::int64_t parts, std::int64_t rows,
+                          std::int64_t cols, bool accumulate) {
+  guarded(state, [&] {
+    if (!fused_gemv_available(DType::kBF16)) throw Error("no tensor-core GEMV on this device");
+    const Stream stream;
+    const std::size_t matrix = static_cast<std::size_t>(rows * cols);
+    const Pool weights = make_pool(DType::kBF16, matrix * static_cast<std::size_t>(parts), 17);
+    const DeviceMemory x = random_device(DType::kF32, static_cast<std::size_t>(cols), 18);
+    const DeviceMemory g = random_device(DType::kF32, static_cast<std::size_t>(cols), 19);
+    const DeviceMemory y(static_cast<std::size_t>(parts * rows) * sizeof(float));
+    const double bytes =
+        static_cast<double>(parts * rows * cols) * 2.0 +
+        static_cast<double>(cols * (accumulate ? 1 : 2) + parts * rows * (accumulate ? 2 : 1)) *
+            4.0;
+    run_timed(
+        state, stream, bytes, 2.0 * static_cast<double>(parts * rows * cols),
+        [&](std::int64_t call) {
+          std::vector<MatmulOutput> outputs;
+          for (std::int64_t i = 0; i < parts; ++i) {
+            const DeviceWeight w{DType::kBF16,
+                                 weights.copy(call) + static_cast<std::size_t>(i) * matrix * 2,
+                                 rows, cols};
+            outputs.push_back({w, y.get<float>() + i * rows});
+          }
+          if (accumulate) {
+            matmul_accumulate(x.get<float>(), 1, outputs.front().w, y.get<float>(), stream.get());
+          } else {
+            matmul_normed(x.get<float>(), g.get<float>(), 1e-5F, 1, outputs, stream.get());
+          }
+        });
+  });
+}
+
 void bm_matmul_fused(benchmark::State& state, std::int64_t parts, std::int64_t rows,
                      std::int64_t cols) {
   guarded(state, [&] {
@@ -547,6 +584,13 @@ void register_benchmarks() {
       bm_matmul_fused(s, parts, rows, 4096);
     }));
   }
+  configure(benchmark::RegisterBenchmark(
+      "matmul_normed/bf16/3x4096x4096/T:1",
+      [](benchmark::State& s) { bm_matmul_fused_form(s, 3, 4096, 4096, false); }));
+  configure(benchmark::RegisterBenchmark(
+      "matmul_accumulate/bf16/4096x4096/T:1",
+      [](benchmark::State& s) { bm_matmul_fused_form(s, 1, 4096, 4096, true); }));
+
   for (const auto& [prefix, kernel] :
        {std::pair{"matmul_swiglu", GemvKernel::kAuto},
         std::pair{"matmul_swiglu_cuda_cores", GemvKernel::kCudaCores}}) {

@@ -182,6 +182,24 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
                    const DeviceWeight& up, float* out, cudaStream_t stream,
                    GemvKernel kernel = GemvKernel::kAuto);
+// The tensor-core GEMV's fused forms, offered where auto_gemv_kernel(dtype) is the tensor cores
+// (fused_gemv_available; they throw elsewhere), T <= kSmallBatch, each token-count invariant:
+// * matmul_normed: ys = rmsnorm(x) · Wᵀ with the norm folded into the product,
+//   y[t][n] = r_t · Σ_k w[n][k] · (g[k] · x[t][k]), r_t = 1 / sqrt(Σ_k x[t][k]² / cols + eps)
+//   (the squares summed in the kernel's fixed order, in f32; the normalised x is never stored).
+//   Within rounding of rmsnorm then matmul_small_batch, not their bits. Several matrices of one
+//   cols in one launch, each output its own launch's bits.
+// * matmul_normed_swiglu: out = swiglu of the two normed products (gate|up in one launch).
+// * matmul_accumulate: y += x · Wᵀ, the residual add in the epilogue (each y element read and
+//   written by one thread after the product: matmul_small_batch then add_inplace, bit for bit).
+bool fused_gemv_available(DType dtype);
+void matmul_normed(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
+                   std::span<const MatmulOutput> outputs, cudaStream_t stream);
+void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
+                          std::int64_t n_tokens, const DeviceWeight& gate, const DeviceWeight& up,
+                          float* out, cudaStream_t stream);
+void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
+                       cudaStream_t stream);
 
 // --- quantized weights (GGUF formats run as stored; kernels/cuda/quant_rows.hpp) ---------------
 // A matrix in the CUDA backend's quantized rows: the layout quant_rows.hpp describes, built on the

@@ -512,7 +512,7 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
   if (n_tokens == 0) return;
   require(x != nullptr, "matmul_small_batch: null activations");
   if (resolve(kernel, outputs.front().w.dtype) == GemvKernel::kTensorCores) {
-    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, stream);
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, {}, stream);
   }
   dispatch_dtype<false>(x, n_tokens, outputs, vector_loads, stream);
 }
@@ -528,9 +528,63 @@ void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& ga
   if (n_tokens == 0 || gate.rows == 0) return;
   require(x != nullptr, "matmul_swiglu: null activations");
   if (resolve(kernel, gate.dtype) == GemvKernel::kTensorCores) {
-    return detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads, stream);
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads, {}, stream);
   }
   dispatch_dtype<true>(x, n_tokens, outputs, vector_loads, stream);
+}
+
+bool fused_gemv_available(DType dtype) {
+  return auto_gemv_kernel(dtype) == GemvKernel::kTensorCores;
+}
+
+namespace {
+
+// The checks of a fused tensor-core launch: the token count, the outputs (check_outputs), bf16
+// on a device whose auto kernel is the tensor cores. Returns whether vector loads apply.
+bool check_fused(const char* what, const float* x, std::int64_t n_tokens,
+                 std::span<const MatmulOutput> outputs) {
+  require(n_tokens >= 0 && n_tokens <= kSmallBatch, std::string(what) + ": token count " +
+                                                        str(n_tokens) + " outside [0, " +
+                                                        str(kSmallBatch) + "]");
+  const bool vector_loads = check_outputs(x, outputs);
+  require(fused_gemv_available(outputs.front().w.dtype),
+          std::string(what) + ": needs bf16 weights on the tensor-core GEMV (auto_gemv_kernel)");
+  require(n_tokens == 0 || x != nullptr, std::string(what) + ": null activations");
+  return vector_loads;
+}
+
+}  // namespace
+
+void matmul_normed(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
+                   std::span<const MatmulOutput> outputs, cudaStream_t stream) {
+  const bool vector_loads = check_fused("matmul_normed", x, n_tokens, outputs);
+  require(norm_weight != nullptr, "matmul_normed: null norm weight");
+  if (n_tokens == 0) return;
+  detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, {norm_weight, eps, false},
+                              stream);
+}
+
+void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
+                          std::int64_t n_tokens, const DeviceWeight& gate, const DeviceWeight& up,
+                          float* out, cudaStream_t stream) {
+  require(gate.rows == up.rows,
+          "matmul_normed_swiglu: gate has " + str(gate.rows) + " rows, up " + str(up.rows));
+  const MatmulOutput outputs[] = {{gate, out}, {up, out}};
+  const bool vector_loads = check_fused("matmul_normed_swiglu", x, n_tokens, outputs);
+  require(norm_weight != nullptr, "matmul_normed_swiglu: null norm weight");
+  if (n_tokens == 0 || gate.rows == 0) return;
+  detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads, {norm_weight, eps, false},
+                              stream);
+}
+
+void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
+                       cudaStream_t stream) {
+  const MatmulOutput output{w, y};
+  const std::span<const MatmulOutput> outputs(&output, 1);
+  const bool vector_loads = check_fused("matmul_accumulate", x, n_tokens, outputs);
+  if (n_tokens == 0) return;
+  detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, {nullptr, 0.0f, true},
+                              stream);
 }
 
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,

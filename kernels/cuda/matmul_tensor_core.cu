@@ -201,21 +201,47 @@ __device__ __forceinline__ unsigned weight_word(const uint4& v, int step, int re
   return word == 0 ? v.x : (word == 1 ? v.y : (word == 2 ? v.z : v.w));
 }
 
+// The norm's weight over the lane's group (zeros past the columns), as load_activation_group.
+__device__ __forceinline__ void load_norm_group(const float* __restrict__ g, std::int64_t cols,
+                                                std::int64_t k0, bool vector_loads,
+                                                float (&out)[8]) {
+  load_activation_group(g, 1, cols, 0, k0, vector_loads, out);
+}
+
+// RMSNorm folded into the product (Form::norm): the group's squares go into the token's sum of
+// squares (ascending elements, fmaf), and the activation becomes g · x (rounded), whose product
+// the epilogue scales by the token's 1 / rms.
+__device__ __forceinline__ void fold_norm(const float (&g)[8], float (&values)[8],
+                                          float& sum_squares) {
+#pragma unroll
+  for (int e = 0; e < mma::kGroupElements; ++e) {
+    sum_squares = fmaf(values[e], values[e], sum_squares);
+    values[e] = __fmul_rn(g[e], values[e]);
+  }
+}
+
 // One chunk into the accumulators: per token tile, both steps, each part in order hi, mid, lo.
-template <int kTokenTiles, bool kUpper, int kMats, int kRowTiles>
-__device__ __forceinline__ void accumulate_chunk(const float* __restrict__ x, std::int64_t n_tokens,
-                                                 std::int64_t cols, std::int64_t k0, int group,
-                                                 bool vector_loads,
+template <class Form, int kTokenTiles, bool kUpper, int kMats, int kRowTiles>
+__device__ __forceinline__ void accumulate_chunk(const float* __restrict__ x,
+                                                 const float* __restrict__ norm_weight,
+                                                 std::int64_t n_tokens, std::int64_t cols,
+                                                 std::int64_t k0, int group, bool vector_loads,
                                                  const uint4 (&w)[kMats][kRowTiles],
-                                                 float (&acc)[kTokenTiles][kMats][kRowTiles][4]) {
+                                                 float (&acc)[kTokenTiles][kMats][kRowTiles][4],
+                                                 float (&sum_squares)[kTokenTiles][2]) {
+  float g[8];
+  if constexpr (Form::norm) load_norm_group(norm_weight, cols, k0, vector_loads, g);
 #pragma unroll
   for (int tt = 0; tt < kTokenTiles; ++tt) {
     float lower[8];
     float upper[8];
     const std::int64_t token = std::int64_t{tt} * mma::kTileTokens + group;
     load_activation_group(x, n_tokens, cols, token, k0, vector_loads, lower);
-    if constexpr (kUpper)
+    if constexpr (Form::norm) fold_norm(g, lower, sum_squares[tt][0]);
+    if constexpr (kUpper) {
       load_activation_group(x, n_tokens, cols, token + 8, k0, vector_loads, upper);
+      if constexpr (Form::norm) fold_norm(g, upper, sum_squares[tt][1]);
+    }
     unsigned a[kParts][kSteps][4];
     activation_operands<kUpper>(lower, upper, a);
 #pragma unroll
@@ -253,16 +279,45 @@ __device__ __forceinline__ void load_weights(const std::uint16_t* const (&w)[kMa
   }
 }
 
-template <int kTokenTiles, bool kUpper, int kRowTiles, bool kSwiglu>
+// What a launch computes around the product: the SwiGLU of a gate|up pair, the RMSNorm of x
+// folded in, the residual add in the epilogue.
+template <bool kSwiglu, bool kNorm, bool kAccumulate>
+struct Form {
+  static constexpr bool swiglu = kSwiglu;
+  static constexpr bool norm = kNorm;
+  static constexpr bool accumulate = kAccumulate;
+};
+using PlainForm = Form<false, false, false>;
+using SwigluForm = Form<true, false, false>;
+using NormForm = Form<false, true, false>;
+using NormSwigluForm = Form<true, true, false>;
+using AccumulateForm = Form<false, false, true>;
+
+// Each token's 1 / rms from the warps' sums of squares, added in split order (Form::norm):
+// 1 / sqrt(Σx² / cols + eps), in double as the RMSNorm kernel's.
+__device__ __forceinline__ float inverse_rms(const float* split_squares, int stride,
+                                             std::int64_t cols, float eps) {
+  float total = split_squares[0];
+#pragma unroll
+  for (int s = 1; s < kSplits; ++s) total += split_squares[s * stride];
+  const double mean = static_cast<double>(total) / static_cast<double>(cols);
+  return static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+}
+
+template <class Form, int kTokenTiles, bool kUpper, int kRowTiles>
 __global__ void __launch_bounds__(kThreads)
     tensor_core_gemv_kernel(const float* __restrict__ x, std::int64_t n_tokens,
-                            const TileSegments segments, std::int64_t cols, bool vector_loads) {
-  constexpr int kMats = kSwiglu ? 2 : 1;
+                            const TileSegments segments, std::int64_t cols, bool vector_loads,
+                            const float* __restrict__ norm_weight, float eps) {
+  constexpr int kMats = Form::swiglu ? 2 : 1;
   constexpr int kBlockRows = mma::kTileRows * kRowTiles;
   constexpr int kBlockTokens = mma::kTileTokens * kTokenTiles;
   constexpr int kDepth = kLoadsInFlight / (kMats * kRowTiles);
   static_assert(kDepth >= 1, "at least one chunk in flight");
+  static_assert(!(Form::accumulate && (Form::swiglu || Form::norm)),
+                "the residual add goes with a plain product");
   __shared__ float split_sums[kSplits][kMats][kBlockTokens][kBlockRows];
+  __shared__ float split_squares[kSplits][Form::norm ? kBlockTokens : 1];
 
   allow_dependents();
   const std::int64_t block = blockIdx.x;
@@ -272,7 +327,7 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t rows = segments.s[0].rows;
   float* y = segments.s[0].y;
   std::int64_t first_block = 0;
-  if constexpr (!kSwiglu) {
+  if constexpr (!Form::swiglu) {
 #pragma unroll
     for (int i = 1; i < kMaxMatmulOutputs; ++i) {
       if (i < segments.count && block >= segments.s[i].first_block) {
@@ -285,7 +340,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const std::uint16_t* w[kMats];
   w[0] = w_first;
-  if constexpr (kSwiglu) w[kMats - 1] = segments.s[1].w;
+  if constexpr (Form::swiglu) w[kMats - 1] = segments.s[1].w;
   const std::int64_t row0 = (block - first_block) * kBlockRows;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -302,8 +357,11 @@ __global__ void __launch_bounds__(kThreads)
   wait_for_prerequisites();
 
   float acc[kTokenTiles][kMats][kRowTiles][4];
+  float sum_squares[kTokenTiles][2];
 #pragma unroll
   for (int tt = 0; tt < kTokenTiles; ++tt) {
+    sum_squares[tt][0] = 0.0f;
+    sum_squares[tt][1] = 0.0f;
 #pragma unroll
     for (int m = 0; m < kMats; ++m) {
 #pragma unroll
@@ -328,9 +386,9 @@ __global__ void __launch_bounds__(kThreads)
         }
         load_weights<kMats, kRowTiles>(w, rows, cols, row0, chunk + kStride, n_chunks, lane,
                                        vector_loads, ring[d]);
-        accumulate_chunk<kTokenTiles, kUpper, kMats, kRowTiles>(
-            x, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane), group,
-            vector_loads, current, acc);
+        accumulate_chunk<Form, kTokenTiles, kUpper, kMats, kRowTiles>(
+            x, norm_weight, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane),
+            group, vector_loads, current, acc, sum_squares);
       }
     }
   }
@@ -351,6 +409,20 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+  if constexpr (Form::norm) {
+    // The warp's sums of squares of tokens group and group + 8 of each tile: the four lanes of
+    // the group (each summed its own elements) by a fixed butterfly.
+#pragma unroll
+    for (int tt = 0; tt < kTokenTiles; ++tt) {
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float v = sum_squares[tt][u];
+        v += __shfl_xor_sync(kFullMask, v, 1);
+        v += __shfl_xor_sync(kFullMask, v, 2);
+        if (lane % 4 == 0) split_squares[warp][tt * mma::kTileTokens + group + 8 * u] = v;
+      }
+    }
+  }
   __syncthreads();
   for (int index = static_cast<int>(threadIdx.x); index < kBlockTokens * kBlockRows;
        index += kThreads) {
@@ -365,7 +437,20 @@ __global__ void __launch_bounds__(kThreads)
       for (int s = 1; s < kSplits; ++s) sum += split_sums[s][m][token][r];
       sums[m] = sum;
     }
-    y[token * rows + row0 + r] = kSwiglu ? swiglu_value(sums[0], sums[kMats - 1]) : sums[0];
+    if constexpr (Form::norm) {
+      const float scale =
+          inverse_rms(&split_squares[0][token], Form::norm ? kBlockTokens : 1, cols, eps);
+#pragma unroll
+      for (int m = 0; m < kMats; ++m) sums[m] = __fmul_rn(scale, sums[m]);
+    }
+    float* out = y + token * rows + row0 + r;
+    if constexpr (Form::swiglu) {
+      *out = swiglu_value(sums[0], sums[kMats - 1]);
+    } else if constexpr (Form::accumulate) {
+      *out = __fadd_rn(*out, sums[0]);
+    } else {
+      *out = sums[0];
+    }
   }
 }
 
@@ -394,50 +479,59 @@ TileSegments make_segments(std::span<const MatmulOutput> outputs, bool swiglu) {
   return segments;
 }
 
-template <int kTokenTiles, bool kUpper, int kRowTiles, bool kSwiglu>
+template <class Form, int kTokenTiles, bool kUpper, int kRowTiles>
 void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-            bool vector_loads, cudaStream_t stream) {
-  const TileSegments segments = make_segments<kRowTiles>(outputs, kSwiglu);
+            bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
+  const TileSegments segments = make_segments<kRowTiles>(outputs, Form::swiglu);
   if (segments.total_blocks == 0) return;
   require(segments.total_blocks <= std::int64_t{0x7fffffff},
           "matmul_small_batch: too many rows for one launch");
-  launch_dependent(tensor_core_gemv_kernel<kTokenTiles, kUpper, kRowTiles, kSwiglu>,
+  launch_dependent(tensor_core_gemv_kernel<Form, kTokenTiles, kUpper, kRowTiles>,
                    dim3(static_cast<unsigned>(segments.total_blocks)), dim3(kThreads), stream, x,
-                   n_tokens, segments, outputs.front().w.cols, vector_loads);
+                   n_tokens, segments, outputs.front().w.cols, vector_loads, fusion.norm_weight,
+                   fusion.eps);
 }
 
 // Tiles by token count: up to 8 tokens one tile whose upper 8 tokens are known to be empty (no
 // loads, no split), up to 16 one full tile, then 2 or 4 tiles. 16 rows a block (each activation
 // split serves two row tiles); the SwiGLU form holds 8 rows of each of its two matrices.
-template <bool kSwiglu>
+template <class Form>
 void dispatch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-              bool vector_loads, cudaStream_t stream) {
-  constexpr int kRowTiles = kSwiglu ? 1 : 2;
+              bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
+  constexpr int kRowTiles = Form::swiglu ? 1 : 2;
   if (n_tokens <= 8) {
-    return launch<1, false, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+    return launch<Form, 1, false, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
   }
   if (n_tokens <= 16) {
-    return launch<1, true, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+    return launch<Form, 1, true, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
   }
   if (n_tokens <= 32) {
-    return launch<2, true, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+    return launch<Form, 2, true, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
   }
-  launch<4, true, kRowTiles, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+  launch<Form, 4, true, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
 }
 
 }  // namespace
 
 void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
                          std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
-                         cudaStream_t stream) {
+                         const TensorGemvFusion& fusion, cudaStream_t stream) {
   require(n_tokens >= 1 && n_tokens <= kSmallBatch,
           "matmul_small_batch (tensor cores): token count " + str(n_tokens) + " outside [1, " +
               str(kSmallBatch) + "]");
   require(outputs.front().w.dtype == DType::kBF16,
           "matmul_small_batch (tensor cores): bf16 weights only, got " +
               std::string(dtype_name(outputs.front().w.dtype)));
-  if (swiglu) return dispatch<true>(x, n_tokens, outputs, vector_loads, stream);
-  dispatch<false>(x, n_tokens, outputs, vector_loads, stream);
+  const bool norm = fusion.norm_weight != nullptr;
+  require(!(fusion.accumulate && (norm || swiglu || outputs.size() != 1)),
+          "matmul_accumulate: one matrix, without a norm or a SwiGLU");
+  const bool loads = vector_loads && (!norm || is_aligned(fusion.norm_weight, 16));
+  if (fusion.accumulate)
+    return dispatch<AccumulateForm>(x, n_tokens, outputs, loads, fusion, stream);
+  if (norm && swiglu) return dispatch<NormSwigluForm>(x, n_tokens, outputs, loads, fusion, stream);
+  if (norm) return dispatch<NormForm>(x, n_tokens, outputs, loads, fusion, stream);
+  if (swiglu) return dispatch<SwigluForm>(x, n_tokens, outputs, loads, fusion, stream);
+  dispatch<PlainForm>(x, n_tokens, outputs, loads, fusion, stream);
 }
 
 }  // namespace selfspec::kernels::cuda::detail

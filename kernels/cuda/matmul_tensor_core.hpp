@@ -11,13 +11,23 @@
 
 namespace selfspec::kernels::cuda::detail {
 
+// What the tensor-core GEMV computes around the product. norm_weight non-null: RMSNorm folded in,
+// y = r_t · Σ_k w[n][k] · (g[k] · x[t][k]) with r_t = 1 / sqrt(Σ_k x[t][k]² / cols + eps), the
+// squares summed in the kernel's fixed order (the normalised x is never stored). accumulate: the
+// residual add in the epilogue, y += x · Wᵀ (one matrix, no norm, no SwiGLU).
+struct TensorGemvFusion {
+  const float* norm_weight = nullptr;
+  float eps = 0.0f;
+  bool accumulate = false;
+};
+
 // y = x · Wᵀ for every output (bf16 weights of one cols, 1 <= n_tokens <= kSmallBatch), or, with
-// `swiglu`, outputs[0].y = swiglu(x · gateᵀ, x · upᵀ) for outputs = {gate, up}. vector_loads:
-// cols a multiple of 8 and x and every matrix 16-byte aligned (the same values are loaded either
-// way, so the bits do not depend on it).
+// `swiglu`, outputs[0].y = swiglu(x · gateᵀ, x · upᵀ) for outputs = {gate, up}, with `fusion`.
+// vector_loads: cols a multiple of 8 and x and every matrix 16-byte aligned (the same values are
+// loaded either way, so the bits do not depend on it).
 void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
                          std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
-                         cudaStream_t stream);
+                         const TensorGemvFusion& fusion, cudaStream_t stream);
 
 // Whether the current device can run the tensor-core GEMV: compute capability 8.0 or above (bf16
 // mma.sync).

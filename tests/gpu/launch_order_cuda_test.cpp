@@ -3,7 +3,8 @@
 // stream (where launches are programmatic dependents when the device supports it) gives the same
 // bits as the same chain on the legacy default stream (plain launches, full serialisation). A
 // kernel that read its input before waiting, or wrote before its predecessor finished reading,
-// would break the chain's bits.
+// would break the chain's bits. The same for the tensor-core GEMV's fused forms, whose residual
+// adds read and write the chain's x.
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cuda/cuda_stream.hpp"
@@ -19,8 +20,10 @@ namespace selfspec::kernels::cuda::test {
 namespace {
 
 // A LLaMA-like block chain over small matrices, `rounds` times: norm, fused q|k|v GEMV, RoPE and
-// KV write, attention, o GEMV, add + norm, fused gate|up GEMV, SwiGLU, down GEMV.
-std::vector<float> run_chain(cudaStream_t stream, int rounds) {
+// KV write, attention, o GEMV, add + norm, fused gate|up GEMV, SwiGLU, down GEMV. `fused`: the
+// tensor-core GEMV's fused forms instead (q|k|v and gate|up+SwiGLU with the norm folded in, o and
+// down adding into x), whose residual adds read and write the stream's x.
+std::vector<float> run_chain(cudaStream_t stream, int rounds, bool fused = false) {
   constexpr std::int64_t kHidden = 256;
   constexpr std::int64_t kHeads = 4;
   constexpr std::int64_t kHeadDim = 64;
@@ -62,10 +65,14 @@ std::vector<float> run_chain(cudaStream_t stream, int rounds) {
   for (int r = 0; r < rounds; ++r) {
     DeviceBuffer<std::int32_t> position(std::vector<std::int32_t>{r});
     DeviceBuffer<StepParams> step(std::vector<StepParams>{{r, 0}});
-    rmsnorm(x.get(), norm_w.get(), 1e-5f, 1, kHidden, h.get(), stream);
     const std::vector<MatmulOutput> qkv = {
         {d_wq.view, q.get()}, {d_wk.view, k.get()}, {d_wv.view, v.get()}};
-    matmul_small_batch(h.get(), 1, qkv, stream);
+    if (fused) {
+      matmul_normed(x.get(), norm_w.get(), 1e-5f, 1, qkv, stream);
+    } else {
+      rmsnorm(x.get(), norm_w.get(), 1e-5f, 1, kHidden, h.get(), stream);
+      matmul_small_batch(h.get(), 1, qkv, stream);
+    }
     RopeKvArgs args;
     args.q = q.get();
     args.q_stride = kHidden;
@@ -80,13 +87,20 @@ std::vector<float> run_chain(cudaStream_t stream, int rounds) {
                   k_cache.get(), v_cache.get(), stream);
     attention(q.get(), k_cache.get(), v_cache.get(), dims, step.get(), nullptr, 0.125f, attn.get(),
               workspace.get(), stream);
-    matmul_small_batch(attn.get(), 1, d_wo.view, o.get(), stream);
-    add_rmsnorm(x.get(), o.get(), norm_w.get(), 1e-5f, 1, kHidden, h.get(), stream);
-    const std::vector<MatmulOutput> gate_up = {{d_wg.view, gate.get()}, {d_wu.view, up.get()}};
-    matmul_small_batch(h.get(), 1, gate_up, stream);
-    swiglu(gate.get(), up.get(), gate.get(), kInter, stream);
-    matmul_small_batch(gate.get(), 1, d_wd.view, o.get(), stream);
-    add_inplace(x.get(), o.get(), kHidden, stream);
+    if (fused) {
+      matmul_accumulate(attn.get(), 1, d_wo.view, x.get(), stream);
+      matmul_normed_swiglu(x.get(), norm_w.get(), 1e-5f, 1, d_wg.view, d_wu.view, gate.get(),
+                           stream);
+      matmul_accumulate(gate.get(), 1, d_wd.view, x.get(), stream);
+    } else {
+      matmul_small_batch(attn.get(), 1, d_wo.view, o.get(), stream);
+      add_rmsnorm(x.get(), o.get(), norm_w.get(), 1e-5f, 1, kHidden, h.get(), stream);
+      const std::vector<MatmulOutput> gate_up = {{d_wg.view, gate.get()}, {d_wu.view, up.get()}};
+      matmul_small_batch(h.get(), 1, gate_up, stream);
+      swiglu(gate.get(), up.get(), gate.get(), kInter, stream);
+      matmul_small_batch(gate.get(), 1, d_wd.view, o.get(), stream);
+      add_inplace(x.get(), o.get(), kHidden, stream);
+    }
     SELFSPEC_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   return x.download();
@@ -97,6 +111,15 @@ TEST(CudaLaunchOrder, DependentLaunchesGiveThePlainLaunchesBits) {
   const CudaStream stream;
   const std::vector<float> plain = run_chain(nullptr, 24);
   const std::vector<float> dependent = run_chain(stream.get(), 24);
+  EXPECT_TRUE(same_bits(dependent, plain));
+}
+
+TEST(CudaLaunchOrder, DependentFusedFormsGiveThePlainLaunchesBits) {
+  SELFSPEC_REQUIRE_GPU();
+  if (!fused_gemv_available(DType::kBF16)) GTEST_SKIP() << "no tensor-core GEMV on this device";
+  const CudaStream stream;
+  const std::vector<float> plain = run_chain(nullptr, 24, true);
+  const std::vector<float> dependent = run_chain(stream.get(), 24, true);
   EXPECT_TRUE(same_bits(dependent, plain));
 }
 

@@ -4,7 +4,8 @@
 // and the GPU token-count invariance contract for both kernels: row t of a T-token product (T up
 // to 64, several token tiles) equals the 1-token product of x row t bit for bit, the vector-load
 // and scalar-load paths (aligned vs misaligned pointers) give identical bits, several matrices in
-// one launch (Wq|Wk|Wv) give each matrix's own bits, and the SwiGLU epilogue the two products'.
+// one launch (Wq|Wk|Wv) give each matrix's own bits, and the SwiGLU epilogue the two products';
+// then the tensor-core GEMV's fused forms (folded RMSNorm, residual add).
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
@@ -321,6 +322,173 @@ TEST(CudaMatmulKernels, AutoPicksTheTensorCoresForBf16AndEqualsTheKernelItNames)
   const DeviceWeights d_f32 = upload_weights(f32);
   EXPECT_THROW(
       matmul_small_batch(d_x.get(), 1, d_f32.view, named.get(), nullptr, GemvKernel::kTensorCores),
+      Error);
+}
+
+// The tensor-core GEMV's fused forms (bf16): the folded RMSNorm against the CPU's rmsnorm then
+// matmul (within rounding), token-count invariant and fusable; the normed SwiGLU equal to the two
+// normed products and swiglu(); the residual add equal to the product then an f32 add.
+class CudaFusedGemvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SELFSPEC_REQUIRE_GPU();
+    if (!fused_gemv_available(DType::kBF16)) GTEST_SKIP() << "no tensor-core GEMV on this device";
+  }
+  // rmsnorm(x) rows in double, rounded to f32 (the reference's input to the CPU matmul).
+  static std::vector<float> normed(const std::vector<float>& x, const std::vector<float>& g,
+                                   float eps, std::int64_t n_tokens, std::int64_t cols) {
+    std::vector<float> h(x.size());
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      double squares = 0.0;
+      for (std::int64_t k = 0; k < cols; ++k) {
+        const double v = x[static_cast<std::size_t>(t * cols + k)];
+        squares += v * v;
+      }
+      const double r = 1.0 / std::sqrt(squares / static_cast<double>(cols) + eps);
+      for (std::int64_t k = 0; k < cols; ++k) {
+        const auto i = static_cast<std::size_t>(t * cols + k);
+        h[i] = static_cast<float>(static_cast<double>(g[static_cast<std::size_t>(k)]) * x[i] * r);
+      }
+    }
+    return h;
+  }
+  static constexpr float kEps = 1e-5F;
+};
+
+TEST_F(CudaFusedGemvTest, NormedMatmulMatchesTheCpuAndIsTokenCountInvariant) {
+  std::mt19937 rng(29);
+  for (const Shape shape : kShapes) {
+    const StoredWeights w = random_weights(rng, DType::kBF16, shape.rows, shape.cols);
+    const DeviceWeights d_w = upload_weights(w);
+    const std::vector<float> g = random_floats(rng, static_cast<std::size_t>(shape.cols), 1);
+    const DeviceBuffer<float> d_g(g);
+    const std::vector<float> x =
+        random_floats(rng, static_cast<std::size_t>(kSmallBatch * shape.cols), 3);
+    const DeviceBuffer<float> d_x(x);
+    std::vector<std::vector<float>> single(static_cast<std::size_t>(kSmallBatch));
+    DeviceBuffer<float> d_one(static_cast<std::size_t>(shape.rows));
+    for (std::int64_t t = 0; t < kSmallBatch; ++t) {
+      d_one.poison();
+      const MatmulOutput out{d_w.view, d_one.get()};
+      matmul_normed(d_x.get() + t * shape.cols, d_g.get(), kEps, 1, std::span(&out, 1), nullptr);
+      single[static_cast<std::size_t>(t)] = d_one.download();
+    }
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      DeviceBuffer<float> d_y(static_cast<std::size_t>(n_tokens * shape.rows));
+      d_y.poison();
+      const MatmulOutput out{d_w.view, d_y.get()};
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&out, 1), nullptr);
+      const std::vector<float> y = d_y.download();
+      const std::vector<float> x_t(x.begin(), x.begin() + n_tokens * shape.cols);
+      const std::vector<float> h = normed(x_t, g, kEps, n_tokens, shape.cols);
+      std::vector<float> expected(y.size());
+      cpu::matmul(h.data(), n_tokens, cpu_view(w), expected.data());
+      expect_matmul_close(y, expected, h, w, n_tokens, 3e-5, "matmul_normed");
+      for (std::int64_t t = 0; t < n_tokens; ++t) {
+        const std::vector<float> row(y.begin() + t * shape.rows, y.begin() + (t + 1) * shape.rows);
+        EXPECT_TRUE(same_bits(row, single[static_cast<std::size_t>(t)])) << "token " << t;
+      }
+    }
+  }
+}
+
+TEST_F(CudaFusedGemvTest, NormedMatricesInOneLaunchEqualTheirOwnLaunches) {
+  std::mt19937 rng(30);
+  const std::int64_t cols = 1001;
+  const std::vector<std::int64_t> rows = {37, 5, 0, 130};
+  std::vector<DeviceWeights> device;
+  for (const std::int64_t r : rows)
+    device.push_back(upload_weights(random_weights(rng, DType::kBF16, r, cols)));
+  const DeviceBuffer<float> d_g(random_floats(rng, static_cast<std::size_t>(cols), 1));
+  for (const std::int64_t n_tokens : kTokenCounts) {
+    SCOPED_TRACE(::testing::Message() << "T " << n_tokens);
+    const DeviceBuffer<float> d_x(random_floats(rng, static_cast<std::size_t>(n_tokens * cols), 2));
+    std::vector<DeviceBuffer<float>> fused;
+    std::vector<MatmulOutput> outputs;
+    for (const std::int64_t r : rows) {
+      fused.emplace_back(static_cast<std::size_t>(n_tokens * r));
+      fused.back().poison();
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      outputs.push_back({device[i].view, fused[i].get()});
+    matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, outputs, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      DeviceBuffer<float> alone(static_cast<std::size_t>(n_tokens * rows[i]));
+      alone.poison();
+      const MatmulOutput out{device[i].view, alone.get()};
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&out, 1), nullptr);
+      EXPECT_TRUE(same_bits(fused[i].download(), alone.download())) << "matrix " << i;
+    }
+  }
+}
+
+TEST_F(CudaFusedGemvTest, NormedSwigluEqualsTheNormedProductsAndSwiglu) {
+  std::mt19937 rng(31);
+  for (const Shape shape : {Shape{37, 64}, Shape{130, 1001}, Shape{300, 4096}, Shape{5, 3}}) {
+    const DeviceWeights gate =
+        upload_weights(random_weights(rng, DType::kBF16, shape.rows, shape.cols));
+    const DeviceWeights up =
+        upload_weights(random_weights(rng, DType::kBF16, shape.rows, shape.cols));
+    const DeviceBuffer<float> d_g(random_floats(rng, static_cast<std::size_t>(shape.cols), 1));
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      const DeviceBuffer<float> d_x(
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.cols), 2));
+      const auto n = static_cast<std::size_t>(n_tokens * shape.rows);
+      DeviceBuffer<float> g(n), u(n), reference(n), fused(n);
+      g.poison();
+      u.poison();
+      reference.poison();
+      fused.poison();
+      const MatmulOutput gate_out{gate.view, g.get()};
+      const MatmulOutput up_out{up.view, u.get()};
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&gate_out, 1), nullptr);
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&up_out, 1), nullptr);
+      swiglu(g.get(), u.get(), reference.get(), static_cast<std::int64_t>(n), nullptr);
+      matmul_normed_swiglu(d_x.get(), d_g.get(), kEps, n_tokens, gate.view, up.view, fused.get(),
+                           nullptr);
+      EXPECT_TRUE(same_bits(fused.download(), reference.download()));
+    }
+  }
+}
+
+TEST_F(CudaFusedGemvTest, AccumulateEqualsTheProductThenAnF32Add) {
+  std::mt19937 rng(32);
+  for (const Shape shape : kShapes) {
+    const DeviceWeights d_w =
+        upload_weights(random_weights(rng, DType::kBF16, shape.rows, shape.cols));
+    for (const std::int64_t n_tokens : kTokenCounts) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols << " T " << n_tokens);
+      const DeviceBuffer<float> d_x(
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.cols), 2));
+      const std::vector<float> y0 =
+          random_floats(rng, static_cast<std::size_t>(n_tokens * shape.rows), 3);
+      DeviceBuffer<float> d_y(y0);
+      DeviceBuffer<float> product(y0.size());
+      product.poison();
+      matmul_small_batch(d_x.get(), n_tokens, d_w.view, product.get(), nullptr,
+                         GemvKernel::kTensorCores);
+      matmul_accumulate(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      const std::vector<float> p = product.download();
+      std::vector<float> expected(y0.size());
+      for (std::size_t i = 0; i < y0.size(); ++i) expected[i] = y0[i] + p[i];
+      EXPECT_TRUE(same_bits(d_y.download(), expected));
+    }
+  }
+}
+
+TEST_F(CudaFusedGemvTest, FusedFormsTakeBf16Only) {
+  std::mt19937 rng(33);
+  const DeviceWeights f32 = upload_weights(random_weights(rng, DType::kF32, 8, 64));
+  DeviceBuffer<float> d_x(static_cast<std::size_t>(64));
+  DeviceBuffer<float> d_g(static_cast<std::size_t>(64));
+  DeviceBuffer<float> d_y(static_cast<std::size_t>(8));
+  const MatmulOutput out{f32.view, d_y.get()};
+  EXPECT_THROW(matmul_normed(d_x.get(), d_g.get(), kEps, 1, std::span(&out, 1), nullptr), Error);
+  EXPECT_THROW(matmul_accumulate(d_x.get(), 1, f32.view, d_y.get(), nullptr), Error);
+  EXPECT_THROW(
+      matmul_normed_swiglu(d_x.get(), d_g.get(), kEps, 1, f32.view, f32.view, d_y.get(), nullptr),
       Error);
 }
 

@@ -27,11 +27,12 @@ CTEST_GROUPS = [
     ("ctest_cublaslt_heuristic", "cuBLASLt prefill GEMMs vs CPU (kernel and backend)",
      r"CublasLt"),
     ("ctest_token_count_invariance",
-     "token-count invariance bit for bit (GEMV, attention, rows; up to 64 tokens, trees)",
+     "token-count invariance bit for bit (GEMV on both kernels and its fused forms, attention, "
+     "rows; up to 64 tokens, trees)",
      r"TokenCountInvariant|QueryIsBitIdenticalAloneOrInABatch|VerificationRowsAreBitIdentical"
      r"|VectorAndScalarLoadPathsAreBitIdentical|VerificationsOfUpTo64Tokens"
      r"|TreeNodeRowsAreBitIdentical|TreeQueryIsBitIdentical|SeveralMatricesInOneLaunch"
-     r"|AWorkspaceSharedByCalls|SwigluEpilogueEqualsTheTwoProducts"),
+     r"|AWorkspaceSharedByCalls|SwigluEpilogueEqualsTheTwoProducts|CudaFusedGemvTest\."),
     ("ctest_backend_vs_cpu", "CUDA backend vs CPU backend (logits, KV rollback, row compaction)",
      r"CudaBackendTest\.(LogitsMatchTheCpuBackend|KvCacheAfterRollback)|CudaKvCacheKeepRows"),
     ("ctest_graph_replay",
