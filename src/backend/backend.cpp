@@ -130,6 +130,41 @@ void Backend::matmul_swiglu(const float* x, std::int64_t rows, const BackendWeig
   swiglu(out, up_scratch, out, rows * w_gate.rows);
 }
 
+bool Backend::fuses_norm(std::int64_t rows, std::span<const BackendWeight> ws) const {
+  (void)rows;
+  (void)ws;
+  return false;
+}
+
+void Backend::norm_matmul_many(const float* x, const float* norm_weight, float eps,
+                               std::int64_t rows, std::span<const BackendWeight> ws,
+                               std::span<float* const> ys) {
+  (void)x, (void)norm_weight, (void)eps, (void)rows, (void)ws, (void)ys;
+  fail("norm_matmul_many: the {} backend does not fuse the norm (ask fuses_norm)",
+       device_kind_name(kind()));
+}
+
+void Backend::norm_matmul_swiglu(const float* x, const float* norm_weight, float eps,
+                                 std::int64_t rows, const BackendWeight& w_gate,
+                                 const BackendWeight& w_up, float* out) {
+  (void)x, (void)norm_weight, (void)eps, (void)rows, (void)w_gate, (void)w_up, (void)out;
+  fail("norm_matmul_swiglu: the {} backend does not fuse the norm (ask fuses_norm)",
+       device_kind_name(kind()));
+}
+
+bool Backend::fuses_residual_add(std::int64_t rows, const BackendWeight& w) const {
+  (void)rows;
+  (void)w;
+  return false;
+}
+
+void Backend::matmul_accumulate(const float* x, std::int64_t rows, const BackendWeight& w,
+                                float* y) {
+  (void)x, (void)rows, (void)w, (void)y;
+  fail("matmul_accumulate: the {} backend does not fuse the residual add (ask fuses_residual_add)",
+       device_kind_name(kind()));
+}
+
 void Backend::rope_write_kv(const RopeKv& args, const RopeTable& table, const KvLayer& cache) {
   const std::int64_t kv_width = args.kv_heads * args.head_dim;
   if (args.q != nullptr) rope(args.q, args.q_stride, args.n_q_heads, args.head_dim, table);

@@ -270,6 +270,27 @@ class Backend {
   // matmul_many({w_gate, w_up}) then swiglu; the CUDA backend runs it as one launch.
   virtual void matmul_swiglu(const float* x, std::int64_t rows, const BackendWeight& w_gate,
                              const BackendWeight& w_up, float* up_scratch, float* out);
+  // Fused forms a backend may offer (the CUDA backend on its tensor-core GEMV: bf16 weights,
+  // decode and verification sizes). The model asks first (fuses_norm, fuses_residual_add) and
+  // otherwise runs the plain ops; a backend answers for a given `rows` and weights the same way
+  // every time, and alike for every rows <= 64, so that decode steps and verifications take the
+  // same path (token-count invariance). The defaults offer nothing, and their ops throw.
+  // rmsnorm folded into the matmuls that read it: ys[i] = rmsnorm(x) · ws[i]ᵀ (x: rows × cols of
+  // the ws, all of one format and cols; the normalised x is never stored). Within rounding of
+  // rmsnorm then matmul_many, not their bits.
+  virtual bool fuses_norm(std::int64_t rows, std::span<const BackendWeight> ws) const;
+  virtual void norm_matmul_many(const float* x, const float* norm_weight, float eps,
+                                std::int64_t rows, std::span<const BackendWeight> ws,
+                                std::span<float* const> ys);
+  // out = swiglu(rmsnorm(x) · w_gateᵀ, rmsnorm(x) · w_upᵀ) (fuses_norm of {w_gate, w_up}).
+  virtual void norm_matmul_swiglu(const float* x, const float* norm_weight, float eps,
+                                  std::int64_t rows, const BackendWeight& w_gate,
+                                  const BackendWeight& w_up, float* out);
+  // y += x · wᵀ: the residual add in the matmul's epilogue, with the bits of matmul into a scratch
+  // then add_inplace.
+  virtual bool fuses_residual_add(std::int64_t rows, const BackendWeight& w) const;
+  virtual void matmul_accumulate(const float* x, std::int64_t rows, const BackendWeight& w,
+                                 float* y);
   virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) = 0;
   // RoPE at the current positions on n_heads head vectors per current token row.
   virtual void rope(float* x, std::int64_t row_stride, std::int64_t n_heads, std::int64_t head_dim,

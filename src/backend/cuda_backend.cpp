@@ -1,8 +1,11 @@
 // The CUDA backend: one GPU per rank (local_rank % device_count). Weights, activations and the KV
 // cache live in device memory; the ops are kernels/cuda on one non-blocking stream; decode and
 // verification matmuls (T <= kSmallBatch = 64) use the token-count-invariant matmul_small_batch
-// (Wq|Wk|Wv in one launch: matmul_many; gate|up and the SwiGLU in one: matmul_swiglu), prefill
-// chunks cuBLASLt (bf16/f16 activations, f32 accumulation). GGUF's quantized formats run as
+// (bf16 on the tensor cores where the device has them; Wq|Wk|Wv in one launch: matmul_many;
+// gate|up and the SwiGLU in one: matmul_swiglu), prefill chunks cuBLASLt (bf16/f16 activations,
+// f32 accumulation). On the tensor-core GEMV the backend offers the fused forms: a sublayer's
+// input RMSNorm folded into Q|K|V and gate|up (norm_matmul_many, norm_matmul_swiglu) and the
+// residual add into o and down (matmul_accumulate), for every T <= 64 alike. GGUF's quantized formats run as
 // stored (quant_matmul: the activations quantized once per input, the CPU's canonical
 // arithmetic, so the same bits as the CPU backend at every T). The per-forward inputs
 // (tokens, positions, KV length, tree mask, logit rows) are staged in pinned host memory and
@@ -329,6 +332,40 @@ class CudaBackend final : public Backend {
       return;
     }
     Backend::matmul_swiglu(x, rows, w_gate, w_up, up_scratch, out);
+  }
+  // The fused forms run on the tensor-core GEMV: bf16 weights fusable into one launch, 1 to
+  // kSmallBatch rows (decode and verification sizes alike), where that GEMV is the one auto picks.
+  bool fuses_norm(std::int64_t rows, std::span<const BackendWeight> ws) const override {
+    return rows >= 1 && rows <= kcu::kSmallBatch && fusable(ws) &&
+           ws.front().format == WeightFormat::kBF16 && kcu::fused_gemv_available(DType::kBF16);
+  }
+  void norm_matmul_many(const float* x, const float* norm_weight, float eps, std::int64_t rows,
+                        std::span<const BackendWeight> ws, std::span<float* const> ys) override {
+    SELFSPEC_CHECK(ws.size() == ys.size() && fuses_norm(rows, ws),
+                   "norm_matmul_many: {} matrices, {} outputs, {} rows: not a fused launch",
+                   ws.size(), ys.size(), rows);
+    std::array<kcu::MatmulOutput, kcu::kMaxMatmulOutputs> outputs{};
+    for (std::size_t i = 0; i < ws.size(); ++i) outputs[i] = {device_weight(ws[i]), ys[i]};
+    kcu::matmul_normed(x, norm_weight, eps, rows, std::span(outputs.data(), ws.size()), stream_);
+  }
+  void norm_matmul_swiglu(const float* x, const float* norm_weight, float eps, std::int64_t rows,
+                          const BackendWeight& w_gate, const BackendWeight& w_up,
+                          float* out) override {
+    const BackendWeight both[] = {w_gate, w_up};
+    SELFSPEC_CHECK(fuses_norm(rows, both) && w_gate.rows == w_up.rows,
+                   "norm_matmul_swiglu: gate {} x {}, up {} x {}, {} rows: not a fused launch",
+                   w_gate.rows, w_gate.cols, w_up.rows, w_up.cols, rows);
+    kcu::matmul_normed_swiglu(x, norm_weight, eps, rows, device_weight(w_gate), device_weight(w_up),
+                              out, stream_);
+  }
+  bool fuses_residual_add(std::int64_t rows, const BackendWeight& w) const override {
+    return fuses_norm(rows, std::span(&w, 1));
+  }
+  void matmul_accumulate(const float* x, std::int64_t rows, const BackendWeight& w,
+                         float* y) override {
+    SELFSPEC_CHECK(fuses_residual_add(rows, w), "matmul_accumulate: {} rows of {} x {}: not fused",
+                   rows, w.rows, w.cols);
+    kcu::matmul_accumulate(x, rows, device_weight(w), y, stream_);
   }
   void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) override {
     kcu::add_bias(x, bias, rows, dim, stream_);

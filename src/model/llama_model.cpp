@@ -511,11 +511,17 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   float* q = q_.as<float>();
   float* o = o_.as<float>();
 
-  norm(w.attention_norm, n_tokens);
-  // Q, K and V in one fused matmul (each output as its own matmul would give it).
+  // Q, K and V in one fused matmul (each output as its own matmul would give it), the norm
+  // folded in where the backend offers it.
   const BackendWeight weights[] = {w.wq.view(), w.wk.view(), w.wv.view()};
   float* const outputs[] = {q, k_.as<float>(), v_.as<float>()};
-  backend_.matmul_many(h_.as<float>(), n_tokens, weights, outputs);
+  if (pending_ == nullptr && backend_.fuses_norm(n_tokens, weights)) {
+    backend_.norm_matmul_many(x_.as<float>(), w.attention_norm.ptr(),
+                              static_cast<float>(config_.rms_norm_eps), n_tokens, weights, outputs);
+  } else {
+    norm(w.attention_norm, n_tokens);
+    backend_.matmul_many(h_.as<float>(), n_tokens, weights, outputs);
+  }
   if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
   add_kv_biases(w, n_tokens);
   rope_and_write_kv(q, layer, kv);
@@ -523,6 +529,10 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());
   const LayerChunks* chunks = layer_chunks(layer, draft);
+  if (w.bo.empty() && residual_add_fused(n_tokens, w.wo, chunks)) {
+    backend_.matmul_accumulate(attn_.as<float>(), n_tokens, w.wo.view(), x_.as<float>());
+    return;
+  }
   row_parallel(attn_.as<float>(), n_tokens, w.wo, chunks != nullptr ? &chunks->wo : nullptr, o);
   if (!w.bo.empty()) backend_.add_bias(o, w.bo.ptr(), n_tokens, hidden);
   pending_ = o;
@@ -532,11 +542,30 @@ void LlamaModel::mlp_block(const LayerWeights& w, int layer, std::int64_t n_toke
   float* h = h_.as<float>();
   float* gate = gate_.as<float>();
   float* o = o_.as<float>();
-  norm(w.mlp_norm, n_tokens);  // consumes a pending delta in o before o is written again
-  backend_.matmul_swiglu(h, n_tokens, w.w_gate.view(), w.w_up.view(), up_.as<float>(), gate);
+  const BackendWeight gate_up[] = {w.w_gate.view(), w.w_up.view()};
+  if (pending_ == nullptr && backend_.fuses_norm(n_tokens, gate_up)) {
+    backend_.norm_matmul_swiglu(x_.as<float>(), w.mlp_norm.ptr(),
+                                static_cast<float>(config_.rms_norm_eps), n_tokens, gate_up[0],
+                                gate_up[1], gate);
+  } else {
+    norm(w.mlp_norm, n_tokens);  // consumes a pending delta in o before o is written again
+    backend_.matmul_swiglu(h, n_tokens, gate_up[0], gate_up[1], up_.as<float>(), gate);
+  }
   const LayerChunks* chunks = layer_chunks(layer, draft);
+  if (residual_add_fused(n_tokens, w.w_down, chunks)) {
+    backend_.matmul_accumulate(gate, n_tokens, w.w_down.view(), x_.as<float>());
+    return;
+  }
   row_parallel(gate, n_tokens, w.w_down, chunks != nullptr ? &chunks->down : nullptr, o);
   pending_ = o;
+}
+
+bool LlamaModel::residual_add_fused(std::int64_t n_tokens, const Matrix& w,
+                                    const LayerChunks* chunks) const {
+  // One rank (no all-reduce between the product and the add), the plain projection (not a
+  // fixed partition's chunks), and the residual stream up to date.
+  return comm_.size() == 1 && chunks == nullptr && pending_ == nullptr &&
+         backend_.fuses_residual_add(n_tokens, w.view());
 }
 
 }  // namespace selfspec

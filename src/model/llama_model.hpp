@@ -196,6 +196,10 @@ class LlamaModel {
   void attention_block(const LayerWeights& w, int kv_layer, KvCache& kv, std::int64_t n_tokens,
                        bool draft = false);
   void mlp_block(const LayerWeights& w, int layer, std::int64_t n_tokens, bool draft = false);
+  // Whether a sublayer's output projection adds into x_ in its epilogue (the backend's
+  // matmul_accumulate): one rank, no fixed-partition chunks, no pending delta, and the backend
+  // offers it. Otherwise the projection leaves its output pending (row_parallel).
+  bool residual_add_fused(std::int64_t n_tokens, const Matrix& w, const LayerChunks* chunks) const;
   // The exit head's K/V for the current tokens, from the residual stream (side branch).
   void exit_kv_branch(KvCache& kv, std::int64_t n_tokens);
   // K and V of the normed rows in h_ (w's projections, biases, RoPE) into KV-cache layer `layer`.
