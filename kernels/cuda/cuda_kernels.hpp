@@ -221,6 +221,10 @@ void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols
 // quant_rows.hpp, the CPU's bits, the same whatever `tokens` (token-count invariance).
 void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeight& w, float* y,
                   cudaStream_t stream);
+// out = w dequantized (ggml's values) and rounded to bf16 (kernels/shared_math.hpp's
+// float_to_bf16_bits): [rows × cols] bf16, row-major, the weights of a quantized prefill chunk's
+// cuBLASLt GEMM. Prefill only: its products are close to, not the bits of, quant_matmul's.
+void quant_dequantize_bf16(const QuantWeight& w, void* out, cudaStream_t stream);
 // out[t] = row tokens[t] − vocab_begin of the table dequantized (ggml's values), zeros outside.
 void quant_embedding(const QuantWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,
                      std::int64_t n_tokens, float* out, cudaStream_t stream);

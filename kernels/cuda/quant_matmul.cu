@@ -21,9 +21,12 @@
 //
 // Embedding (quant_embedding_kernel): a grid-stride loop over the tokens' columns, each value
 // quant_dequantize of its group (ggml's dequantization, as the CPU's lookup of a quantized table).
+// Dequantization (quant_dequantize_bf16_kernel): the same values for a whole matrix, rounded to
+// bf16, for prefill chunks through cuBLASLt.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/quant_rows.hpp"
+#include "kernels/shared_math.hpp"
 
 #include <cuda_runtime.h>
 
@@ -245,15 +248,45 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- embedding --------------------------------------------------------------------------------
 
+// Column c of row `row` of a quantized matrix, dequantized (ggml's value, quant_dequantize).
+template <WeightFormat kFormat>
+__device__ __forceinline__ float dequantized_element(const std::uint8_t* __restrict__ rows_base,
+                                                     const QuantRowsLayout& l, std::int64_t lead,
+                                                     std::int64_t row, std::int64_t c) {
+  constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
+                                kFormat == WeightFormat::kQ4_K
+                            ? 4
+                            : 8;
+  const std::int64_t g = c / kQuantGroupCols;
+  const int i = static_cast<int>(c - g * kQuantGroupCols);
+  const std::uint8_t* group = rows_base + l.quants + (row * l.groups + g) * l.quant_bytes;
+  int stored = 0;
+  if constexpr (kBits == 4) {
+    const int byte = group[i % 16];
+    stored = i < 16 ? byte & 0xF : byte >> 4;
+  } else if constexpr (kFormat == WeightFormat::kQ8_0) {
+    stored = static_cast<std::int8_t>(group[i]);
+  } else {
+    stored = group[i];
+  }
+  const QuantGroupParams p =
+      load_params<kFormat>(rows_base + l.params + (row * l.groups + g) * l.param_bytes);
+  std::uint16_t seg_d = 0;
+  std::uint16_t seg_dmin = 0;
+  if (l.k_quant) {
+    const auto* seg = reinterpret_cast<const unsigned short*>(
+        rows_base + l.segments + (row * l.max_segments + quant_segment_of(g, lead)) * 4);
+    seg_d = seg[0];
+    seg_dmin = seg[1];
+  }
+  return quant_dequantize(kFormat, stored, i, p, seg_d, seg_dmin);
+}
+
 template <WeightFormat kFormat>
 __global__ void quant_embedding_kernel(const std::uint8_t* __restrict__ rows_base,
                                        const QuantRowsLayout l, std::int64_t vocab_begin,
                                        const std::int32_t* tokens, std::int64_t n_tokens,
                                        float* out) {
-  constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
-                                kFormat == WeightFormat::kQ4_K
-                            ? 4
-                            : 8;
   detail::allow_dependents();
   const std::int64_t lead = reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;
   detail::wait_for_prerequisites();
@@ -264,33 +297,26 @@ __global__ void quant_embedding_kernel(const std::uint8_t* __restrict__ rows_bas
     const std::int64_t t = e / l.cols;
     const std::int64_t c = e - t * l.cols;
     const std::int64_t row = static_cast<std::int64_t>(tokens[t]) - vocab_begin;
-    if (row < 0 || row >= l.rows) {
-      out[e] = 0.0f;
-      continue;
-    }
-    const std::int64_t g = c / kQuantGroupCols;
-    const int i = static_cast<int>(c - g * kQuantGroupCols);
-    const std::uint8_t* group = rows_base + l.quants + (row * l.groups + g) * l.quant_bytes;
-    int stored = 0;
-    if constexpr (kBits == 4) {
-      const int byte = group[i % 16];
-      stored = i < 16 ? byte & 0xF : byte >> 4;
-    } else if constexpr (kFormat == WeightFormat::kQ8_0) {
-      stored = static_cast<std::int8_t>(group[i]);
-    } else {
-      stored = group[i];
-    }
-    const QuantGroupParams p =
-        load_params<kFormat>(rows_base + l.params + (row * l.groups + g) * l.param_bytes);
-    std::uint16_t seg_d = 0;
-    std::uint16_t seg_dmin = 0;
-    if (l.k_quant) {
-      const auto* seg = reinterpret_cast<const unsigned short*>(
-          rows_base + l.segments + (row * l.max_segments + quant_segment_of(g, lead)) * 4);
-      seg_d = seg[0];
-      seg_dmin = seg[1];
-    }
-    out[e] = quant_dequantize(kFormat, stored, i, p, seg_d, seg_dmin);
+    out[e] =
+        row < 0 || row >= l.rows ? 0.0f : dequantized_element<kFormat>(rows_base, l, lead, row, c);
+  }
+}
+
+// The whole matrix dequantized and rounded to bf16 (float_to_bf16_bits, the host's rounding):
+// the weights of a quantized prefill's cuBLASLt GEMM.
+template <WeightFormat kFormat>
+__global__ void quant_dequantize_bf16_kernel(const std::uint8_t* __restrict__ rows_base,
+                                             const QuantRowsLayout l, std::uint16_t* out) {
+  detail::allow_dependents();
+  const std::int64_t lead = reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;
+  detail::wait_for_prerequisites();  // `out` may still be read by the GEMM before this kernel
+  const std::int64_t n = l.rows * l.cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += stride) {
+    const std::int64_t row = e / l.cols;
+    out[e] =
+        float_to_bf16_bits(dequantized_element<kFormat>(rows_base, l, lead, row, e - row * l.cols));
   }
 }
 
@@ -345,6 +371,16 @@ void launch_embedding(const QuantRowsLayout& l, const QuantWeight& table, std::i
                            dim3(kEmbeddingThreads), stream,
                            static_cast<const std::uint8_t*>(table.data), l, vocab_begin, tokens,
                            n_tokens, out);
+}
+
+template <WeightFormat kFormat>
+void launch_dequantize(const QuantRowsLayout& l, const QuantWeight& w, std::uint16_t* out,
+                       cudaStream_t stream) {
+  constexpr int kDequantizeThreads = 256;
+  detail::launch_dependent(quant_dequantize_bf16_kernel<kFormat>,
+                           dim3(detail::grid_stride_blocks(l.rows * l.cols, kDequantizeThreads)),
+                           dim3(kDequantizeThreads), stream,
+                           static_cast<const std::uint8_t*>(w.data), l, out);
 }
 
 // Calls f.template operator()<kFormat>() for the matrix's format.
@@ -415,6 +451,14 @@ void quant_embedding(const QuantWeight& table, std::int64_t vocab_begin, const s
   require(tokens != nullptr && out != nullptr, "quant_embedding: null pointer");
   dispatch_format(table.format, [&]<WeightFormat kFormat>() {
     launch_embedding<kFormat>(l, table, vocab_begin, tokens, n_tokens, out, stream);
+  });
+}
+
+void quant_dequantize_bf16(const QuantWeight& w, void* out, cudaStream_t stream) {
+  const QuantRowsLayout l = checked_layout(w, "quant_dequantize_bf16");
+  require(out != nullptr, "quant_dequantize_bf16: null output");
+  dispatch_format(w.format, [&]<WeightFormat kFormat>() {
+    launch_dequantize<kFormat>(l, w, static_cast<std::uint16_t*>(out), stream);
   });
 }
 

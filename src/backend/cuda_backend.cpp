@@ -5,15 +5,16 @@
 // gate|up and the SwiGLU in one: matmul_swiglu), prefill chunks cuBLASLt (bf16/f16 activations,
 // f32 accumulation). On the tensor-core GEMV the backend offers the fused forms: a sublayer's
 // input RMSNorm folded into Q|K|V and gate|up (norm_matmul_many, norm_matmul_swiglu) and the
-// residual add into o and down (matmul_accumulate), for every T <= 64 alike. GGUF's quantized formats run as
-// stored (quant_matmul: the activations quantized once per input, the CPU's canonical
-// arithmetic, so the same bits as the CPU backend at every T). The per-forward inputs
-// (tokens, positions, KV length, tree mask, logit rows) are staged in pinned host memory and
-// copied on the stream, and kernels read the KV length from device memory (StepParams), so the
-// same launches can be captured in a CUDA graph and replayed. Activations are all-reduced with
-// NCCL on the stream when the communicator takes device memory, through host memory otherwise.
-// Every forward pass ends by waiting for the stream with a deadline (SELFSPEC_GPU_TIMEOUT_S,
-// default 300 s) so a hung collective becomes an error that ends the job.
+// residual add into o and down (matmul_accumulate), for every T <= 64 alike. GGUF's quantized
+// formats run as stored (quant_matmul: the activations quantized once per input, the CPU's
+// canonical arithmetic, so the same bits as the CPU backend at every T <= 64; prefill chunks
+// dequantize each matrix to a bf16 scratch for cuBLASLt). The per-forward inputs (tokens,
+// positions, KV length, tree mask, logit rows) are staged in pinned host memory and copied on the
+// stream, and kernels read the KV length from device memory (StepParams), so the same launches can
+// be captured in a CUDA graph and replayed. Activations are all-reduced with NCCL on the stream
+// when the communicator takes device memory, through host memory otherwise. Every forward pass ends
+// by waiting for the stream with a deadline (SELFSPEC_GPU_TIMEOUT_S, default 300 s) so a hung
+// collective becomes an error that ends the job.
 //
 // CUDA graphs (forward_pass): a recordable pass of at most kSmallBatch tokens (decode, draft,
 // verification) runs eagerly the first time its launch shape is seen, which sizes every internal
@@ -285,6 +286,12 @@ class CudaBackend final : public Backend {
     kcu::add_rmsnorm(x, delta, weight, eps, rows, dim, y, stream_);
   }
   void matmul(const float* x, std::int64_t rows, const BackendWeight& w, float* y) override {
+    if (is_quantized(w.format) && rows > kcu::kSmallBatch) {
+      const BackendWeight one[] = {w};
+      float* const out[] = {y};
+      quantized_prefill(x, rows, one, out);
+      return;
+    }
     if (is_quantized(w.format)) {
       quantize_input(x, rows, w.cols);
       kcu::quant_matmul(quantized_input_.data(), rows, quant_weight(w), y, stream_);
@@ -309,6 +316,10 @@ class CudaBackend final : public Backend {
                    std::span<float* const> ys) override {
     SELFSPEC_CHECK(ws.size() == ys.size(), "matmul_many: {} matrices but {} outputs", ws.size(),
                    ys.size());
+    if (!ws.empty() && all_quantized_with_cols(ws, ws.front().cols) && rows > kcu::kSmallBatch) {
+      quantized_prefill(x, rows, ws, ys);
+      return;
+    }
     if (!ws.empty() && all_quantized_with_cols(ws, ws.front().cols)) {
       quantize_input(x, rows, ws.front().cols);  // once for every matrix
       for (std::size_t i = 0; i < ws.size(); ++i) {
@@ -485,6 +496,24 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  // A prefill chunk (more than kSmallBatch rows) times quantized matrices of one cols: x
+  // converted to bf16 once, each matrix dequantized to bf16 into a scratch the size of the
+  // largest, then cuBLASLt (the dense prefill's path: close to quant_matmul's products, shared
+  // by the plain and the speculative run). The GEMV would stream the weights once per 8 tokens.
+  void quantized_prefill(const float* x, std::int64_t rows, std::span<const BackendWeight> ws,
+                         std::span<float* const> ys) {
+    const std::int64_t cols = ws.front().cols;
+    ensure(converted_, static_cast<std::size_t>(rows * cols) * sizeof(std::uint16_t));
+    kcu::convert_activations(x, DType::kBF16, converted_.data(), rows * cols, stream_);
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      const BackendWeight& w = ws[i];
+      ensure(dequantized_, static_cast<std::size_t>(w.rows * w.cols) * sizeof(std::uint16_t));
+      kcu::quant_dequantize_bf16(quant_weight(w), dequantized_.data(), stream_);
+      gemm_->matmul(converted_.data(), rows,
+                    kcu::DeviceWeight{DType::kBF16, dequantized_.data(), w.rows, w.cols}, ys[i],
+                    stream_);
+    }
+  }
   // x [rows × cols] quantized into quantized_input_ (the quantized matmuls' activations).
   void quantize_input(const float* x, std::int64_t rows, std::int64_t cols) {
     ensure(quantized_input_, kcu::quant_activations_bytes(rows, cols));
@@ -678,6 +707,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer tokens_device_, tokens_host_, positions_device_, positions_host_;
   DeviceBuffer mask_device_, mask_host_, rows_device_, rows_host_;
   DeviceBuffer converted_, attention_workspace_, quantized_input_;
+  DeviceBuffer dequantized_;  // a quantized prefill's bf16 weights (quantized_prefill)
   std::vector<float> host_staging_;
 };
 

@@ -5,7 +5,10 @@
 //  * every quantized format's product equals the reference at every token count 1..64 (so it is
 //    token-count invariant), on shapes with a partial block of warps and K-format slices that
 //    start inside a super-block;
-//  * the quantized embedding lookup equals the reference dequantization, zeros outside the shard;
+//  * the quantized embedding lookup equals the reference dequantization, zeros outside the shard,
+//    and a whole matrix dequantized to bf16 (a prefill's cuBLASLt weights) is that dequantization
+//    rounded;
+//  * a prefill of more than 64 tokens (through bf16 and cuBLASLt) stays close to the CPU's;
 //  * end to end, a GGUF model in Q4_0, Q8_0, Q4_K and Q6_K run natively on the GPU gives the CPU
 //    backend's logits (quantized products bit-identical; attention and norms to rounding), its
 //    verification rows equal its decode steps bit for bit, and self-speculative greedy decoding
@@ -13,6 +16,7 @@
 #include "backend/quant_rows_builder.hpp"
 #include "comm/local_comm.hpp"
 #include "control/draft_length_controller.hpp"
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
@@ -171,6 +175,31 @@ TEST_P(CudaQuantMatmulTest, EmbeddingEqualsTheReferenceDequantization) {
   }
 }
 
+TEST_P(CudaQuantMatmulTest, DequantizedRowsAreTheReferenceRoundedToBf16) {
+  SELFSPEC_REQUIRE_GPU();
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(84);
+  for (const Slice& slice : slices(format)) {
+    SCOPED_TRACE(::testing::Message()
+                 << slice.rows << " rows, skip " << slice.skip << ", cols " << slice.cols);
+    const GgufMatrix m = random_gguf_matrix(rng, format, slice.rows, slice.blocks);
+    const DeviceRows rows = upload_rows(m, slice);
+    DeviceBuffer<std::uint16_t> out(static_cast<std::size_t>(slice.rows * slice.cols));
+    out.poison();
+    quant_dequantize_bf16(rows.view, out.get(), nullptr);
+    const std::vector<std::uint16_t> gpu = out.download();
+    std::vector<float> row(static_cast<std::size_t>(slice.cols));
+    for (std::int64_t r = 0; r < slice.rows; ++r) {
+      reference_quant_dequantize_row(rows.host, r, row.data());
+      for (std::int64_t c = 0; c < slice.cols; ++c) {
+        ASSERT_EQ(gpu[static_cast<std::size_t>(r * slice.cols + c)],
+                  f32_to_bf16(row[static_cast<std::size_t>(c)]))
+            << "row " << r << " col " << c;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, CudaQuantMatmulTest, ::testing::ValuesIn(kQuantizedFormats),
                          [](const auto& param_info) {
                            return std::string(weight_format_name(param_info.param));
@@ -235,6 +264,26 @@ TEST_P(CudaGgufModelTest, RunsNativelyAndMatchesTheCpuBackend) {
   const std::vector<float> cpu = testing::forward_all_rows(*cpu_model_, cpu_kv, tokens_);
   const std::vector<double> reference(cpu.begin(), cpu.end());
   EXPECT_LT(testing::relative_max_error(gpu, reference), 1e-3);
+}
+
+TEST_P(CudaGgufModelTest, APrefillPastTheGemvSizesGoesThroughBf16AndStaysClose) {
+  // 80 tokens: above kSmallBatch (64), so each quantized matrix is dequantized to bf16 for
+  // cuBLASLt (bf16 activations too, as the dense prefill); the decode steps after it run the
+  // quantized GEMV again.
+  std::vector<std::int32_t> long_prompt;
+  for (int i = 0; i < 80; ++i) long_prompt.push_back((i * 37 + 11) % 97);
+  KvCache gpu_kv = gpu_model_->make_kv_cache(96);
+  KvCache cpu_kv = cpu_model_->make_kv_cache(96);
+  const std::vector<float> gpu = testing::forward_all_rows(*gpu_model_, gpu_kv, long_prompt);
+  const std::vector<float> cpu = testing::forward_all_rows(*cpu_model_, cpu_kv, long_prompt);
+  EXPECT_LT(testing::relative_max_error(gpu, std::vector<double>(cpu.begin(), cpu.end())), 3e-2)
+      << "bf16 weights and activations in cuBLASLt";
+  const std::vector<std::int32_t> next = {5};
+  const std::vector<float> gpu_step = testing::forward_all_rows(*gpu_model_, gpu_kv, next);
+  const std::vector<float> cpu_step = testing::forward_all_rows(*cpu_model_, cpu_kv, next);
+  EXPECT_LT(
+      testing::relative_max_error(gpu_step, std::vector<double>(cpu_step.begin(), cpu_step.end())),
+      3e-2);
 }
 
 TEST_P(CudaGgufModelTest, VerificationRowsEqualDecodeStepsAndSpeculationIsLossless) {
