@@ -229,22 +229,30 @@ void bm_matmul_swiglu(benchmark::State& state, std::int64_t rows, std::int64_t c
 }
 
 // One launch over `parts` matrices of rows x cols each (a fused Wq|Wk|Wv or gate|up), T = 1.
-// The tensor-core GEMV's fused forms at T = 1: `parts` matrices with the RMSNorm folded in
-// (Wq|Wk|Wv), or one matrix adding into the residual stream (o, down).
-void bm_matmul_fused_form(benchmark::State& state, std::int64_t parts, std::int64_t rows,
-                          std::int64_t cols, bool accumulate) {
+// What a fused-launch bench runs around the product of `parts` matrices at T = 1.
+enum class FusedForm {
+  kPlain,       // one launch over the matrices (Wq|Wk|Wv, gate|up)
+  kNormed,      // the same with the RMSNorm folded in (tensor cores)
+  kAccumulate,  // one matrix adding into the residual stream (o, down; tensor cores)
+};
+
+void bm_matmul_fused(benchmark::State& state, std::int64_t parts, std::int64_t rows,
+                     std::int64_t cols, FusedForm form) {
   guarded(state, [&] {
-    if (!fused_gemv_available(DType::kBF16)) throw Error("no tensor-core GEMV on this device");
+    if (form != FusedForm::kPlain && !fused_gemv_available(DType::kBF16)) {
+      throw Error("no tensor-core GEMV on this device");
+    }
     const Stream stream;
     const std::size_t matrix = static_cast<std::size_t>(rows * cols);
-    const Pool weights = make_pool(DType::kBF16, matrix * static_cast<std::size_t>(parts), 17);
-    const DeviceMemory x = random_device(DType::kF32, static_cast<std::size_t>(cols), 18);
+    const Pool weights = make_pool(DType::kBF16, matrix * static_cast<std::size_t>(parts), 13);
+    const DeviceMemory x = random_device(DType::kF32, static_cast<std::size_t>(cols), 14);
     const DeviceMemory g = random_device(DType::kF32, static_cast<std::size_t>(cols), 19);
     const DeviceMemory y(static_cast<std::size_t>(parts * rows) * sizeof(float));
+    // Weights, x (and the norm's weight), y (read too when accumulating).
+    const std::int64_t vectors = cols * (form == FusedForm::kNormed ? 2 : 1) +
+                                 parts * rows * (form == FusedForm::kAccumulate ? 2 : 1);
     const double bytes =
-        static_cast<double>(parts * rows * cols) * 2.0 +
-        static_cast<double>(cols * (accumulate ? 1 : 2) + parts * rows * (accumulate ? 2 : 1)) *
-            4.0;
+        static_cast<double>(parts * rows * cols) * 2.0 + static_cast<double>(vectors) * 4.0;
     run_timed(
         state, stream, bytes, 2.0 * static_cast<double>(parts * rows * cols),
         [&](std::int64_t call) {
@@ -255,36 +263,16 @@ void bm_matmul_fused_form(benchmark::State& state, std::int64_t parts, std::int6
                                  rows, cols};
             outputs.push_back({w, y.get<float>() + i * rows});
           }
-          if (accumulate) {
-            matmul_accumulate(x.get<float>(), 1, outputs.front().w, y.get<float>(), stream.get());
-          } else {
-            matmul_normed(x.get<float>(), g.get<float>(), 1e-5F, 1, outputs, stream.get());
+          switch (form) {
+            case FusedForm::kPlain:
+              return matmul_small_batch(x.get<float>(), 1, outputs, stream.get());
+            case FusedForm::kNormed:
+              return matmul_normed(x.get<float>(), g.get<float>(), 1e-5F, 1, outputs, stream.get());
+            case FusedForm::kAccumulate:
+              return matmul_accumulate(x.get<float>(), 1, outputs.front().w, y.get<float>(),
+                                       stream.get());
           }
         });
-  });
-}
-
-void bm_matmul_fused(benchmark::State& state, std::int64_t parts, std::int64_t rows,
-                     std::int64_t cols) {
-  guarded(state, [&] {
-    const Stream stream;
-    const std::size_t matrix = static_cast<std::size_t>(rows * cols);
-    const Pool weights = make_pool(DType::kBF16, matrix * static_cast<std::size_t>(parts), 13);
-    const DeviceMemory x = random_device(DType::kF32, static_cast<std::size_t>(cols), 14);
-    const DeviceMemory y(static_cast<std::size_t>(parts * rows) * sizeof(float));
-    const double bytes = static_cast<double>(parts * rows * cols) * 2.0 +
-                         static_cast<double>(cols + parts * rows) * 4.0;
-    run_timed(state, stream, bytes, 2.0 * static_cast<double>(parts * rows * cols),
-              [&](std::int64_t call) {
-                std::vector<MatmulOutput> outputs;
-                for (std::int64_t i = 0; i < parts; ++i) {
-                  const DeviceWeight w{
-                      DType::kBF16, weights.copy(call) + static_cast<std::size_t>(i) * matrix * 2,
-                      rows, cols};
-                  outputs.push_back({w, y.get<float>() + i * rows});
-                }
-                matmul_small_batch(x.get<float>(), 1, outputs, stream.get());
-              });
   });
 }
 
@@ -581,15 +569,15 @@ void register_benchmarks() {
     const std::string name =
         "matmul_fused/bf16/" + std::to_string(parts) + "x" + std::to_string(rows) + "x4096/T:1";
     configure(benchmark::RegisterBenchmark(name.c_str(), [parts, rows](benchmark::State& s) {
-      bm_matmul_fused(s, parts, rows, 4096);
+      bm_matmul_fused(s, parts, rows, 4096, FusedForm::kPlain);
     }));
   }
   configure(benchmark::RegisterBenchmark(
       "matmul_normed/bf16/3x4096x4096/T:1",
-      [](benchmark::State& s) { bm_matmul_fused_form(s, 3, 4096, 4096, false); }));
+      [](benchmark::State& s) { bm_matmul_fused(s, 3, 4096, 4096, FusedForm::kNormed); }));
   configure(benchmark::RegisterBenchmark(
       "matmul_accumulate/bf16/4096x4096/T:1",
-      [](benchmark::State& s) { bm_matmul_fused_form(s, 1, 4096, 4096, true); }));
+      [](benchmark::State& s) { bm_matmul_fused(s, 1, 4096, 4096, FusedForm::kAccumulate); }));
 
   for (const auto& [prefix, kernel] :
        {std::pair{"matmul_swiglu", GemvKernel::kAuto},

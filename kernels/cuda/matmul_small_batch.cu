@@ -36,6 +36,7 @@
 // clamped valid row and not stored, so every lane stays in the shuffles.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/matmul_segments.cuh"
 #include "kernels/cuda/matmul_tensor_core.hpp"
 #include "kernels/shared_math.hpp"
 
@@ -189,26 +190,13 @@ __device__ __forceinline__ void accumulate_full_chunks(
   }
 }
 
-// The launch's matrices: warps [first_warp, next first_warp) belong to matrix i.
-struct Segment {
-  const void* w = nullptr;
-  std::int64_t rows = 0;
-  float* y = nullptr;
-  std::int64_t first_warp = 0;
-};
-struct Segments {
-  Segment s[kMaxMatmulOutputs];
-  int count = 0;
-  std::int64_t total_warps = 0;
-};
-
 // kSwiglu: segments.s[0] is W_gate (its y the output), segments.s[1] W_up of the same shape; a
 // warp's first kRows / 2 rows are gate rows row0 .. and its last kRows / 2 the up rows of the same
 // indices, and it stores swiglu_value(gate, up) (kernels/shared_math.hpp, the SwiGLU kernel's
 // expression) instead of either product: the same bits as the two products and the SwiGLU kernel.
 template <class Weights, int kTokens, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
-    matmul_small_batch_kernel(const float* __restrict__ x, const Segments segments,
+    matmul_small_batch_kernel(const float* __restrict__ x, const detail::MatmulSegments segments,
                               std::int64_t cols, bool vector_loads) {
   constexpr int kRows = rows_per_warp<kTokens>();
   constexpr int kHalf = kRows / 2;
@@ -219,26 +207,13 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const std::int64_t warp =
       static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (warp >= segments.total_warps) return;  // warp-uniform; no block-level barrier follows
+  if (warp >= segments.total_units) return;  // warp-uniform; no block-level barrier follows
 
-  // This warp's matrix (selected without dynamic indexing of the parameter array).
-  const void* w_base = segments.s[0].w;
-  std::int64_t rows = segments.s[0].rows;
-  float* y = segments.s[0].y;
-  std::int64_t first_warp = 0;
-  if constexpr (!kSwiglu) {
-#pragma unroll
-    for (int i = 1; i < kMaxMatmulOutputs; ++i) {
-      if (i < segments.count && warp >= segments.s[i].first_warp) {
-        w_base = segments.s[i].w;
-        rows = segments.s[i].rows;
-        y = segments.s[i].y;
-        first_warp = segments.s[i].first_warp;
-      }
-    }
-  }
-  const std::int64_t row0 = (warp - first_warp) * (kSwiglu ? kHalf : kRows);
-  const Storage* w = static_cast<const Storage*>(w_base);
+  const detail::MatmulSegment segment = detail::segment_of<kSwiglu>(segments, warp);
+  const std::int64_t rows = segment.rows;
+  float* const y = segment.y;
+  const std::int64_t row0 = (warp - segment.first_unit) * (kSwiglu ? kHalf : kRows);
+  const Storage* w = static_cast<const Storage*>(segment.w);
 
   const Storage* w_rows[kRows];
 #pragma unroll
@@ -343,44 +318,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The segments of one launch of kTokens tokens: x at `x`, outputs offset by `token_offset` rows.
-template <int kTokens>
-Segments make_segments(std::span<const MatmulOutput> outputs, std::int64_t token_offset) {
-  constexpr std::int64_t kRows = rows_per_warp<kTokens>();
-  Segments segments;
-  for (const MatmulOutput& out : outputs) {
-    if (out.w.rows == 0) continue;
-    Segment& s = segments.s[segments.count++];
-    s.w = out.w.data;
-    s.rows = out.w.rows;
-    s.y = out.y + token_offset * out.w.rows;
-    s.first_warp = segments.total_warps;
-    segments.total_warps += (out.w.rows + kRows - 1) / kRows;
-  }
-  return segments;
-}
-
-// The segments of a gate|up SwiGLU launch: outputs = {gate (y: the SwiGLU output), up}; warps
-// over the gate rows, kRows / 2 each.
-template <int kTokens>
-Segments make_swiglu_segments(std::span<const MatmulOutput> outputs, std::int64_t token_offset) {
-  constexpr std::int64_t kHalf = rows_per_warp<kTokens>() / 2;
-  Segments segments;
-  const MatmulOutput& gate = outputs[0];
-  segments.count = 2;
-  segments.s[0] = {gate.w.data, gate.w.rows, gate.y + token_offset * gate.w.rows, 0};
-  segments.s[1] = {outputs[1].w.data, outputs[1].w.rows, nullptr, 0};
-  segments.total_warps = (gate.w.rows + kHalf - 1) / kHalf;
-  return segments;
-}
-
 template <class Weights, int kTokens, bool kSwiglu>
 void launch(const float* x, std::span<const MatmulOutput> outputs, std::int64_t token_offset,
             bool vector_loads, cudaStream_t stream) {
-  const Segments segments = kSwiglu ? make_swiglu_segments<kTokens>(outputs, token_offset)
-                                    : make_segments<kTokens>(outputs, token_offset);
-  if (segments.total_warps == 0) return;
-  const std::int64_t blocks = (segments.total_warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  // A warp holds kRows rows, or kRows / 2 gate rows and the same up rows.
+  constexpr std::int64_t kRows = rows_per_warp<kTokens>();
+  const detail::MatmulSegments segments =
+      kSwiglu ? detail::make_swiglu_segments(outputs, kRows / 2, token_offset)
+              : detail::make_segments(outputs, kRows, token_offset);
+  if (segments.total_units == 0) return;
+  const std::int64_t blocks = (segments.total_units + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const std::int64_t cols = outputs.front().w.cols;
   detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens, kSwiglu>,
                            dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream,

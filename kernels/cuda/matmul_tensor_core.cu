@@ -37,6 +37,7 @@
 // the SwiGLU kernel's expression).
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/matmul_segments.cuh"
 #include "kernels/cuda/matmul_tensor_core.hpp"
 #include "kernels/cuda/mma_layout.hpp"
 #include "kernels/shared_math.hpp"  // swiglu_value
@@ -55,19 +56,6 @@ constexpr int kParts = 3;  // bf16 parts of an activation
 constexpr int kSteps = mma::kChunk / mma::kStepK;
 // Weight loads in flight per lane: kDepth chunks × matrices × row tiles of 16 bytes.
 constexpr int kLoadsInFlight = 8;
-
-// A launch's matrices: blocks [first_block, next first_block) belong to matrix i.
-struct TileSegment {
-  const std::uint16_t* w = nullptr;
-  std::int64_t rows = 0;
-  float* y = nullptr;
-  std::int64_t first_block = 0;
-};
-struct TileSegments {
-  TileSegment s[kMaxMatmulOutputs];
-  int count = 0;
-  std::int64_t total_blocks = 0;
-};
 
 // The lane's 16-byte group of weight row `row` at element k0 (zeros past the rows and the
 // columns; the same values with vector or element loads). Weights are read once per forward:
@@ -304,44 +292,122 @@ __device__ __forceinline__ float inverse_rms(const float* split_squares, int str
   return static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
 }
 
+// A block's shapes for a form and tile counts, and its shared memory.
+template <class Form, int kTokenTiles, int kRowTiles>
+struct BlockTile {
+  static constexpr int kMats = Form::swiglu ? 2 : 1;
+  static constexpr int kBlockRows = mma::kTileRows * kRowTiles;
+  static constexpr int kBlockTokens = mma::kTileTokens * kTokenTiles;
+  using Accumulators = float[kTokenTiles][kMats][kRowTiles][4];
+  using SplitSums = float[kSplits][kMats][kBlockTokens][kBlockRows];
+  using SplitSquares = float[kSplits][Form::norm ? kBlockTokens : 1];
+};
+
+// The warp's split sums, and (Form::norm) its sums of squares of tokens group and group + 8 of
+// each tile (the four lanes of a group summed their own elements; added by a fixed butterfly),
+// into shared memory.
+template <class Form, int kTokenTiles, int kRowTiles>
+__device__ __forceinline__ void write_split_sums(
+    const typename BlockTile<Form, kTokenTiles, kRowTiles>::Accumulators& acc,
+    const float (&sum_squares)[kTokenTiles][2], int warp, int lane,
+    typename BlockTile<Form, kTokenTiles, kRowTiles>::SplitSums& split_sums,
+    typename BlockTile<Form, kTokenTiles, kRowTiles>::SplitSquares& split_squares) {
+  constexpr int kMats = BlockTile<Form, kTokenTiles, kRowTiles>::kMats;
+#pragma unroll
+  for (int tt = 0; tt < kTokenTiles; ++tt) {
+#pragma unroll
+    for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+      for (int j = 0; j < kRowTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const mma::Cell cell = mma::c_cell(lane, i);
+          split_sums[warp][m][tt * mma::kTileTokens + cell.token][j * mma::kTileRows + cell.row] =
+              acc[tt][m][j][i];
+        }
+      }
+    }
+  }
+  if constexpr (Form::norm) {
+#pragma unroll
+    for (int tt = 0; tt < kTokenTiles; ++tt) {
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float v = sum_squares[tt][u];
+        v += __shfl_xor_sync(kFullMask, v, 1);
+        v += __shfl_xor_sync(kFullMask, v, 2);
+        if (lane % 4 == 0) {
+          split_squares[warp][tt * mma::kTileTokens + mma::lane_group(lane) + 8 * u] = v;
+        }
+      }
+    }
+  }
+}
+
+// After the barrier: each of the block's outputs as its split sums added in split order, scaled
+// by the token's 1 / rms (Form::norm), stored (SwiGLU: swiglu_value(gate, up), the SwiGLU
+// kernel's expression; accumulate: added to y).
+template <class Form, int kTokenTiles, int kRowTiles>
+__device__ __forceinline__ void merge_and_store(
+    const typename BlockTile<Form, kTokenTiles, kRowTiles>::SplitSums& split_sums,
+    const typename BlockTile<Form, kTokenTiles, kRowTiles>::SplitSquares& split_squares,
+    std::int64_t n_tokens, std::int64_t rows, std::int64_t row0, std::int64_t cols, float eps,
+    float* y) {
+  using Tile = BlockTile<Form, kTokenTiles, kRowTiles>;
+  for (int index = static_cast<int>(threadIdx.x); index < Tile::kBlockTokens * Tile::kBlockRows;
+       index += kThreads) {
+    const int token = index / Tile::kBlockRows;
+    const int r = index % Tile::kBlockRows;
+    if (token >= n_tokens || row0 + r >= rows) continue;
+    float sums[Tile::kMats];
+#pragma unroll
+    for (int m = 0; m < Tile::kMats; ++m) {
+      float sum = split_sums[0][m][token][r];
+#pragma unroll
+      for (int s = 1; s < kSplits; ++s) sum += split_sums[s][m][token][r];
+      sums[m] = sum;
+    }
+    if constexpr (Form::norm) {
+      const float scale = inverse_rms(&split_squares[0][token], Tile::kBlockTokens, cols, eps);
+#pragma unroll
+      for (int m = 0; m < Tile::kMats; ++m) sums[m] = __fmul_rn(scale, sums[m]);
+    }
+    float* out = y + token * rows + row0 + r;
+    if constexpr (Form::swiglu) {
+      *out = swiglu_value(sums[0], sums[Tile::kMats - 1]);
+    } else if constexpr (Form::accumulate) {
+      *out = __fadd_rn(*out, sums[0]);
+    } else {
+      *out = sums[0];
+    }
+  }
+}
+
 template <class Form, int kTokenTiles, bool kUpper, int kRowTiles>
 __global__ void __launch_bounds__(kThreads)
     tensor_core_gemv_kernel(const float* __restrict__ x, std::int64_t n_tokens,
-                            const TileSegments segments, std::int64_t cols, bool vector_loads,
+                            const MatmulSegments segments, std::int64_t cols, bool vector_loads,
                             const float* __restrict__ norm_weight, float eps) {
-  constexpr int kMats = Form::swiglu ? 2 : 1;
-  constexpr int kBlockRows = mma::kTileRows * kRowTiles;
-  constexpr int kBlockTokens = mma::kTileTokens * kTokenTiles;
+  using Tile = BlockTile<Form, kTokenTiles, kRowTiles>;
+  constexpr int kMats = Tile::kMats;
+  constexpr int kBlockRows = Tile::kBlockRows;
   constexpr int kDepth = kLoadsInFlight / (kMats * kRowTiles);
   static_assert(kDepth >= 1, "at least one chunk in flight");
   static_assert(!(Form::accumulate && (Form::swiglu || Form::norm)),
                 "the residual add goes with a plain product");
-  __shared__ float split_sums[kSplits][kMats][kBlockTokens][kBlockRows];
-  __shared__ float split_squares[kSplits][Form::norm ? kBlockTokens : 1];
+  __shared__ typename Tile::SplitSums split_sums;
+  __shared__ typename Tile::SplitSquares split_squares;
 
   allow_dependents();
   const std::int64_t block = blockIdx.x;
-  if (block >= segments.total_blocks) return;  // block-uniform; before any barrier
-  // This block's matrix (selected without dynamic indexing of the parameter array).
-  const std::uint16_t* w_first = segments.s[0].w;
-  std::int64_t rows = segments.s[0].rows;
-  float* y = segments.s[0].y;
-  std::int64_t first_block = 0;
-  if constexpr (!Form::swiglu) {
-#pragma unroll
-    for (int i = 1; i < kMaxMatmulOutputs; ++i) {
-      if (i < segments.count && block >= segments.s[i].first_block) {
-        w_first = segments.s[i].w;
-        rows = segments.s[i].rows;
-        y = segments.s[i].y;
-        first_block = segments.s[i].first_block;
-      }
-    }
-  }
+  if (block >= segments.total_units) return;  // block-uniform; before any barrier
+  const MatmulSegment segment = segment_of<Form::swiglu>(segments, block);
+  const std::int64_t rows = segment.rows;
+  float* const y = segment.y;
   const std::uint16_t* w[kMats];
-  w[0] = w_first;
-  if constexpr (Form::swiglu) w[kMats - 1] = segments.s[1].w;
-  const std::int64_t row0 = (block - first_block) * kBlockRows;
+  w[0] = static_cast<const std::uint16_t*>(segment.w);
+  if constexpr (Form::swiglu) w[kMats - 1] = static_cast<const std::uint16_t*>(segments.s[1].w);
+  const std::int64_t row0 = (block - segment.first_unit) * kBlockRows;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const std::int64_t n_chunks = (cols + mma::kChunk - 1) / mma::kChunk;
@@ -356,7 +422,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   wait_for_prerequisites();
 
-  float acc[kTokenTiles][kMats][kRowTiles][4];
+  typename Tile::Accumulators acc;
   float sum_squares[kTokenTiles][2];
 #pragma unroll
   for (int tt = 0; tt < kTokenTiles; ++tt) {
@@ -394,100 +460,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Split sums to shared memory, then added in split order.
-#pragma unroll
-  for (int tt = 0; tt < kTokenTiles; ++tt) {
-#pragma unroll
-    for (int m = 0; m < kMats; ++m) {
-#pragma unroll
-      for (int j = 0; j < kRowTiles; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const mma::Cell cell = mma::c_cell(lane, i);
-          split_sums[warp][m][tt * mma::kTileTokens + cell.token][j * mma::kTileRows + cell.row] =
-              acc[tt][m][j][i];
-        }
-      }
-    }
-  }
-  if constexpr (Form::norm) {
-    // The warp's sums of squares of tokens group and group + 8 of each tile: the four lanes of
-    // the group (each summed its own elements) by a fixed butterfly.
-#pragma unroll
-    for (int tt = 0; tt < kTokenTiles; ++tt) {
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        float v = sum_squares[tt][u];
-        v += __shfl_xor_sync(kFullMask, v, 1);
-        v += __shfl_xor_sync(kFullMask, v, 2);
-        if (lane % 4 == 0) split_squares[warp][tt * mma::kTileTokens + group + 8 * u] = v;
-      }
-    }
-  }
+  write_split_sums<Form, kTokenTiles, kRowTiles>(acc, sum_squares, warp, lane, split_sums,
+                                                 split_squares);
   __syncthreads();
-  for (int index = static_cast<int>(threadIdx.x); index < kBlockTokens * kBlockRows;
-       index += kThreads) {
-    const int token = index / kBlockRows;
-    const int r = index % kBlockRows;
-    if (token >= n_tokens || row0 + r >= rows) continue;
-    float sums[kMats];
-#pragma unroll
-    for (int m = 0; m < kMats; ++m) {
-      float sum = split_sums[0][m][token][r];
-#pragma unroll
-      for (int s = 1; s < kSplits; ++s) sum += split_sums[s][m][token][r];
-      sums[m] = sum;
-    }
-    if constexpr (Form::norm) {
-      const float scale =
-          inverse_rms(&split_squares[0][token], Form::norm ? kBlockTokens : 1, cols, eps);
-#pragma unroll
-      for (int m = 0; m < kMats; ++m) sums[m] = __fmul_rn(scale, sums[m]);
-    }
-    float* out = y + token * rows + row0 + r;
-    if constexpr (Form::swiglu) {
-      *out = swiglu_value(sums[0], sums[kMats - 1]);
-    } else if constexpr (Form::accumulate) {
-      *out = __fadd_rn(*out, sums[0]);
-    } else {
-      *out = sums[0];
-    }
-  }
-}
-
-template <int kRowTiles>
-TileSegments make_segments(std::span<const MatmulOutput> outputs, bool swiglu) {
-  constexpr std::int64_t kBlockRows = std::int64_t{mma::kTileRows} * kRowTiles;
-  TileSegments segments;
-  if (swiglu) {  // {gate (its y the output), up}: blocks over the gate rows
-    const MatmulOutput& gate = outputs[0];
-    segments.count = 2;
-    segments.s[0] = {static_cast<const std::uint16_t*>(gate.w.data), gate.w.rows, gate.y, 0};
-    segments.s[1] = {static_cast<const std::uint16_t*>(outputs[1].w.data), outputs[1].w.rows,
-                     nullptr, 0};
-    segments.total_blocks = (gate.w.rows + kBlockRows - 1) / kBlockRows;
-    return segments;
-  }
-  for (const MatmulOutput& out : outputs) {
-    if (out.w.rows == 0) continue;
-    TileSegment& s = segments.s[segments.count++];
-    s.w = static_cast<const std::uint16_t*>(out.w.data);
-    s.rows = out.w.rows;
-    s.y = out.y;
-    s.first_block = segments.total_blocks;
-    segments.total_blocks += (out.w.rows + kBlockRows - 1) / kBlockRows;
-  }
-  return segments;
+  merge_and_store<Form, kTokenTiles, kRowTiles>(split_sums, split_squares, n_tokens, rows, row0,
+                                                cols, eps, y);
 }
 
 template <class Form, int kTokenTiles, bool kUpper, int kRowTiles>
 void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
             bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
-  const TileSegments segments = make_segments<kRowTiles>(outputs, Form::swiglu);
-  if (segments.total_blocks == 0) return;
-  require(segments.total_blocks <= std::int64_t{0x7fffffff},
+  constexpr std::int64_t kBlockRows = std::int64_t{mma::kTileRows} * kRowTiles;
+  const MatmulSegments segments = Form::swiglu ? make_swiglu_segments(outputs, kBlockRows, 0)
+                                               : make_segments(outputs, kBlockRows, 0);
+  if (segments.total_units == 0) return;
+  require(segments.total_units <= std::int64_t{0x7fffffff},
           "matmul_small_batch: too many rows for one launch");
   launch_dependent(tensor_core_gemv_kernel<Form, kTokenTiles, kUpper, kRowTiles>,
-                   dim3(static_cast<unsigned>(segments.total_blocks)), dim3(kThreads), stream, x,
+                   dim3(static_cast<unsigned>(segments.total_units)), dim3(kThreads), stream, x,
                    n_tokens, segments, outputs.front().w.cols, vector_loads, fusion.norm_weight,
                    fusion.eps);
 }
