@@ -156,13 +156,17 @@ void attention(const float* q, const void* k_cache, const void* v_cache, const A
 //   (exactly), mma.sync over chunks of 32 k in a fixed split-K order; all 64 tokens in one weight
 //   stream. Within 1e-5 of Σ|x·w| of the exact product; no bit-exact scalar reference (a tensor
 //   core's internal summation is not specified to the bit).
-// kAuto picks the tensor cores for bf16 weights on compute capability 8.0 and above unless
-// SELFSPEC_CUDA_GEMV=cuda-cores (auto and tensor-cores are the other accepted values), the CUDA
-// cores otherwise: the same kernel for every T of a process, as token-count invariance needs.
-// kTensorCores with weights other than bf16 throws; tests and benchmarks name a kernel to compare.
+// kAuto picks the CUDA cores (the faster decode: 4096 x 4096 at T = 1 in 12.7 against 17.9 us on an
+// H200) unless SELFSPEC_CUDA_GEMV=tensor-cores asks for the tensor cores for bf16 weights on
+// compute capability 8.0 and above (auto and cuda-cores are the other accepted values): the same
+// kernel for every T of a process, as token-count invariance needs. kTensorCores with weights
+// other than bf16 throws; tests and benchmarks name a kernel to compare.
 enum class GemvKernel { kAuto, kCudaCores, kTensorCores };
 // The kernel kAuto resolves to for weights of `dtype` on the current device.
 GemvKernel auto_gemv_kernel(DType dtype);
+// Whether the current device runs the tensor-core GEMV and its fused forms (compute capability 8.0
+// or above), whichever kernel kAuto picks.
+bool tensor_core_gemv_supported();
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
                         cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 // The same product of one x with up to kMaxMatmulOutputs matrices of one dtype and one column
@@ -182,8 +186,10 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
                    const DeviceWeight& up, float* out, cudaStream_t stream,
                    GemvKernel kernel = GemvKernel::kAuto);
-// The tensor-core GEMV's fused forms, offered where auto_gemv_kernel(dtype) is the tensor cores
-// (fused_gemv_available; they throw elsewhere), T <= kSmallBatch, each token-count invariant:
+// The tensor-core GEMV's fused forms, for bf16 weights on compute capability 8.0 and above (they
+// throw elsewhere), T <= kSmallBatch, each token-count invariant; fused_gemv_available(dtype) says
+// whether a model should take them (auto_gemv_kernel(dtype) is the tensor cores, whose plain
+// products they equal in arithmetic order):
 // * matmul_normed: ys = rmsnorm(x) · Wᵀ with the norm folded into the product,
 //   y[t][n] = r_t · Σ_k w[n][k] · (g[k] · x[t][k]), r_t = 1 / sqrt(Σ_k x[t][k]² / cols + eps)
 //   (the squares summed in the kernel's fixed order, in f32; the normalised x is never stored).

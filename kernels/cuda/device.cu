@@ -67,14 +67,14 @@ bool tensor_core_gemv_supported() {
 }
 
 bool tensor_core_gemv_enabled() {
-  static const bool allowed = [] {
+  static const bool requested = [] {
     const char* env = std::getenv("SELFSPEC_CUDA_GEMV");
     const std::string value = env == nullptr ? "" : env;
     require(value.empty() || value == "auto" || value == "tensor-cores" || value == "cuda-cores",
             "SELFSPEC_CUDA_GEMV=" + value + ": expected auto, tensor-cores or cuda-cores");
-    return value != "cuda-cores";
+    return value == "tensor-cores";
   }();
-  return allowed && tensor_core_gemv_supported();
+  return requested && tensor_core_gemv_supported();
 }
 
 }  // namespace detail

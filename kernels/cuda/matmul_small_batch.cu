@@ -480,6 +480,10 @@ void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& ga
   dispatch_dtype<true>(x, n_tokens, outputs, vector_loads, stream);
 }
 
+bool tensor_core_gemv_supported() {
+  return detail::tensor_core_gemv_supported();
+}
+
 bool fused_gemv_available(DType dtype) {
   return auto_gemv_kernel(dtype) == GemvKernel::kTensorCores;
 }
@@ -494,8 +498,11 @@ bool check_fused(const char* what, const float* x, std::int64_t n_tokens,
                                                         str(n_tokens) + " outside [0, " +
                                                         str(kSmallBatch) + "]");
   const bool vector_loads = check_outputs(x, outputs);
-  require(fused_gemv_available(outputs.front().w.dtype),
-          std::string(what) + ": needs bf16 weights on the tensor-core GEMV (auto_gemv_kernel)");
+  require(outputs.front().w.dtype == DType::kBF16 && tensor_core_gemv_supported(),
+          std::string(what) +
+              ": needs bf16 weights and the tensor-core GEMV (compute capability "
+              "8.0 or above), got " +
+              std::string(dtype_name(outputs.front().w.dtype)));
   require(n_tokens == 0 || x != nullptr, std::string(what) + ": null activations");
   return vector_loads;
 }

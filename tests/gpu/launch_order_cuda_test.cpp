@@ -116,7 +116,7 @@ TEST(CudaLaunchOrder, DependentLaunchesGiveThePlainLaunchesBits) {
 
 TEST(CudaLaunchOrder, DependentFusedFormsGiveThePlainLaunchesBits) {
   SELFSPEC_REQUIRE_GPU();
-  if (!fused_gemv_available(DType::kBF16)) GTEST_SKIP() << "no tensor-core GEMV on this device";
+  if (!tensor_core_gemv_supported()) GTEST_SKIP() << "no tensor-core GEMV on this device";
   const CudaStream stream;
   const std::vector<float> plain = run_chain(nullptr, 24, true);
   const std::vector<float> dependent = run_chain(stream.get(), 24, true);

@@ -248,10 +248,12 @@ TEST_P(CudaMatmulTest, SwigluEpilogueEqualsTheTwoProductsAndSwiglu) {
                Error);
 }
 
-TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
+// cuBLASLt (the prefill GEMMs past kSmallBatch tokens), once per weight dtype.
+class CudaCublasLtTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaCublasLtTest, CublasLtMatchesCpu) {
   SELFSPEC_REQUIRE_GPU();
-  const DType dtype = GetParam().dtype;
-  if (GetParam().kernel == GemvKernel::kTensorCores) GTEST_SKIP() << "cuBLASLt: once per dtype";
+  const DType dtype = GetParam();
   // x is rounded to the weight dtype first: bf16 keeps 8 mantissa bits, f16 11.
   const double rel = dtype == DType::kF32 ? 1e-5 : 1e-2;
   std::mt19937 rng(24);
@@ -281,6 +283,12 @@ TEST_P(CudaMatmulTest, CublasLtMatchesCpu) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaCublasLtTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const auto& param_info) {
+                           return std::string(dtype_name(param_info.param));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(AllKernels, CudaMatmulTest, ::testing::ValuesIn(kGemvCases),
                          [](const auto& param_info) {
                            return std::string(dtype_name(param_info.param.dtype)) +
@@ -289,10 +297,10 @@ INSTANTIATE_TEST_SUITE_P(AllKernels, CudaMatmulTest, ::testing::ValuesIn(kGemvCa
                                        : "_cuda_cores");
                          });
 
-// kAuto: bf16 on the tensor cores (compute capability >= 8.0, SELFSPEC_CUDA_GEMV unset in the
-// tests), everything else on the CUDA cores; auto's bits are the kernel's it names. The tensor
-// cores take bf16 only.
-TEST(CudaMatmulKernels, AutoPicksTheTensorCoresForBf16AndEqualsTheKernelItNames) {
+// kAuto: every dtype on the CUDA cores unless SELFSPEC_CUDA_GEMV=tensor-cores puts bf16 on the
+// tensor cores (compute capability >= 8.0); auto's bits are the kernel's it names; the fused forms
+// are offered to models where auto is the tensor cores. The tensor cores take bf16 only.
+TEST(CudaMatmulKernels, AutoPicksTheRequestedKernelAndEqualsTheKernelItNames) {
   SELFSPEC_REQUIRE_GPU();
   EXPECT_EQ(auto_gemv_kernel(DType::kF32), GemvKernel::kCudaCores);
   EXPECT_EQ(auto_gemv_kernel(DType::kF16), GemvKernel::kCudaCores);
@@ -300,10 +308,13 @@ TEST(CudaMatmulKernels, AutoPicksTheTensorCoresForBf16AndEqualsTheKernelItNames)
   int major = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  EXPECT_EQ(tensor_core_gemv_supported(), major >= 8);
   const char* env = std::getenv("SELFSPEC_CUDA_GEMV");
-  const bool forced_cuda_cores = env != nullptr && std::string(env) == "cuda-cores";
-  EXPECT_EQ(auto_gemv_kernel(DType::kBF16),
-            major >= 8 && !forced_cuda_cores ? GemvKernel::kTensorCores : GemvKernel::kCudaCores);
+  const bool asked_tensor_cores = env != nullptr && std::string(env) == "tensor-cores";
+  const GemvKernel expected =
+      major >= 8 && asked_tensor_cores ? GemvKernel::kTensorCores : GemvKernel::kCudaCores;
+  EXPECT_EQ(auto_gemv_kernel(DType::kBF16), expected);
+  EXPECT_EQ(fused_gemv_available(DType::kBF16), expected == GemvKernel::kTensorCores);
   std::mt19937 rng(28);
   const StoredWeights w = random_weights(rng, DType::kBF16, 300, 4096);
   const DeviceWeights d_w = upload_weights(w);
@@ -332,7 +343,7 @@ class CudaFusedGemvTest : public ::testing::Test {
  protected:
   void SetUp() override {
     SELFSPEC_REQUIRE_GPU();
-    if (!fused_gemv_available(DType::kBF16)) GTEST_SKIP() << "no tensor-core GEMV on this device";
+    if (!tensor_core_gemv_supported()) GTEST_SKIP() << "no tensor-core GEMV on this device";
   }
   // rmsnorm(x) rows in double, rounded to f32 (the reference's input to the CPU matmul).
   static std::vector<float> normed(const std::vector<float>& x, const std::vector<float>& g,

@@ -10,9 +10,10 @@ import sys
 from functools import partial
 
 from .build import step_build, step_configure, step_kit, step_link_check
-from .checks import (CTEST_GROUPS, CTEST_REST, PDL_OFF_PATTERN, rest_pattern, run_ctest_group,
-                     step_cli_cpu_vs_gpu, step_cli_graphs, step_cli_speculative,
-                     step_decode_bench, step_kernel_bench, step_nccl_bench, step_planted_demo)
+from .checks import (CTEST_GROUPS, CTEST_REST, PDL_OFF_PATTERN, TENSOR_CORES_PATTERN,
+                     rest_pattern, run_ctest_group, step_cli_cpu_vs_gpu, step_cli_graphs,
+                     step_cli_speculative, step_decode_bench, step_kernel_bench, step_nccl_bench,
+                     step_planted_demo)
 from .machine import REPO, kill_group, step_environment
 from .profile import step_ncu_decode, step_sanitizer
 from .report import EXIT_NO_DEVICE, EXIT_USAGE, RESULTS, verdict
@@ -146,6 +147,12 @@ def gpu_checks(c):
          "dependent launch off (SELFSPEC_CUDA_PDL=0)", 120,
          partial(run_ctest_group, c, include=PDL_OFF_PATTERN, env={"SELFSPEC_CUDA_PDL": "0"}),
          False),
+        ("ctest_tensor_cores", "the invariance, backend, graph and lossless groups again with "
+         "the bf16 GEMVs on the tensor cores and the models' fused forms "
+         "(SELFSPEC_CUDA_GEMV=tensor-cores)", 120,
+         partial(run_ctest_group, c, include=TENSOR_CORES_PATTERN,
+                 env={"SELFSPEC_CUDA_GEMV": "tensor-cores"}),
+         False),
         ("cli_graph_replay", "selfspec generate: CUDA graphs on == off (tokens)", 150,
          partial(step_cli_graphs, c), False),
         ("cli_speculative", "selfspec generate: speculative greedy == autoregressive on the GPU",
@@ -155,9 +162,9 @@ def gpu_checks(c):
         ("bench_7b_graphs_on", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs on; "
          "v(gamma) for gamma = 1 .. 15", 200,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=15), False),
-        ("bench_7b_gemv_cuda_cores", "the same decode bench with the bf16 GEMVs on the CUDA "
-         "cores (SELFSPEC_CUDA_GEMV=cuda-cores): the tensor-core GEMV's gain; v(gamma) 1 .. 8",
-         150, partial(step_decode_bench, c, graphs="on", verify_cost_max=8, gemv="cuda-cores"),
+        ("bench_7b_gemv_tensor_cores", "the same decode bench with the bf16 GEMVs on the tensor "
+         "cores and the fused forms (SELFSPEC_CUDA_GEMV=tensor-cores); v(gamma) 1 .. 8",
+         150, partial(step_decode_bench, c, graphs="on", verify_cost_max=8, gemv="tensor-cores"),
          False),
         ("bench_7b_q4k", "decode bench, LLaMA-2-7B geometry, synthetic Q4_K run as stored, "
          "graphs on; v(gamma) for gamma = 1 .. 8", 150,
