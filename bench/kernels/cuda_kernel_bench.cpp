@@ -5,8 +5,10 @@
 // layer, Wq|Wk|Wv = 3 x 4096 rows and gate|up = 2 x 11008 rows, at T = 1; gate|up with the SwiGLU
 // epilogue at T = 1 / 8; the tensor cores' fused forms at T = 1: Wq|Wk|Wv with the RMSNorm
 // folded in, and o adding into the residual stream), on the kernel the engine picks (kAuto: the
-// tensor cores for bf16 where the device has them) and again on the CUDA-core GEMV
-// (matmul_cuda_cores/..., matmul_swiglu_ cuda_cores/...), side by side, are memory bound: each call
+// CUDA cores unless SELFSPEC_CUDA_GEMV=tensor-cores) and again on the tensor-core GEMV
+// (matmul_tensor_cores/..., matmul_swiglu_tensor_cores/...), side by side, and the tensor-core
+// GEMV's weight pipelines (tensor_pipeline/<pipeline>/..., 4096 x 4096 at T = 1 / 8 / 16 / 64 and
+// the SwiGLU pair 2 x 11008 x 4096 at T = 1 / 8), are memory bound: each call
 // uses the next of several copies of the weight matrices, the copies together much larger than the
 // L2 cache (SELFSPEC_BENCH_POOL_MB, default 1024 MiB), so GB/s is HBM bandwidth (weights
 // + activations moved). The prefill GEMM (cuBLASLt, T = 64 / 512) reports TFLOP/s. Decode
@@ -33,6 +35,7 @@
 #include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/cuda_stream.hpp"
+#include "kernels/cuda/matmul_tensor_core.hpp"
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -228,6 +231,36 @@ void bm_matmul_swiglu(benchmark::State& state, std::int64_t rows, std::int64_t c
   });
 }
 
+// The tensor-core GEMV with a named weight pipeline (detail::TensorPipeline; the same bits each):
+// one rows x cols matrix, or (swiglu) a gate|up pair of them, at T tokens.
+void bm_tensor_pipeline(benchmark::State& state, std::int64_t rows, std::int64_t cols,
+                        std::int64_t n_tokens, bool swiglu, detail::TensorPipeline pipeline) {
+  guarded(state, [&] {
+    if (!tensor_core_gemv_supported()) throw Error("no tensor-core GEMV on this device");
+    const Stream stream;
+    const std::int64_t mats = swiglu ? 2 : 1;
+    const std::size_t matrix = static_cast<std::size_t>(rows * cols);
+    const Pool weights = make_pool(DType::kBF16, matrix * static_cast<std::size_t>(mats), 21);
+    const DeviceMemory x =
+        random_device(DType::kF32, static_cast<std::size_t>(n_tokens * cols), 22);
+    const DeviceMemory y(static_cast<std::size_t>(n_tokens * rows) * sizeof(float));
+    const double bytes = static_cast<double>(mats * rows * cols) * 2.0 +
+                         static_cast<double>(n_tokens * (cols + rows)) * 4.0;
+    run_timed(state, stream, bytes, 2.0 * static_cast<double>(mats * n_tokens * rows * cols),
+              [&](std::int64_t call) {
+                std::vector<MatmulOutput> outputs;
+                for (std::int64_t m = 0; m < mats; ++m) {
+                  const DeviceWeight w{
+                      DType::kBF16, weights.copy(call) + static_cast<std::size_t>(m) * matrix * 2,
+                      rows, cols};
+                  outputs.push_back({w, y.get<float>()});
+                }
+                detail::matmul_tensor_cores(x.get<float>(), n_tokens, outputs, swiglu,
+                                            cols % 8 == 0, {}, stream.get(), pipeline);
+              });
+  });
+}
+
 // One launch over `parts` matrices of rows x cols each (a fused Wq|Wk|Wv or gate|up), T = 1.
 // What a fused-launch bench runs around the product of `parts` matrices at T = 1.
 enum class FusedForm {
@@ -239,7 +272,7 @@ enum class FusedForm {
 void bm_matmul_fused(benchmark::State& state, std::int64_t parts, std::int64_t rows,
                      std::int64_t cols, FusedForm form) {
   guarded(state, [&] {
-    if (form != FusedForm::kPlain && !fused_gemv_available(DType::kBF16)) {
+    if (form != FusedForm::kPlain && !tensor_core_gemv_supported()) {
       throw Error("no tensor-core GEMV on this device");
     }
     const Stream stream;
@@ -544,10 +577,11 @@ void register_benchmarks() {
     const std::vector<std::int64_t> sweep =
         rows == 4096 ? std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}
                      : std::vector<std::int64_t>{1, 4, 8};
-    // matmul_small_batch: the kernel the engine runs (kAuto); matmul_cuda_cores: the CUDA-core
-    // GEMV beside it (the tensor cores' gain, or the same kernel where auto picks it).
-    for (const auto& [prefix, kernel] : {std::pair{"matmul_small_batch", GemvKernel::kAuto},
-                                         std::pair{"matmul_cuda_cores", GemvKernel::kCudaCores}}) {
+    // matmul_small_batch: the kernel the engine runs (kAuto: the CUDA cores unless
+    // SELFSPEC_CUDA_GEMV=tensor-cores); matmul_tensor_cores: the tensor-core GEMV beside it.
+    for (const auto& [prefix, kernel] :
+         {std::pair{"matmul_small_batch", GemvKernel::kAuto},
+          std::pair{"matmul_tensor_cores", GemvKernel::kTensorCores}}) {
       for (const std::int64_t t : sweep) {
         const std::string name = std::string(prefix) + "/bf16/" + std::to_string(rows) + "x" +
                                  std::to_string(cols) + "/T:" + std::to_string(t);
@@ -572,6 +606,27 @@ void register_benchmarks() {
       bm_matmul_fused(s, parts, rows, 4096, FusedForm::kPlain);
     }));
   }
+  // The tensor-core GEMV's weight pipelines side by side (tensor_pipeline/<pipeline>/...).
+  for (const auto& [label, pipeline] :
+       {std::pair{"ring", detail::TensorPipeline::kRing},
+        std::pair{"ring_prefetch", detail::TensorPipeline::kRingPrefetch},
+        std::pair{"ping_pong", detail::TensorPipeline::kPingPong},
+        std::pair{"ping_pong_prefetch", detail::TensorPipeline::kPingPongPrefetch}}) {
+    for (const std::int64_t t : {1, 8, 16, 64}) {
+      const std::string name =
+          "tensor_pipeline/" + std::string(label) + "/bf16/4096x4096/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(name.c_str(), [t, p = pipeline](benchmark::State& s) {
+        bm_tensor_pipeline(s, 4096, 4096, t, false, p);
+      }));
+    }
+    for (const std::int64_t t : {1, 8}) {
+      const std::string name =
+          "tensor_pipeline/" + std::string(label) + "/swiglu/2x11008x4096/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(name.c_str(), [t, p = pipeline](benchmark::State& s) {
+        bm_tensor_pipeline(s, 11008, 4096, t, true, p);
+      }));
+    }
+  }
   configure(benchmark::RegisterBenchmark(
       "matmul_normed/bf16/3x4096x4096/T:1",
       [](benchmark::State& s) { bm_matmul_fused(s, 3, 4096, 4096, FusedForm::kNormed); }));
@@ -581,7 +636,7 @@ void register_benchmarks() {
 
   for (const auto& [prefix, kernel] :
        {std::pair{"matmul_swiglu", GemvKernel::kAuto},
-        std::pair{"matmul_swiglu_cuda_cores", GemvKernel::kCudaCores}}) {
+        std::pair{"matmul_swiglu_tensor_cores", GemvKernel::kTensorCores}}) {
     for (const std::int64_t t : {1, 8}) {
       const std::string name = std::string(prefix) + "/bf16/2x11008x4096/T:" + std::to_string(t);
       configure(benchmark::RegisterBenchmark(name.c_str(), [t, kernel](benchmark::State& s) {

@@ -57,6 +57,13 @@ constexpr int kSteps = mma::kChunk / mma::kStepK;
 // Weight loads in flight per lane: kDepth chunks × matrices × row tiles of 16 bytes.
 constexpr int kLoadsInFlight = 8;
 
+constexpr bool ping_pongs(TensorPipeline p) {
+  return p == TensorPipeline::kPingPong || p == TensorPipeline::kPingPongPrefetch;
+}
+constexpr bool prefetches_activations(TensorPipeline p) {
+  return p == TensorPipeline::kRingPrefetch || p == TensorPipeline::kPingPongPrefetch;
+}
+
 // The lane's 16-byte group of weight row `row` at element k0 (zeros past the rows and the
 // columns; the same values with vector or element loads). Weights are read once per forward:
 // they skip L1, which keeps the activations.
@@ -267,6 +274,131 @@ __device__ __forceinline__ void load_weights(const std::uint16_t* const (&w)[kMa
   }
 }
 
+// A warp's chunks, warp + kSplits·i in ascending i, each handed to consume(weights, chunk) after
+// its weights arrived; touch(chunk) is called for each chunk whose weights were asked for, once the
+// kernel before this one is waited for (the activation prefetch: the weights are no kernel's
+// output and are loaded before the wait, the activations only after it).
+//
+// The ring (kRing, kRingPrefetch): kDepth chunks in a ring; each slot is refilled with the chunk
+// kDepth ahead as it is consumed.
+template <int kMats, int kRowTiles, int kDepth, class Consume, class Touch>
+__device__ __forceinline__ void stream_ring(const std::uint16_t* const (&w)[kMats],
+                                            std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                                            int warp, std::int64_t n_chunks, int lane,
+                                            bool vector_loads, Consume&& consume, Touch&& touch) {
+  uint4 ring[kDepth][kMats][kRowTiles];
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    load_weights<kMats, kRowTiles>(w, rows, cols, row0, warp + std::int64_t{d} * kSplits, n_chunks,
+                                   lane, vector_loads, ring[d]);
+  }
+  wait_for_prerequisites();
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) touch(warp + std::int64_t{d} * kSplits);
+  constexpr std::int64_t kStride = std::int64_t{kDepth} * kSplits;
+  for (std::int64_t base = warp; base < n_chunks; base += kStride) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const std::int64_t chunk = base + std::int64_t{d} * kSplits;
+      if (chunk < n_chunks) {  // warp-uniform
+        uint4 current[kMats][kRowTiles];
+#pragma unroll
+        for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+          for (int j = 0; j < kRowTiles; ++j) current[m][j] = ring[d][m][j];
+        }
+        load_weights<kMats, kRowTiles>(w, rows, cols, row0, chunk + kStride, n_chunks, lane,
+                                       vector_loads, ring[d]);
+        touch(chunk + kStride);
+        consume(current, chunk);
+      }
+    }
+  }
+}
+
+// kDepth chunks (first, first + kSplits, ...) into a buffer; chunks past the end are zeros.
+template <int kMats, int kRowTiles, int kDepth>
+__device__ __forceinline__ void load_group(const std::uint16_t* const (&w)[kMats],
+                                           std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                                           std::int64_t first, std::int64_t n_chunks, int lane,
+                                           bool vector_loads,
+                                           uint4 (&group)[kDepth][kMats][kRowTiles]) {
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    load_weights<kMats, kRowTiles>(w, rows, cols, row0, first + std::int64_t{d} * kSplits, n_chunks,
+                                   lane, vector_loads, group[d]);
+  }
+}
+
+template <int kDepth, class Touch>
+__device__ __forceinline__ void touch_group(std::int64_t first, Touch& touch) {
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) touch(first + std::int64_t{d} * kSplits);
+}
+
+template <int kMats, int kRowTiles, int kDepth, class Consume>
+__device__ __forceinline__ void consume_group(const uint4 (&group)[kDepth][kMats][kRowTiles],
+                                              std::int64_t first, std::int64_t n_chunks,
+                                              Consume& consume) {
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    const std::int64_t chunk = first + std::int64_t{d} * kSplits;
+    if (chunk < n_chunks) consume(group[d], chunk);  // warp-uniform
+  }
+}
+
+// Ping-pong (kPingPong, kPingPongPrefetch): buffers a and b of kDepth chunks each; b loads while a
+// is consumed, then a loads the group after b while b is consumed. Each load lands in the
+// registers its buffer is read from, so the loop carries no copy of a load still in flight (the
+// ring's copy of a slot before refilling it may make the warp wait for that load).
+template <int kMats, int kRowTiles, int kDepth, class Consume, class Touch>
+__device__ __forceinline__ void stream_ping_pong(const std::uint16_t* const (&w)[kMats],
+                                                 std::int64_t rows, std::int64_t cols,
+                                                 std::int64_t row0, int warp, std::int64_t n_chunks,
+                                                 int lane, bool vector_loads, Consume&& consume,
+                                                 Touch&& touch) {
+  constexpr std::int64_t kGroup = std::int64_t{kDepth} * kSplits;  // chunks a buffer spans
+  uint4 a[kDepth][kMats][kRowTiles];
+  uint4 b[kDepth][kMats][kRowTiles];
+  load_group<kMats, kRowTiles, kDepth>(w, rows, cols, row0, warp, n_chunks, lane, vector_loads, a);
+  wait_for_prerequisites();
+  touch_group<kDepth>(warp, touch);
+  for (std::int64_t base = warp; base < n_chunks; base += 2 * kGroup) {
+    load_group<kMats, kRowTiles, kDepth>(w, rows, cols, row0, base + kGroup, n_chunks, lane,
+                                         vector_loads, b);
+    touch_group<kDepth>(base + kGroup, touch);
+    consume_group<kMats, kRowTiles, kDepth>(a, base, n_chunks, consume);
+    load_group<kMats, kRowTiles, kDepth>(w, rows, cols, row0, base + 2 * kGroup, n_chunks, lane,
+                                         vector_loads, a);
+    touch_group<kDepth>(base + 2 * kGroup, touch);
+    consume_group<kMats, kRowTiles, kDepth>(b, base + kGroup, n_chunks, consume);
+  }
+}
+
+// The activation prefetch of a chunk: the lines of the lane's activation groups (tokens group and
+// group + 8 of each tile, as accumulate_chunk reads them) into L1, so that the chunk's activation
+// loads, issued only when its weights have arrived, hit L1 instead of waiting for L2. A hint: no
+// value changes. Only after wait_for_prerequisites (x is the kernel before's output).
+template <int kTokenTiles, bool kUpper>
+__device__ __forceinline__ void prefetch_activations(const float* __restrict__ x,
+                                                     std::int64_t n_tokens, std::int64_t cols,
+                                                     std::int64_t chunk, std::int64_t n_chunks,
+                                                     int lane) {
+  const std::int64_t k0 = chunk * mma::kChunk + mma::lane_first_element(lane);
+  if (chunk >= n_chunks || k0 >= cols) return;
+  const int group = mma::lane_group(lane);
+#pragma unroll
+  for (int tt = 0; tt < kTokenTiles; ++tt) {
+#pragma unroll
+    for (int u = 0; u < (kUpper ? 2 : 1); ++u) {
+      const std::int64_t token = std::int64_t{tt} * mma::kTileTokens + group + 8 * u;
+      if (token < n_tokens) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(x + token * cols + k0));
+      }
+    }
+  }
+}
+
 // What a launch computes around the product: the SwiGLU of a gate|up pair, the RMSNorm of x
 // folded in, the residual add in the epilogue.
 template <bool kSwiglu, bool kNorm, bool kAccumulate>
@@ -383,7 +515,7 @@ __device__ __forceinline__ void merge_and_store(
   }
 }
 
-template <class Form, int kTokenTiles, bool kUpper, int kRowTiles>
+template <class Form, int kTokenTiles, bool kUpper, int kRowTiles, TensorPipeline kPipeline>
 __global__ void __launch_bounds__(kThreads)
     tensor_core_gemv_kernel(const float* __restrict__ x, std::int64_t n_tokens,
                             const MatmulSegments segments, std::int64_t cols, bool vector_loads,
@@ -391,8 +523,7 @@ __global__ void __launch_bounds__(kThreads)
   using Tile = BlockTile<Form, kTokenTiles, kRowTiles>;
   constexpr int kMats = Tile::kMats;
   constexpr int kBlockRows = Tile::kBlockRows;
-  constexpr int kDepth = kLoadsInFlight / (kMats * kRowTiles);
-  static_assert(kDepth >= 1, "at least one chunk in flight");
+  static_assert(kLoadsInFlight >= kMats * kRowTiles, "at least one chunk in flight");
   static_assert(!(Form::accumulate && (Form::swiglu || Form::norm)),
                 "the residual add goes with a plain product");
   __shared__ typename Tile::SplitSums split_sums;
@@ -412,16 +543,6 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const std::int64_t n_chunks = (cols + mma::kChunk - 1) / mma::kChunk;
 
-  // The first kDepth chunks of this warp's split: weights only, before waiting for the kernel
-  // before this one.
-  uint4 ring[kDepth][kMats][kRowTiles];
-#pragma unroll
-  for (int d = 0; d < kDepth; ++d) {
-    load_weights<kMats, kRowTiles>(w, rows, cols, row0, warp + std::int64_t{d} * kSplits, n_chunks,
-                                   lane, vector_loads, ring[d]);
-  }
-  wait_for_prerequisites();
-
   typename Tile::Accumulators acc;
   float sum_squares[kTokenTiles][2];
 #pragma unroll
@@ -438,25 +559,22 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   const int group = mma::lane_group(lane);
-  constexpr std::int64_t kStride = std::int64_t{kDepth} * kSplits;
-  for (std::int64_t base = warp; base < n_chunks; base += kStride) {
-#pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
-      const std::int64_t chunk = base + std::int64_t{d} * kSplits;
-      if (chunk < n_chunks) {  // warp-uniform
-        uint4 current[kMats][kRowTiles];
-#pragma unroll
-        for (int m = 0; m < kMats; ++m) {
-#pragma unroll
-          for (int j = 0; j < kRowTiles; ++j) current[m][j] = ring[d][m][j];
-        }
-        load_weights<kMats, kRowTiles>(w, rows, cols, row0, chunk + kStride, n_chunks, lane,
-                                       vector_loads, ring[d]);
-        accumulate_chunk<Form, kTokenTiles, kUpper, kMats, kRowTiles>(
-            x, norm_weight, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane),
-            group, vector_loads, current, acc, sum_squares);
-      }
+  auto consume = [&](const uint4(&weights)[kMats][kRowTiles], std::int64_t chunk) {
+    accumulate_chunk<Form, kTokenTiles, kUpper, kMats, kRowTiles>(
+        x, norm_weight, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane), group,
+        vector_loads, weights, acc, sum_squares);
+  };
+  auto touch = [&](std::int64_t chunk) {
+    if constexpr (prefetches_activations(kPipeline)) {
+      prefetch_activations<kTokenTiles, kUpper>(x, n_tokens, cols, chunk, n_chunks, lane);
     }
+  };
+  if constexpr (ping_pongs(kPipeline)) {
+    stream_ping_pong<kMats, kRowTiles, kLoadsInFlight / (kMats * kRowTiles)>(
+        w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume, touch);
+  } else {
+    stream_ring<kMats, kRowTiles, kLoadsInFlight / (kMats * kRowTiles)>(
+        w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume, touch);
   }
 
   // Split sums to shared memory, then added in split order.
@@ -467,7 +585,7 @@ __global__ void __launch_bounds__(kThreads)
                                                 cols, eps, y);
 }
 
-template <class Form, int kTokenTiles, bool kUpper, int kRowTiles>
+template <class Form, int kTokenTiles, bool kUpper, int kRowTiles, TensorPipeline kPipeline>
 void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
             bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
   constexpr std::int64_t kBlockRows = std::int64_t{mma::kTileRows} * kRowTiles;
@@ -476,7 +594,7 @@ void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput>
   if (segments.total_units == 0) return;
   require(segments.total_units <= std::int64_t{0x7fffffff},
           "matmul_small_batch: too many rows for one launch");
-  launch_dependent(tensor_core_gemv_kernel<Form, kTokenTiles, kUpper, kRowTiles>,
+  launch_dependent(tensor_core_gemv_kernel<Form, kTokenTiles, kUpper, kRowTiles, kPipeline>,
                    dim3(static_cast<unsigned>(segments.total_units)), dim3(kThreads), stream, x,
                    n_tokens, segments, outputs.front().w.cols, vector_loads, fusion.norm_weight,
                    fusion.eps);
@@ -485,27 +603,62 @@ void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput>
 // Tiles by token count: up to 8 tokens one tile whose upper 8 tokens are known to be empty (no
 // loads, no split), up to 16 one full tile, then 2 or 4 tiles. 16 rows a block (each activation
 // split serves two row tiles); the SwiGLU form holds 8 rows of each of its two matrices.
-template <class Form>
-void dispatch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-              bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
+template <class Form, TensorPipeline kPipeline>
+void dispatch_tiles(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+                    bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
   constexpr int kRowTiles = Form::swiglu ? 1 : 2;
   if (n_tokens <= 8) {
-    return launch<Form, 1, false, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
+    return launch<Form, 1, false, kRowTiles, kPipeline>(x, n_tokens, outputs, vector_loads, fusion,
+                                                        stream);
   }
   if (n_tokens <= 16) {
-    return launch<Form, 1, true, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
+    return launch<Form, 1, true, kRowTiles, kPipeline>(x, n_tokens, outputs, vector_loads, fusion,
+                                                       stream);
   }
   if (n_tokens <= 32) {
-    return launch<Form, 2, true, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
+    return launch<Form, 2, true, kRowTiles, kPipeline>(x, n_tokens, outputs, vector_loads, fusion,
+                                                       stream);
   }
-  launch<Form, 4, true, kRowTiles>(x, n_tokens, outputs, vector_loads, fusion, stream);
+  launch<Form, 4, true, kRowTiles, kPipeline>(x, n_tokens, outputs, vector_loads, fusion, stream);
+}
+
+// The plain and SwiGLU products run every pipeline (the benches compare them); the fused forms
+// the default one.
+template <class Form>
+void dispatch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+              bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream,
+              TensorPipeline pipeline) {
+  constexpr bool kEveryPipeline = !Form::norm && !Form::accumulate;
+  if constexpr (kEveryPipeline) {
+    switch (pipeline) {
+      case TensorPipeline::kRing:
+        return dispatch_tiles<Form, TensorPipeline::kRing>(x, n_tokens, outputs, vector_loads,
+                                                           fusion, stream);
+      case TensorPipeline::kRingPrefetch:
+        return dispatch_tiles<Form, TensorPipeline::kRingPrefetch>(x, n_tokens, outputs,
+                                                                   vector_loads, fusion, stream);
+      case TensorPipeline::kPingPong:
+        return dispatch_tiles<Form, TensorPipeline::kPingPong>(x, n_tokens, outputs, vector_loads,
+                                                               fusion, stream);
+      case TensorPipeline::kPingPongPrefetch:
+        return dispatch_tiles<Form, TensorPipeline::kPingPongPrefetch>(
+            x, n_tokens, outputs, vector_loads, fusion, stream);
+    }
+    require(false, "matmul_small_batch (tensor cores): unknown pipeline");
+  } else {
+    require(pipeline == kDefaultTensorPipeline,
+            "matmul_small_batch (tensor cores): the fused forms run the default pipeline only");
+    dispatch_tiles<Form, kDefaultTensorPipeline>(x, n_tokens, outputs, vector_loads, fusion,
+                                                 stream);
+  }
 }
 
 }  // namespace
 
 void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
                          std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
-                         const TensorGemvFusion& fusion, cudaStream_t stream) {
+                         const TensorGemvFusion& fusion, cudaStream_t stream,
+                         TensorPipeline pipeline) {
   require(n_tokens >= 1 && n_tokens <= kSmallBatch,
           "matmul_small_batch (tensor cores): token count " + str(n_tokens) + " outside [1, " +
               str(kSmallBatch) + "]");
@@ -517,11 +670,12 @@ void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
           "matmul_accumulate: one matrix, without a norm or a SwiGLU");
   const bool loads = vector_loads && (!norm || is_aligned(fusion.norm_weight, 16));
   if (fusion.accumulate)
-    return dispatch<AccumulateForm>(x, n_tokens, outputs, loads, fusion, stream);
-  if (norm && swiglu) return dispatch<NormSwigluForm>(x, n_tokens, outputs, loads, fusion, stream);
-  if (norm) return dispatch<NormForm>(x, n_tokens, outputs, loads, fusion, stream);
-  if (swiglu) return dispatch<SwigluForm>(x, n_tokens, outputs, loads, fusion, stream);
-  dispatch<PlainForm>(x, n_tokens, outputs, loads, fusion, stream);
+    return dispatch<AccumulateForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
+  if (norm && swiglu)
+    return dispatch<NormSwigluForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
+  if (norm) return dispatch<NormForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
+  if (swiglu) return dispatch<SwigluForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
+  dispatch<PlainForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
 }
 
 }  // namespace selfspec::kernels::cuda::detail

@@ -21,20 +21,31 @@ struct TensorGemvFusion {
   bool accumulate = false;
 };
 
+// How a warp streams its chunks of weights into registers; every pipeline gives the same bits (the
+// chunks are consumed in the same order by the same arithmetic). kRing: kLoadsInFlight loads in a
+// ring refilled chunk by chunk. kPingPong: two buffers of kLoadsInFlight loads, one loading while
+// the other is consumed, so no register of an outstanding load is copied. The *Prefetch forms
+// also prefetch each chunk's activations into L1 when its weights are asked for, so that the
+// activation loads, issued when the chunk is consumed, do not wait for L2.
+enum class TensorPipeline { kRing, kRingPrefetch, kPingPong, kPingPongPrefetch };
+inline constexpr TensorPipeline kDefaultTensorPipeline = TensorPipeline::kRing;
+
 // y = x · Wᵀ for every output (bf16 weights of one cols, 1 <= n_tokens <= kSmallBatch), or, with
 // `swiglu`, outputs[0].y = swiglu(x · gateᵀ, x · upᵀ) for outputs = {gate, up}, with `fusion`.
 // vector_loads: cols a multiple of 8 and x and every matrix 16-byte aligned (the same values are
 // loaded either way, so the bits do not depend on it).
 void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
                          std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
-                         const TensorGemvFusion& fusion, cudaStream_t stream);
+                         const TensorGemvFusion& fusion, cudaStream_t stream,
+                         TensorPipeline pipeline = kDefaultTensorPipeline);
 
 // Whether the current device can run the tensor-core GEMV: compute capability 8.0 or above (bf16
 // mma.sync).
 bool tensor_core_gemv_supported();
-// Whether kAuto picks it for bf16 weights: supported, and SELFSPEC_CUDA_GEMV is not "cuda-cores"
-// (read once per process: auto, tensor-cores or cuda-cores, unset meaning auto; any other value
-// throws).
+// Whether kAuto picks it for bf16 weights: supported, and SELFSPEC_CUDA_GEMV=tensor-cores (read
+// once per process: auto, tensor-cores or cuda-cores, unset meaning auto; any other value throws).
+// Auto is the CUDA-core GEMV: on an H200 it decodes a 7B model 1.71x faster (231 vs 135 tok/s,
+// docs/results/2026-11-29-gpu-tensor-core-gemv.md), the tensor cores' cost being flat in T only.
 bool tensor_core_gemv_enabled();
 
 }  // namespace selfspec::kernels::cuda::detail
