@@ -57,13 +57,6 @@ constexpr int kSteps = mma::kChunk / mma::kStepK;
 // Weight loads in flight per lane: kDepth chunks × matrices × row tiles of 16 bytes.
 constexpr int kLoadsInFlight = 8;
 
-constexpr bool ping_pongs(TensorPipeline p) {
-  return p == TensorPipeline::kPingPong || p == TensorPipeline::kPingPongPrefetch;
-}
-constexpr bool prefetches_activations(TensorPipeline p) {
-  return p == TensorPipeline::kRingPrefetch || p == TensorPipeline::kPingPongPrefetch;
-}
-
 // The lane's 16-byte group of weight row `row` at element k0 (zeros past the rows and the
 // columns; the same values with vector or element loads). Weights are read once per forward:
 // they skip L1, which keeps the activations.
@@ -275,17 +268,16 @@ __device__ __forceinline__ void load_weights(const std::uint16_t* const (&w)[kMa
 }
 
 // A warp's chunks, warp + kSplits·i in ascending i, each handed to consume(weights, chunk) after
-// its weights arrived; touch(chunk) is called for each chunk whose weights were asked for, once the
-// kernel before this one is waited for (the activation prefetch: the weights are no kernel's
-// output and are loaded before the wait, the activations only after it).
+// its weights arrived. The first loads are issued before the wait for the kernel before this one
+// (the weights are no kernel's output); activations are read only by consume, after the wait.
 //
-// The ring (kRing, kRingPrefetch): kDepth chunks in a ring; each slot is refilled with the chunk
-// kDepth ahead as it is consumed.
-template <int kMats, int kRowTiles, int kDepth, class Consume, class Touch>
+// The ring (kRing): kDepth chunks in a ring; each slot is refilled with the chunk kDepth ahead as
+// it is consumed.
+template <int kMats, int kRowTiles, int kDepth, class Consume>
 __device__ __forceinline__ void stream_ring(const std::uint16_t* const (&w)[kMats],
                                             std::int64_t rows, std::int64_t cols, std::int64_t row0,
                                             int warp, std::int64_t n_chunks, int lane,
-                                            bool vector_loads, Consume&& consume, Touch&& touch) {
+                                            bool vector_loads, Consume&& consume) {
   uint4 ring[kDepth][kMats][kRowTiles];
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) {
@@ -293,8 +285,6 @@ __device__ __forceinline__ void stream_ring(const std::uint16_t* const (&w)[kMat
                                    lane, vector_loads, ring[d]);
   }
   wait_for_prerequisites();
-#pragma unroll
-  for (int d = 0; d < kDepth; ++d) touch(warp + std::int64_t{d} * kSplits);
   constexpr std::int64_t kStride = std::int64_t{kDepth} * kSplits;
   for (std::int64_t base = warp; base < n_chunks; base += kStride) {
 #pragma unroll
@@ -309,7 +299,6 @@ __device__ __forceinline__ void stream_ring(const std::uint16_t* const (&w)[kMat
         }
         load_weights<kMats, kRowTiles>(w, rows, cols, row0, chunk + kStride, n_chunks, lane,
                                        vector_loads, ring[d]);
-        touch(chunk + kStride);
         consume(current, chunk);
       }
     }
@@ -330,12 +319,6 @@ __device__ __forceinline__ void load_group(const std::uint16_t* const (&w)[kMats
   }
 }
 
-template <int kDepth, class Touch>
-__device__ __forceinline__ void touch_group(std::int64_t first, Touch& touch) {
-#pragma unroll
-  for (int d = 0; d < kDepth; ++d) touch(first + std::int64_t{d} * kSplits);
-}
-
 template <int kMats, int kRowTiles, int kDepth, class Consume>
 __device__ __forceinline__ void consume_group(const uint4 (&group)[kDepth][kMats][kRowTiles],
                                               std::int64_t first, std::int64_t n_chunks,
@@ -347,55 +330,27 @@ __device__ __forceinline__ void consume_group(const uint4 (&group)[kDepth][kMats
   }
 }
 
-// Ping-pong (kPingPong, kPingPongPrefetch): buffers a and b of kDepth chunks each; b loads while a
-// is consumed, then a loads the group after b while b is consumed. Each load lands in the
+// Ping-pong (kPingPong): buffers a and b of kDepth chunks each; b loads while a is consumed, then a
+// loads the group after b while b is consumed. Each load lands in the
 // registers its buffer is read from, so the loop carries no copy of a load still in flight (the
 // ring's copy of a slot before refilling it may make the warp wait for that load).
-template <int kMats, int kRowTiles, int kDepth, class Consume, class Touch>
+template <int kMats, int kRowTiles, int kDepth, class Consume>
 __device__ __forceinline__ void stream_ping_pong(const std::uint16_t* const (&w)[kMats],
                                                  std::int64_t rows, std::int64_t cols,
                                                  std::int64_t row0, int warp, std::int64_t n_chunks,
-                                                 int lane, bool vector_loads, Consume&& consume,
-                                                 Touch&& touch) {
+                                                 int lane, bool vector_loads, Consume&& consume) {
   constexpr std::int64_t kGroup = std::int64_t{kDepth} * kSplits;  // chunks a buffer spans
   uint4 a[kDepth][kMats][kRowTiles];
   uint4 b[kDepth][kMats][kRowTiles];
   load_group<kMats, kRowTiles, kDepth>(w, rows, cols, row0, warp, n_chunks, lane, vector_loads, a);
   wait_for_prerequisites();
-  touch_group<kDepth>(warp, touch);
   for (std::int64_t base = warp; base < n_chunks; base += 2 * kGroup) {
     load_group<kMats, kRowTiles, kDepth>(w, rows, cols, row0, base + kGroup, n_chunks, lane,
                                          vector_loads, b);
-    touch_group<kDepth>(base + kGroup, touch);
     consume_group<kMats, kRowTiles, kDepth>(a, base, n_chunks, consume);
     load_group<kMats, kRowTiles, kDepth>(w, rows, cols, row0, base + 2 * kGroup, n_chunks, lane,
                                          vector_loads, a);
-    touch_group<kDepth>(base + 2 * kGroup, touch);
     consume_group<kMats, kRowTiles, kDepth>(b, base + kGroup, n_chunks, consume);
-  }
-}
-
-// The activation prefetch of a chunk: the lines of the lane's activation groups (tokens group and
-// group + 8 of each tile, as accumulate_chunk reads them) into L1, so that the chunk's activation
-// loads, issued only when its weights have arrived, hit L1 instead of waiting for L2. A hint: no
-// value changes. Only after wait_for_prerequisites (x is the kernel before's output).
-template <int kTokenTiles, bool kUpper>
-__device__ __forceinline__ void prefetch_activations(const float* __restrict__ x,
-                                                     std::int64_t n_tokens, std::int64_t cols,
-                                                     std::int64_t chunk, std::int64_t n_chunks,
-                                                     int lane) {
-  const std::int64_t k0 = chunk * mma::kChunk + mma::lane_first_element(lane);
-  if (chunk >= n_chunks || k0 >= cols) return;
-  const int group = mma::lane_group(lane);
-#pragma unroll
-  for (int tt = 0; tt < kTokenTiles; ++tt) {
-#pragma unroll
-    for (int u = 0; u < (kUpper ? 2 : 1); ++u) {
-      const std::int64_t token = std::int64_t{tt} * mma::kTileTokens + group + 8 * u;
-      if (token < n_tokens) {
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(x + token * cols + k0));
-      }
-    }
   }
 }
 
@@ -564,17 +519,12 @@ __global__ void __launch_bounds__(kThreads)
         x, norm_weight, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane), group,
         vector_loads, weights, acc, sum_squares);
   };
-  auto touch = [&](std::int64_t chunk) {
-    if constexpr (prefetches_activations(kPipeline)) {
-      prefetch_activations<kTokenTiles, kUpper>(x, n_tokens, cols, chunk, n_chunks, lane);
-    }
-  };
-  if constexpr (ping_pongs(kPipeline)) {
+  if constexpr (kPipeline == TensorPipeline::kPingPong) {
     stream_ping_pong<kMats, kRowTiles, kLoadsInFlight / (kMats * kRowTiles)>(
-        w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume, touch);
+        w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume);
   } else {
     stream_ring<kMats, kRowTiles, kLoadsInFlight / (kMats * kRowTiles)>(
-        w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume, touch);
+        w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume);
   }
 
   // Split sums to shared memory, then added in split order.
@@ -634,15 +584,9 @@ void dispatch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutpu
       case TensorPipeline::kRing:
         return dispatch_tiles<Form, TensorPipeline::kRing>(x, n_tokens, outputs, vector_loads,
                                                            fusion, stream);
-      case TensorPipeline::kRingPrefetch:
-        return dispatch_tiles<Form, TensorPipeline::kRingPrefetch>(x, n_tokens, outputs,
-                                                                   vector_loads, fusion, stream);
       case TensorPipeline::kPingPong:
         return dispatch_tiles<Form, TensorPipeline::kPingPong>(x, n_tokens, outputs, vector_loads,
                                                                fusion, stream);
-      case TensorPipeline::kPingPongPrefetch:
-        return dispatch_tiles<Form, TensorPipeline::kPingPongPrefetch>(
-            x, n_tokens, outputs, vector_loads, fusion, stream);
     }
     require(false, "matmul_small_batch (tensor cores): unknown pipeline");
   } else {

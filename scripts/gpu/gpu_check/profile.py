@@ -96,6 +96,40 @@ def step_ncu_decode(c, s):
     s.figures["kernels"] = table
 
 
+# ---- ncu's diagnosis of the bf16 GEMVs ----
+
+# One launch each of the CUDA-core GEMV and the tensor-core GEMV (ring and ping-pong) at
+# 4096 x 4096, T = 1, from cuda_kernel_bench: why the tensor-core GEMV streamed 1.9 TB/s where the
+# CUDA-core one streamed 2.6 (2026-11-29): warp stall reasons, memory workload, occupancy.
+NCU_GEMV_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "WarpStateStats", "Occupancy",
+                     "LaunchStats", "SchedulerStats"]
+
+def step_ncu_gemv(c, s):
+    ncu = c.tools.get("ncu")
+    if not ncu:
+        s.fail("no ncu found (PATH, beside nvcc, /usr/local/cuda*/bin)")
+        return
+    args = [ncu, "--cache-control", "none", "--clock-control", "none",
+            "-k", "regex:gemv|matmul", "--launch-skip", "2", "--launch-count", "1"]
+    for section in NCU_GEMV_SECTIONS:
+        args += ["--section", section]
+    logs = {}
+    for label, bench in (("cuda_cores", "matmul_small_batch/bf16/4096x4096/T:1/"),
+                         ("tensor_ring", "tensor_pipeline/ring/bf16/4096x4096/T:1/"),
+                         ("tensor_ping_pong", "tensor_pipeline/ping_pong/bf16/4096x4096/T:1/")):
+        rc, out = s.run(args + [c.program("cuda_kernel_bench"), f"--benchmark_filter={bench}",
+                                "--benchmark_min_time=0.01"],
+                        capture=True, env={"SELFSPEC_BENCH_POOL_MB": "256"},
+                        timeout=max(20.0, s.left() / 3))
+        path = os.path.join(c.outdir, "raw", f"ncu-gemv-{label}.log")
+        with open(path, "w") as f:
+            f.write(out)
+        logs[label] = {"exit": rc, "log": os.path.basename(path)}
+        if rc != 0:
+            s.fail(f"ncu on {label} exited with {rc}")
+    s.figures["gemv_profiles"] = logs
+
+
 # ---- compute-sanitizer over the kernel tests ----
 
 # racecheck is slow: it runs over the kernels that share memory between threads of a block.

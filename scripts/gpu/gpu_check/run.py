@@ -15,7 +15,7 @@ from .checks import (CTEST_GROUPS, CTEST_REST, PDL_OFF_PATTERN, TENSOR_CORES_PAT
                      step_cli_speculative, step_decode_bench, step_kernel_bench, step_nccl_bench,
                      step_planted_demo)
 from .machine import REPO, kill_group, step_environment
-from .profile import step_ncu_decode, step_sanitizer
+from .profile import step_ncu_decode, step_ncu_gemv, step_sanitizer
 from .report import EXIT_NO_DEVICE, EXIT_USAGE, RESULTS, verdict
 from .runner import Checker, progress, unrun_record
 
@@ -175,6 +175,9 @@ def gpu_checks(c):
          partial(step_kernel_bench, c), False),
         ("ncu_decode", "ncu --cache-control none: time per kernel of a 7B decode step", 150,
          partial(step_ncu_decode, c), False),
+        ("ncu_gemv", "ncu: stall reasons, memory workload and occupancy of the bf16 GEMVs "
+         "(CUDA cores; tensor cores, ring and ping-pong) at 4096 x 4096, T = 1", 120,
+         partial(step_ncu_gemv, c), True),
         ("bench_qwen_1p5b", "decode bench, Qwen2.5-Coder-1.5B geometry, bf16, graphs on; "
          "v(gamma) for gamma = 1 .. 8 (the GPU costs for eq. 6)", 120,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=8,
