@@ -607,9 +607,9 @@ void register_benchmarks() {
     }));
   }
   // The tensor-core GEMV's weight pipelines side by side (tensor_pipeline/<pipeline>/...).
-  for (const auto& [label, pipeline] :
-       {std::pair{"ring", detail::TensorPipeline::kRing},
-        std::pair{"ping_pong", detail::TensorPipeline::kPingPong}}) {
+  for (const auto& [label, pipeline] : {std::pair{"ring", detail::TensorPipeline::kRing},
+                                        std::pair{"ping_pong", detail::TensorPipeline::kPingPong},
+                                        std::pair{"bulk", detail::TensorPipeline::kBulk}}) {
     for (const std::int64_t t : {1, 8, 16, 64}) {
       const std::string name =
           "tensor_pipeline/" + std::string(label) + "/bf16/4096x4096/T:" + std::to_string(t);

@@ -132,13 +132,14 @@ bool pdl_enabled();
 // (when pdl_enabled() and the stream is one the program created: the legacy and per-thread
 // default streams get plain launches), else as a plain launch; checks the launch. The kernel must
 // follow the contract above.
+// launch_dependent_smem gives the kernel `dynamic_smem_bytes` of dynamic shared memory.
 template <class... KernelArgs, class... Args>
-void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
-                      Args&&... args) {
+void launch_dependent_smem(void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                           std::size_t dynamic_smem_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = dynamic_smem_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute[1]{};
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -148,6 +149,12 @@ void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cuda
       stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread;
   config.numAttrs = created_stream && pdl_enabled() ? 1 : 0;
   SELFSPEC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+template <class... KernelArgs, class... Args>
+void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                      Args&&... args) {
+  launch_dependent_smem(kernel, grid, block, 0, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace selfspec::kernels::cuda::detail

@@ -66,6 +66,10 @@ bool tensor_core_gemv_supported() {
   return compute_capability_major() >= 8;
 }
 
+bool bulk_copy_supported() {
+  return compute_capability_major() >= 9;
+}
+
 bool tensor_core_gemv_enabled() {
   static const bool requested = [] {
     const char* env = std::getenv("SELFSPEC_CUDA_GEMV");

@@ -29,8 +29,11 @@
 // block, so a 4096-row matrix still gives 256 blocks of 8 warps) over 8 · kRowTiles rows (16;
 // the SwiGLU form holds 8 gate rows and the up rows of the same indices) and all the launch's
 // tokens in kTokenTiles tiles of 16 (up to 8 tokens, the tile's upper half is neither loaded nor
-// split). Each warp keeps kLoadsInFlight 16-byte weight loads in flight in registers (the first
-// ones issued before the programmatic-dependent-launch wait; weights skip L1), reads activations
+// split). A warp gets its chunks of weights through one of the pipelines (TensorPipeline, the
+// same chunks in the same order, so the same bits): kLoadsInFlight 16-byte loads in flight in a
+// register ring (the default) or in two ping-pong buffers, or stages of whole row stretches that
+// the copy engine puts in shared memory (kBulk, sm_90); the first weights are asked for before
+// the programmatic-dependent-launch wait, and register loads skip L1. Each warp reads activations
 // through L1 (every block reads the same ones), splits each pair into three bf16x2 registers
 // (cvt.rn.bf16x2.f32: the rounding of split_to_bf16_parts), and leaves its split sums in shared
 // memory; then the block adds them in split order and stores (SwiGLU: swiglu_value(gate, up),
@@ -44,8 +47,11 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace selfspec::kernels::cuda::detail {
 namespace {
@@ -354,6 +360,188 @@ __device__ __forceinline__ void stream_ping_pong(const std::uint16_t* const (&w)
   }
 }
 
+// ---- the bulk pipeline (kBulk, sm_90) ----
+// The weights go to shared memory by the copy engine (cp.async.bulk: one copy per weight row and
+// stage, whole 128-byte lines of a row, no registers held while in flight) in kBulkStages stages
+// of kSplits chunks each: stage s holds chunks kSplits·s .. kSplits·s + kSplits - 1 of the
+// block's rows, and warp w consumes chunk kSplits·s + w from it - the chunks and the order of the
+// ring, so the ring's bits. Each stage has an mbarrier the copies complete (its parity flips per
+// fill) and a count of the warps done with it; the warp that brings the count to a multiple of
+// kSplits refills the stage with the stage kBulkStages ahead. Rows of padded stride (bank-free
+// 16-byte reads of a lane group's rows); rows past the matrix are not copied and their outputs
+// not stored; columns past cols read as zeros.
+constexpr int kBulkStages = 6;
+constexpr int kStageElements = kSplits * mma::kChunk;  // 256 columns of a row per stage
+constexpr int kStageRowBytes = kStageElements * 2 + 64;
+
+template <int kMats, int kRowTiles>
+struct BulkLayout {
+  static constexpr int kRowsPerMat = kRowTiles * mma::kTileRows;
+  static constexpr int kRows =
+      kMats * kRowsPerMat;  // a stage's rows: matrix m's rows from m·kRowsPerMat
+  static constexpr int kSlotBytes = kRows * kStageRowBytes;
+  static constexpr int kBarrierOffset = kBulkStages * kSlotBytes;
+  static constexpr int kCounterOffset = kBarrierOffset + kBulkStages * 8;
+  static constexpr int kBytes = kCounterOffset + kBulkStages * 4;
+};
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void barrier_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void barrier_expect_bytes(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ bool barrier_try_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes,
+                                          unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+#endif
+
+// The warp's lanes copy stage `stage` of the block's rows into `slot`: lane 0 tells the stage's
+// barrier how many bytes come, then lanes 0 .. kRows - 1 each copy one row's stretch.
+template <int kMats, int kRowTiles>
+__device__ __forceinline__ void fill_stage(const std::uint16_t* const (&w)[kMats],
+                                           std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                                           std::int64_t stage, unsigned slot, unsigned bar,
+                                           int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Layout = BulkLayout<kMats, kRowTiles>;
+  const std::int64_t k_begin = stage * kStageElements;
+  const std::int64_t k_count =
+      cols - k_begin < kStageElements ? cols - k_begin : std::int64_t{kStageElements};
+  const auto row_bytes = static_cast<unsigned>(k_count * 2);
+  const std::int64_t left = rows - row0;
+  const int valid_rows = left < Layout::kRowsPerMat ? static_cast<int>(left) : Layout::kRowsPerMat;
+  if (lane == 0) barrier_expect_bytes(bar, row_bytes * static_cast<unsigned>(valid_rows * kMats));
+  __syncwarp();
+  for (int r = lane; r < Layout::kRows; r += kWarpSize) {
+    const int m = r / Layout::kRowsPerMat;
+    const int row = r % Layout::kRowsPerMat;
+    if (row < valid_rows) {
+      const std::uint16_t* const matrix = m == 0 ? w[0] : w[kMats - 1];  // no indexed local array
+      bulk_copy(slot + static_cast<unsigned>(r * kStageRowBytes),
+                matrix + (row0 + row) * cols + k_begin, row_bytes, bar);
+    }
+  }
+#else
+  (void)w, (void)rows, (void)cols, (void)row0, (void)stage, (void)slot, (void)bar, (void)lane;
+  __trap();  // never launched: the bulk pipeline is chosen on compute capability 9.0 only
+#endif
+}
+
+// Waits for a stage's copies; a wait past 2 s (a stage takes microseconds) traps, so a broken
+// pipeline fails its launch instead of hanging the device.
+__device__ __forceinline__ void wait_stage(unsigned bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (barrier_try_wait(bar, parity)) return;
+  const auto global_ns = [] {
+    std::uint64_t ns = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    return ns;
+  };
+  const std::uint64_t start = global_ns();
+  while (!barrier_try_wait(bar, parity)) {
+    if (global_ns() - start > 2'000'000'000ull) __trap();
+  }
+#else
+  (void)bar, (void)parity;
+  __trap();
+#endif
+}
+
+template <int kMats, int kRowTiles, class Consume>
+__device__ __forceinline__ void stream_bulk(const std::uint16_t* const (&w)[kMats],
+                                            std::int64_t rows, std::int64_t cols, std::int64_t row0,
+                                            int warp, std::int64_t n_chunks, int lane,
+                                            Consume&& consume) {
+  using Layout = BulkLayout<kMats, kRowTiles>;
+  extern __shared__ __align__(128) unsigned char bulk_smem[];
+  const unsigned base = shared_address(bulk_smem);
+  unsigned* const released = reinterpret_cast<unsigned*>(bulk_smem + Layout::kCounterOffset);
+  const auto slot_of = [&](int slot) {
+    return base + static_cast<unsigned>(slot * Layout::kSlotBytes);
+  };
+  const auto barrier_of = [&](int slot) {
+    return base + static_cast<unsigned>(Layout::kBarrierOffset + slot * 8);
+  };
+  const std::int64_t n_stages = (n_chunks + kSplits - 1) / kSplits;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    for (int slot = 0; slot < kBulkStages; ++slot) {
+      barrier_init(barrier_of(slot), 1);
+      released[slot] = 0;
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+#endif
+  __syncthreads();
+  if (warp == 0) {  // the weights are no kernel's output: the first stages before the wait
+    for (std::int64_t stage = 0; stage < kBulkStages && stage < n_stages; ++stage) {
+      const int slot = static_cast<int>(stage);
+      fill_stage<kMats, kRowTiles>(w, rows, cols, row0, stage, slot_of(slot), barrier_of(slot),
+                                   lane);
+    }
+  }
+  wait_for_prerequisites();
+  const int group = mma::lane_group(lane);
+  for (std::int64_t stage = 0; stage < n_stages; ++stage) {
+    const int slot = static_cast<int>(stage % kBulkStages);
+    wait_stage(barrier_of(slot), static_cast<unsigned>((stage / kBulkStages) & 1));
+    const std::int64_t chunk = stage * kSplits + warp;
+    if (chunk < n_chunks) {  // warp-uniform
+      const std::int64_t k0 = chunk * mma::kChunk + mma::lane_first_element(lane);
+      const unsigned char* const stretch = bulk_smem + slot * Layout::kSlotBytes +
+                                           (warp * mma::kChunk + mma::lane_first_element(lane)) * 2;
+      uint4 weights[kMats][kRowTiles];
+#pragma unroll
+      for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+        for (int j = 0; j < kRowTiles; ++j) {
+          const int r = m * Layout::kRowsPerMat + j * mma::kTileRows + group;
+          weights[m][j] = k0 < cols ? *reinterpret_cast<const uint4*>(stretch + r * kStageRowBytes)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+        }
+      }
+      consume(weights, chunk);
+    }
+    // Done with the stage: the warp that completes its count refills it.
+    __syncwarp();
+    unsigned last = 0;
+    if (lane == 0) {
+      __threadfence_block();
+      last = atomicAdd(&released[slot], 1u) % kSplits == kSplits - 1 ? 1u : 0u;
+    }
+    last = __shfl_sync(kFullMask, last, 0);
+    if (last != 0 && stage + kBulkStages < n_stages) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+      fill_stage<kMats, kRowTiles>(w, rows, cols, row0, stage + kBulkStages, slot_of(slot),
+                                   barrier_of(slot), lane);
+    }
+  }
+}
+
 // What a launch computes around the product: the SwiGLU of a gate|up pair, the RMSNorm of x
 // folded in, the residual add in the epilogue.
 template <bool kSwiglu, bool kNorm, bool kAccumulate>
@@ -519,7 +707,9 @@ __global__ void __launch_bounds__(kThreads)
         x, norm_weight, n_tokens, cols, chunk * mma::kChunk + mma::lane_first_element(lane), group,
         vector_loads, weights, acc, sum_squares);
   };
-  if constexpr (kPipeline == TensorPipeline::kPingPong) {
+  if constexpr (kPipeline == TensorPipeline::kBulk) {
+    stream_bulk<kMats, kRowTiles>(w, rows, cols, row0, warp, n_chunks, lane, consume);
+  } else if constexpr (kPipeline == TensorPipeline::kPingPong) {
     stream_ping_pong<kMats, kRowTiles, kLoadsInFlight / (kMats * kRowTiles)>(
         w, rows, cols, row0, warp, n_chunks, lane, vector_loads, consume);
   } else {
@@ -535,6 +725,20 @@ __global__ void __launch_bounds__(kThreads)
                                                 cols, eps, y);
 }
 
+// A kernel's dynamic shared memory above the default 48 KiB, allowed once per device.
+template <class... Args>
+void allow_dynamic_smem(void (*kernel)(Args...), std::size_t bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<bool> allowed[kDevices];  // per instantiation; static: zero-initialised
+  int device = 0;
+  SELFSPEC_CUDA_CHECK(cudaGetDevice(&device));
+  require(device >= 0 && device < kDevices, "matmul_small_batch: device " + str(device));
+  if (allowed[device].load(std::memory_order_acquire)) return;
+  SELFSPEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
+  allowed[device].store(true, std::memory_order_release);
+}
+
 template <class Form, int kTokenTiles, bool kUpper, int kRowTiles, TensorPipeline kPipeline>
 void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
             bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
@@ -544,10 +748,15 @@ void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput>
   if (segments.total_units == 0) return;
   require(segments.total_units <= std::int64_t{0x7fffffff},
           "matmul_small_batch: too many rows for one launch");
-  launch_dependent(tensor_core_gemv_kernel<Form, kTokenTiles, kUpper, kRowTiles, kPipeline>,
-                   dim3(static_cast<unsigned>(segments.total_units)), dim3(kThreads), stream, x,
-                   n_tokens, segments, outputs.front().w.cols, vector_loads, fusion.norm_weight,
-                   fusion.eps);
+  const auto kernel = tensor_core_gemv_kernel<Form, kTokenTiles, kUpper, kRowTiles, kPipeline>;
+  std::size_t dynamic_smem = 0;
+  if constexpr (kPipeline == TensorPipeline::kBulk) {
+    dynamic_smem = BulkLayout < Form::swiglu ? 2 : 1, kRowTiles > ::kBytes;
+    allow_dynamic_smem(kernel, dynamic_smem);
+  }
+  launch_dependent_smem(kernel, dim3(static_cast<unsigned>(segments.total_units)), dim3(kThreads),
+                        dynamic_smem, stream, x, n_tokens, segments, outputs.front().w.cols,
+                        vector_loads, fusion.norm_weight, fusion.eps);
 }
 
 // Tiles by token count: up to 8 tokens one tile whose upper 8 tokens are known to be empty (no
@@ -587,6 +796,14 @@ void dispatch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutpu
       case TensorPipeline::kPingPong:
         return dispatch_tiles<Form, TensorPipeline::kPingPong>(x, n_tokens, outputs, vector_loads,
                                                                fusion, stream);
+      case TensorPipeline::kBulk:
+        // Whole 16-byte row stretches (cols % 8 == 0, aligned) on sm_90; else the ring's loads.
+        if (vector_loads && bulk_copy_supported()) {
+          return dispatch_tiles<Form, TensorPipeline::kBulk>(x, n_tokens, outputs, vector_loads,
+                                                             fusion, stream);
+        }
+        return dispatch_tiles<Form, TensorPipeline::kRing>(x, n_tokens, outputs, vector_loads,
+                                                           fusion, stream);
     }
     require(false, "matmul_small_batch (tensor cores): unknown pipeline");
   } else {

@@ -21,14 +21,17 @@ struct TensorGemvFusion {
   bool accumulate = false;
 };
 
-// How a warp streams its chunks of weights into registers; both pipelines give the same bits (the
-// chunks are consumed in the same order by the same arithmetic). kRing: kLoadsInFlight loads in a
-// ring refilled chunk by chunk. kPingPong: two buffers of kLoadsInFlight loads, one loading while
-// the other is consumed, so no register of an outstanding load is copied. On an H200 (2026-11-29)
-// they run 4096 x 4096 alike (17.8 / 17.7 us at T = 1) and the ping-pong the SwiGLU pair
-// 2 x 11008 x 4096 in 74.1 against 92.6 us at T = 1; an L1 prefetch of the activations made both
-// slower (25.8 us at 4096 x 4096 with the ping-pong) and was dropped.
-enum class TensorPipeline { kRing, kPingPong };
+// How a warp gets its chunks of weights; every pipeline gives the same bits (the chunks are
+// consumed in the same order by the same arithmetic). kRing: kLoadsInFlight loads in a register
+// ring refilled chunk by chunk. kPingPong: two register buffers of kLoadsInFlight loads, one
+// loading while the other is consumed. kBulk (compute capability 9.0, 16-byte aligned rows; else
+// the ring): the copy engine (cp.async.bulk) fills stages in shared memory, whole row stretches of
+// 512 bytes, six stages in flight per block, no registers held by loads in flight. On an H200
+// (2026-11-29) the ring and the ping-pong ran 4096 x 4096 alike (17.8 / 17.7 us at T = 1) and the
+// ping-pong the SwiGLU pair 2 x 11008 x 4096 in 74.1 against 92.6 us; an L1 prefetch of the
+// activations made both slower (25.8 us at 4096 x 4096 with the ping-pong) and was dropped. The
+// bulk pipeline has not run on a GPU yet.
+enum class TensorPipeline { kRing, kPingPong, kBulk };
 inline constexpr TensorPipeline kDefaultTensorPipeline = TensorPipeline::kRing;
 
 // y = x · Wᵀ for every output (bf16 weights of one cols, 1 <= n_tokens <= kSmallBatch), or, with
@@ -48,5 +51,8 @@ bool tensor_core_gemv_supported();
 // Auto is the CUDA-core GEMV: on an H200 it decodes a 7B model 1.71x faster (231 vs 135 tok/s,
 // docs/results/2026-11-29-gpu-tensor-core-gemv.md), the tensor cores' cost being flat in T only.
 bool tensor_core_gemv_enabled();
+// Whether the current device has the bulk copy engine the kBulk pipeline uses (compute
+// capability 9.0 or above).
+bool bulk_copy_supported();
 
 }  // namespace selfspec::kernels::cuda::detail

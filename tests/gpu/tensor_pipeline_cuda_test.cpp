@@ -1,8 +1,9 @@
 // The tensor-core GEMV's weight pipelines (kernels/cuda/matmul_tensor_core.hpp's TensorPipeline):
-// the ping-pong consumes the same chunks in the same order with the same arithmetic as the ring,
-// so it must give the ring's bits exactly - for one matrix, several in one launch, the SwiGLU
-// pair, every tile size (1 .. 64 tokens), vector and scalar loads and columns that end inside a
-// chunk.
+// the ping-pong and the bulk copies consume the same chunks in the same order with the same
+// arithmetic as the ring, so they must give the ring's bits exactly - for one matrix, several in
+// one launch, the SwiGLU pair, every tile size (1 .. 64 tokens), vector and scalar loads (the bulk
+// pipeline falls back to the ring's loads for the latter), blocks past the last row, one stage
+// and more stages than are in flight, columns that end inside a stage or a chunk.
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cuda/matmul_tensor_core.hpp"
@@ -20,7 +21,7 @@ namespace {
 
 using detail::TensorPipeline;
 
-constexpr TensorPipeline kOtherPipelines[] = {TensorPipeline::kPingPong};
+constexpr TensorPipeline kOtherPipelines[] = {TensorPipeline::kPingPong, TensorPipeline::kBulk};
 
 std::string pipeline_name(TensorPipeline pipeline) {
   switch (pipeline) {
@@ -28,6 +29,8 @@ std::string pipeline_name(TensorPipeline pipeline) {
       return "ring";
     case TensorPipeline::kPingPong:
       return "ping-pong";
+    case TensorPipeline::kBulk:
+      return "bulk";
   }
   return "?";
 }
