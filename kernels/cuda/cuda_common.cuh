@@ -103,6 +103,13 @@ __device__ __forceinline__ double block_sum(double value, double* scratch) {
   return total;
 }
 
+// 1 / rms of a row from its sum of squares: 1 / sqrt(Σx² / cols + eps), in double as the RMSNorm
+// kernel's (the GEMVs' folded norms).
+__device__ __forceinline__ float inverse_rms(float sum_squares, std::int64_t cols, float eps) {
+  const double mean = static_cast<double>(sum_squares) / static_cast<double>(cols);
+  return static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+}
+
 // --- programmatic dependent launch (PDL, sm_90+) -----------------------------------------------
 // A kernel launched by launch_dependent() may start while the kernel before it on the stream is
 // still running. It must call wait_for_prerequisites() before it reads anything an earlier kernel
@@ -123,6 +130,11 @@ __device__ __forceinline__ void allow_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+
+// Whether models take the GEMVs' fused forms (norm folded in, residual add in the epilogue):
+// SELFSPEC_CUDA_FUSE unset or 1; 0 turns them off; any other value throws (read once per
+// process, device.cu).
+bool gemv_fusion_enabled();
 
 // Whether launches on the current device get the programmatic-serialization attribute: compute
 // capability 9.0 or above, and SELFSPEC_CUDA_PDL unset or not "0" (read once per process).

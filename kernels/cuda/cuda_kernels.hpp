@@ -186,26 +186,27 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
                    const DeviceWeight& up, float* out, cudaStream_t stream,
                    GemvKernel kernel = GemvKernel::kAuto);
-// The tensor-core GEMV's fused forms, for bf16 weights on compute capability 8.0 and above (they
-// throw elsewhere), T <= kSmallBatch, each token-count invariant; fused_gemv_available(dtype) says
-// whether a model should take them (auto_gemv_kernel(dtype) is the tensor cores, whose plain
-// products they equal in arithmetic order):
+// The fused forms of both GEMVs, for bf16 weights, T <= kSmallBatch, each token-count invariant
+// (kernel: as matmul_small_batch's; they throw for other dtypes):
 // * matmul_normed: ys = rmsnorm(x) · Wᵀ with the norm folded into the product,
 //   y[t][n] = r_t · Σ_k w[n][k] · (g[k] · x[t][k]), r_t = 1 / sqrt(Σ_k x[t][k]² / cols + eps)
-//   (the squares summed in the kernel's fixed order, in f32; the normalised x is never stored).
-//   Within rounding of rmsnorm then matmul_small_batch, not their bits. Several matrices of one
-//   cols in one launch, each output its own launch's bits.
+//   (the squares summed in the kernel's own fixed order, in f32; the normalised x is never
+//   stored). Within rounding of rmsnorm then matmul_small_batch, not their bits. Several matrices
+//   of one cols in one launch, each output its own launch's bits.
 // * matmul_normed_swiglu: out = swiglu of the two normed products (gate|up in one launch).
 // * matmul_accumulate: y += x · Wᵀ, the residual add in the epilogue (each y element read and
 //   written by one thread after the product: matmul_small_batch then add_inplace, bit for bit).
+// fused_gemv_available(dtype): whether models should take them - bf16, unless
+// SELFSPEC_CUDA_FUSE=0 (read once per process: 0 or 1, unset meaning 1).
 bool fused_gemv_available(DType dtype);
 void matmul_normed(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
-                   std::span<const MatmulOutput> outputs, cudaStream_t stream);
+                   std::span<const MatmulOutput> outputs, cudaStream_t stream,
+                   GemvKernel kernel = GemvKernel::kAuto);
 void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
                           std::int64_t n_tokens, const DeviceWeight& gate, const DeviceWeight& up,
-                          float* out, cudaStream_t stream);
+                          float* out, cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
-                       cudaStream_t stream);
+                       cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 
 // --- quantized weights (GGUF formats run as stored; kernels/cuda/quant_rows.hpp) ---------------
 // A matrix in the CUDA backend's quantized rows: the layout quant_rows.hpp describes, built on the

@@ -66,6 +66,17 @@ bool tensor_core_gemv_supported() {
   return compute_capability_major() >= 8;
 }
 
+bool gemv_fusion_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("SELFSPEC_CUDA_FUSE");
+    const std::string value = env == nullptr ? "" : env;
+    require(value.empty() || value == "0" || value == "1",
+            "SELFSPEC_CUDA_FUSE=" + value + ": expected 0 or 1");
+    return value != "0";
+  }();
+  return enabled;
+}
+
 bool bulk_copy_supported() {
   return compute_capability_major() >= 9;
 }

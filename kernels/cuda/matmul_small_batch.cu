@@ -73,6 +73,18 @@ constexpr int prefetch_chunks() {
   return kTokens <= 2 ? 2 : 0;
 }
 
+// What a launch computes around the product (bf16 weights only for the fused ones): kNorm folds
+// the RMSNorm of x in (y = r_t · Σ_k w[n][k] · (g[k] · x[t][k]), r_t from the sum of x[t][k]²
+// taken in the product's own per-lane order and butterfly), kAccumulate adds the product to y.
+template <bool kNormFold, bool kAccumulateInto>
+struct Fusion {
+  static constexpr bool kNorm = kNormFold;
+  static constexpr bool kAccumulate = kAccumulateInto;
+};
+using Unfused = Fusion<false, false>;
+using NormFused = Fusion<true, false>;
+using AccumulateFused = Fusion<false, true>;
+
 // Weight decoding per dtype: kVec elements per 16-byte chunk, from the raw 16 bytes.
 struct F32Weights {
   using Storage = float;
@@ -152,15 +164,35 @@ __device__ __forceinline__ void load_w(const typename Weights::Storage* p,
   }
 }
 
-// One chunk (elements k0 .. k0 + kVec) of every row into every accumulator, ascending k.
-template <int kVec, int kTokens, int kRows, bool kVectorLoads>
+// A token's activations as the product takes them: with the norm folded in, x² goes into the
+// token's sum of squares (ascending k) and x becomes g · x (rounded).
+template <int kVec, bool kNorm>
+__device__ __forceinline__ void fold_norm(const float (&g)[kVec], float (&xv)[kVec],
+                                          float& sum_squares) {
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      sum_squares = fmaf(xv[e], xv[e], sum_squares);
+      xv[e] = __fmul_rn(g[e], xv[e]);
+    }
+  }
+}
+
+// One chunk (elements k0 .. k0 + kVec) of every row into every accumulator, ascending k; with
+// kNorm, g is the norm's weight and each token's squares go into sum_squares.
+template <int kVec, int kTokens, int kRows, bool kVectorLoads, bool kNorm = false>
 __device__ __forceinline__ void accumulate_chunk(const float* __restrict__ x, std::int64_t cols,
                                                  std::int64_t k0, const float (&w)[kRows][kVec],
-                                                 float (&acc)[kRows][kTokens]) {
+                                                 float (&acc)[kRows][kTokens],
+                                                 const float* __restrict__ g,
+                                                 float (&sum_squares)[kTokens]) {
+  float gv[kVec];
+  if constexpr (kNorm) load_x<kVec, kVectorLoads>(g + k0, gv);
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) {
     float xv[kVec];
     load_x<kVec, kVectorLoads>(x + t * cols + k0, xv);
+    fold_norm<kVec, kNorm>(gv, xv, sum_squares[t]);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
 #pragma unroll
@@ -171,10 +203,11 @@ __device__ __forceinline__ void accumulate_chunk(const float* __restrict__ x, st
 
 // The full chunks c = first, first + 32, ... < n_full of a lane, ascending, with vector or scalar
 // loads (same arithmetic).
-template <class Weights, int kTokens, int kRows, bool kVectorLoads>
+template <class Weights, int kTokens, int kRows, bool kVectorLoads, bool kNorm>
 __device__ __forceinline__ void accumulate_full_chunks(
     const float* __restrict__ x, const typename Weights::Storage* (&w_rows)[kRows],
-    std::int64_t cols, std::int64_t first, std::int64_t n_full, float (&acc)[kRows][kTokens]) {
+    std::int64_t cols, std::int64_t first, std::int64_t n_full, float (&acc)[kRows][kTokens],
+    const float* __restrict__ g, float (&sum_squares)[kTokens]) {
   constexpr int kVec = Weights::kVec;
   // Unrolling lets the loads of later chunks issue before this chunk's FMAs (more bytes in
   // flight); it does not reorder the FMAs into any accumulator. T <= 2 unrolls 8 (was 4): on an
@@ -186,7 +219,8 @@ __device__ __forceinline__ void accumulate_full_chunks(
     float w[kRows][kVec];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) load_w<Weights, kVectorLoads>(w_rows[r] + k0, w[r]);
-    accumulate_chunk<kVec, kTokens, kRows, kVectorLoads>(x, cols, k0, w, acc);
+    accumulate_chunk<kVec, kTokens, kRows, kVectorLoads, kNorm>(x, cols, k0, w, acc, g,
+                                                                sum_squares);
   }
 }
 
@@ -194,10 +228,12 @@ __device__ __forceinline__ void accumulate_full_chunks(
 // warp's first kRows / 2 rows are gate rows row0 .. and its last kRows / 2 the up rows of the same
 // indices, and it stores swiglu_value(gate, up) (kernels/shared_math.hpp, the SwiGLU kernel's
 // expression) instead of either product: the same bits as the two products and the SwiGLU kernel.
-template <class Weights, int kTokens, bool kSwiglu>
+template <class Weights, int kTokens, bool kSwiglu, class Fuse>
 __global__ void __launch_bounds__(kThreads)
     matmul_small_batch_kernel(const float* __restrict__ x, const detail::MatmulSegments segments,
-                              std::int64_t cols, bool vector_loads) {
+                              std::int64_t cols, bool vector_loads, const float* __restrict__ g,
+                              float eps) {
+  constexpr bool kNorm = Fuse::kNorm;
   constexpr int kRows = rows_per_warp<kTokens>();
   constexpr int kHalf = kRows / 2;
   constexpr int kVec = Weights::kVec;
@@ -229,10 +265,12 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   float acc[kRows][kTokens];
+  float sum_squares[kTokens];  // kNorm: the lane's share of each token's Σ x²
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int t = 0; t < kTokens; ++t) {
+    sum_squares[t] = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+    for (int r = 0; r < kRows; ++r) acc[r][t] = 0.0f;
   }
 
   const std::int64_t n_full = cols / kVec;
@@ -255,28 +293,36 @@ __global__ void __launch_bounds__(kThreads)
         float wv[kRows][kVec];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) Weights::decode(raw[p][r], wv[r]);
-        accumulate_chunk<kVec, kTokens, kRows, true>(x, cols, c * kVec, wv, acc);
+        accumulate_chunk<kVec, kTokens, kRows, true, kNorm>(x, cols, c * kVec, wv, acc, g,
+                                                            sum_squares);
       }
     }
-    accumulate_full_chunks<Weights, kTokens, kRows, true>(
-        x, w_rows, cols, lane + std::int64_t{kPrefetch} * kWarpSize, n_full, acc);
+    accumulate_full_chunks<Weights, kTokens, kRows, true, kNorm>(
+        x, w_rows, cols, lane + std::int64_t{kPrefetch} * kWarpSize, n_full, acc, g, sum_squares);
   } else if (vector_loads) {
     detail::wait_for_prerequisites();
-    accumulate_full_chunks<Weights, kTokens, kRows, true>(x, w_rows, cols, lane, n_full, acc);
+    accumulate_full_chunks<Weights, kTokens, kRows, true, kNorm>(x, w_rows, cols, lane, n_full, acc,
+                                                                 g, sum_squares);
   } else {
     detail::wait_for_prerequisites();
-    accumulate_full_chunks<Weights, kTokens, kRows, false>(x, w_rows, cols, lane, n_full, acc);
+    accumulate_full_chunks<Weights, kTokens, kRows, false, kNorm>(x, w_rows, cols, lane, n_full,
+                                                                  acc, g, sum_squares);
   }
   // The partial last chunk: lane n_full % 32, element by element (after its full chunks, which
   // all have smaller indices, so its per-lane order stays ascending).
   const std::int64_t tail_begin = n_full * kVec;
   if (tail_begin < cols && lane == static_cast<int>(n_full % kWarpSize)) {
     for (std::int64_t k = tail_begin; k < cols; ++k) {
+      float wv[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const float wv = Weights::load(w_rows[r] + k);
+      for (int r = 0; r < kRows; ++r) wv[r] = Weights::load(w_rows[r] + k);
+      float gk[1] = {kNorm ? __ldg(g + k) : 0.0f};
 #pragma unroll
-        for (int t = 0; t < kTokens; ++t) acc[r][t] = fmaf(__ldg(x + t * cols + k), wv, acc[r][t]);
+      for (int t = 0; t < kTokens; ++t) {
+        float xk[1] = {__ldg(x + t * cols + k)};
+        fold_norm<1, kNorm>(gk, xk, sum_squares[t]);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(xk[0], wv[r], acc[r][t]);
       }
     }
   }
@@ -292,6 +338,19 @@ __global__ void __launch_bounds__(kThreads)
         v += __shfl_xor_sync(kFullMask, v, offset);
       }
       acc[r][t] = v;
+    }
+  }
+  if constexpr (kNorm) {  // each token's 1 / rms, by the same butterfly, scales its sums
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      float v = sum_squares[t];
+#pragma unroll
+      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        v += __shfl_xor_sync(kFullMask, v, offset);
+      }
+      const float scale = detail::inverse_rms(v, cols, eps);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r][t] = __fmul_rn(scale, acc[r][t]);
     }
   }
   // Spread the stores over the lanes.
@@ -311,16 +370,23 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
         if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
-          y[t * rows + row0 + r] = acc[r][t];
+          float* const out = y + t * rows + row0 + r;
+          *out = Fuse::kAccumulate ? __fadd_rn(*out, acc[r][t]) : acc[r][t];
         }
       }
     }
   }
 }
 
-template <class Weights, int kTokens, bool kSwiglu>
+// The norm's weight and epsilon of a NormFused launch (null and 0 otherwise).
+struct NormArgs {
+  const float* g = nullptr;
+  float eps = 0.0f;
+};
+
+template <class Weights, int kTokens, bool kSwiglu, class Fuse>
 void launch(const float* x, std::span<const MatmulOutput> outputs, std::int64_t token_offset,
-            bool vector_loads, cudaStream_t stream) {
+            bool vector_loads, const NormArgs& norm, cudaStream_t stream) {
   // A warp holds kRows rows, or kRows / 2 gate rows and the same up rows.
   constexpr std::int64_t kRows = rows_per_warp<kTokens>();
   const detail::MatmulSegments segments =
@@ -329,59 +395,76 @@ void launch(const float* x, std::span<const MatmulOutput> outputs, std::int64_t 
   if (segments.total_units == 0) return;
   const std::int64_t blocks = (segments.total_units + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const std::int64_t cols = outputs.front().w.cols;
-  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens, kSwiglu>,
+  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens, kSwiglu, Fuse>,
                            dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream,
-                           x + token_offset * cols, segments, cols, vector_loads);
+                           x + token_offset * cols, segments, cols, vector_loads, norm.g, norm.eps);
 }
 
-template <class Weights, bool kSwiglu>
+template <class Weights, bool kSwiglu, class Fuse>
 void dispatch_tokens(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-                     std::int64_t token_offset, bool vector_loads, cudaStream_t stream) {
+                     std::int64_t token_offset, bool vector_loads, const NormArgs& norm,
+                     cudaStream_t stream) {
   switch (n_tokens) {
     case 1:
-      return launch<Weights, 1, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 1, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 2:
-      return launch<Weights, 2, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 2, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 3:
-      return launch<Weights, 3, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 3, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 4:
-      return launch<Weights, 4, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 4, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 5:
-      return launch<Weights, 5, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 5, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 6:
-      return launch<Weights, 6, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 6, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 7:
-      return launch<Weights, 7, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 7, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 8:
-      return launch<Weights, 8, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 8, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 9:
-      return launch<Weights, 9, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 9, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                               stream);
     case 10:
-      return launch<Weights, 10, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 10, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     case 11:
-      return launch<Weights, 11, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 11, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     case 12:
-      return launch<Weights, 12, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 12, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     case 13:
-      return launch<Weights, 13, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 13, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     case 14:
-      return launch<Weights, 14, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 14, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     case 15:
-      return launch<Weights, 15, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 15, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     case 16:
-      return launch<Weights, 16, kSwiglu>(x, outputs, token_offset, vector_loads, stream);
+      return launch<Weights, 16, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
+                                                stream);
     default:
       break;
   }
   require(false, "matmul_small_batch: tile of " + str(n_tokens) + " tokens outside [1, 16]");
 }
 
-template <class Weights, bool kSwiglu>
+template <class Weights, bool kSwiglu, class Fuse = Unfused>
 void dispatch_tiles(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-                    bool vector_loads, cudaStream_t stream) {
+                    bool vector_loads, cudaStream_t stream, const NormArgs& norm = {}) {
   for (std::int64_t begin = 0; begin < n_tokens; begin += kTileTokens) {
     const std::int64_t tile = n_tokens - begin < kTileTokens ? n_tokens - begin : kTileTokens;
-    dispatch_tokens<Weights, kSwiglu>(x, tile, outputs, begin, vector_loads, stream);
+    dispatch_tokens<Weights, kSwiglu, Fuse>(x, tile, outputs, begin, vector_loads, norm, stream);
   }
 }
 
@@ -485,60 +568,69 @@ bool tensor_core_gemv_supported() {
 }
 
 bool fused_gemv_available(DType dtype) {
-  return auto_gemv_kernel(dtype) == GemvKernel::kTensorCores;
+  return dtype == DType::kBF16 && detail::gemv_fusion_enabled();
 }
 
 namespace {
 
-// The checks of a fused tensor-core launch: the token count, the outputs (check_outputs), bf16
-// on a device whose auto kernel is the tensor cores. Returns whether vector loads apply.
+// The checks of a fused launch: the token count, the outputs (check_outputs), bf16 weights.
+// Returns whether vector loads apply (and the norm's weight, when given, is 16-byte aligned).
 bool check_fused(const char* what, const float* x, std::int64_t n_tokens,
-                 std::span<const MatmulOutput> outputs) {
+                 std::span<const MatmulOutput> outputs, const float* norm_weight) {
   require(n_tokens >= 0 && n_tokens <= kSmallBatch, std::string(what) + ": token count " +
                                                         str(n_tokens) + " outside [0, " +
                                                         str(kSmallBatch) + "]");
   const bool vector_loads = check_outputs(x, outputs);
-  require(outputs.front().w.dtype == DType::kBF16 && tensor_core_gemv_supported(),
-          std::string(what) +
-              ": needs bf16 weights and the tensor-core GEMV (compute capability "
-              "8.0 or above), got " +
+  require(outputs.front().w.dtype == DType::kBF16,
+          std::string(what) + ": the fused forms take bf16 weights, got " +
               std::string(dtype_name(outputs.front().w.dtype)));
   require(n_tokens == 0 || x != nullptr, std::string(what) + ": null activations");
-  return vector_loads;
+  return vector_loads && (norm_weight == nullptr || detail::is_aligned(norm_weight, 16));
 }
 
 }  // namespace
 
 void matmul_normed(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
-                   std::span<const MatmulOutput> outputs, cudaStream_t stream) {
-  const bool vector_loads = check_fused("matmul_normed", x, n_tokens, outputs);
+                   std::span<const MatmulOutput> outputs, cudaStream_t stream, GemvKernel kernel) {
   require(norm_weight != nullptr, "matmul_normed: null norm weight");
+  const bool vector_loads = check_fused("matmul_normed", x, n_tokens, outputs, norm_weight);
   if (n_tokens == 0) return;
-  detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, {norm_weight, eps, false},
-                              stream);
+  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads,
+                                       {norm_weight, eps, false}, stream);
+  }
+  dispatch_tiles<BF16Weights, false, NormFused>(x, n_tokens, outputs, vector_loads, stream,
+                                                {norm_weight, eps});
 }
 
 void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
                           std::int64_t n_tokens, const DeviceWeight& gate, const DeviceWeight& up,
-                          float* out, cudaStream_t stream) {
+                          float* out, cudaStream_t stream, GemvKernel kernel) {
   require(gate.rows == up.rows,
           "matmul_normed_swiglu: gate has " + str(gate.rows) + " rows, up " + str(up.rows));
-  const MatmulOutput outputs[] = {{gate, out}, {up, out}};
-  const bool vector_loads = check_fused("matmul_normed_swiglu", x, n_tokens, outputs);
   require(norm_weight != nullptr, "matmul_normed_swiglu: null norm weight");
+  const MatmulOutput outputs[] = {{gate, out}, {up, out}};
+  const bool vector_loads = check_fused("matmul_normed_swiglu", x, n_tokens, outputs, norm_weight);
   if (n_tokens == 0 || gate.rows == 0) return;
-  detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads, {norm_weight, eps, false},
-                              stream);
+  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads,
+                                       {norm_weight, eps, false}, stream);
+  }
+  dispatch_tiles<BF16Weights, true, NormFused>(x, n_tokens, outputs, vector_loads, stream,
+                                               {norm_weight, eps});
 }
 
 void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, GemvKernel kernel) {
   const MatmulOutput output{w, y};
   const std::span<const MatmulOutput> outputs(&output, 1);
-  const bool vector_loads = check_fused("matmul_accumulate", x, n_tokens, outputs);
+  const bool vector_loads = check_fused("matmul_accumulate", x, n_tokens, outputs, nullptr);
   if (n_tokens == 0) return;
-  detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, {nullptr, 0.0f, true},
-                              stream);
+  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads,
+                                       {nullptr, 0.0f, true}, stream);
+  }
+  dispatch_tiles<BF16Weights, false, AccumulateFused>(x, n_tokens, outputs, vector_loads, stream);
 }
 
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,

@@ -558,13 +558,12 @@ using AccumulateForm = Form<false, false, true>;
 
 // Each token's 1 / rms from the warps' sums of squares, added in split order (Form::norm):
 // 1 / sqrt(Σx² / cols + eps), in double as the RMSNorm kernel's.
-__device__ __forceinline__ float inverse_rms(const float* split_squares, int stride,
-                                             std::int64_t cols, float eps) {
+__device__ __forceinline__ float split_inverse_rms(const float* split_squares, int stride,
+                                                   std::int64_t cols, float eps) {
   float total = split_squares[0];
 #pragma unroll
   for (int s = 1; s < kSplits; ++s) total += split_squares[s * stride];
-  const double mean = static_cast<double>(total) / static_cast<double>(cols);
-  return static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+  return inverse_rms(total, cols, eps);
 }
 
 // A block's shapes for a form and tile counts, and its shared memory.
@@ -643,7 +642,8 @@ __device__ __forceinline__ void merge_and_store(
       sums[m] = sum;
     }
     if constexpr (Form::norm) {
-      const float scale = inverse_rms(&split_squares[0][token], Tile::kBlockTokens, cols, eps);
+      const float scale =
+          split_inverse_rms(&split_squares[0][token], Tile::kBlockTokens, cols, eps);
 #pragma unroll
       for (int m = 0; m < Tile::kMats; ++m) sums[m] = __fmul_rn(scale, sums[m]);
     }

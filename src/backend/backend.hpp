@@ -270,7 +270,7 @@ class Backend {
   // matmul_many({w_gate, w_up}) then swiglu; the CUDA backend runs it as one launch.
   virtual void matmul_swiglu(const float* x, std::int64_t rows, const BackendWeight& w_gate,
                              const BackendWeight& w_up, float* up_scratch, float* out);
-  // Fused forms a backend may offer (the CUDA backend on its tensor-core GEMV: bf16 weights,
+  // Fused forms a backend may offer (the CUDA backend on either GEMV: bf16 weights,
   // decode and verification sizes). The model asks first (fuses_norm, fuses_residual_add) and
   // otherwise runs the plain ops; a backend answers for a given `rows` and weights the same way
   // every time, and alike for every rows <= 64, so that decode steps and verifications take the

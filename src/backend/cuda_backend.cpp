@@ -344,8 +344,9 @@ class CudaBackend final : public Backend {
     }
     Backend::matmul_swiglu(x, rows, w_gate, w_up, up_scratch, out);
   }
-  // The fused forms run on the tensor-core GEMV: bf16 weights fusable into one launch, 1 to
-  // kSmallBatch rows (decode and verification sizes alike), where that GEMV is the one auto picks.
+  // The fused forms run on the GEMV auto picks (CUDA or tensor cores): bf16 weights fusable into
+  // one launch, 1 to kSmallBatch rows (decode and verification sizes alike), unless
+  // SELFSPEC_CUDA_FUSE=0.
   bool fuses_norm(std::int64_t rows, std::span<const BackendWeight> ws) const override {
     return rows >= 1 && rows <= kcu::kSmallBatch && fusable(ws) &&
            ws.front().format == WeightFormat::kBF16 && kcu::fused_gemv_available(DType::kBF16);

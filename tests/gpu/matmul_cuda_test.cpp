@@ -336,15 +336,18 @@ TEST(CudaMatmulKernels, AutoPicksTheRequestedKernelAndEqualsTheKernelItNames) {
       Error);
 }
 
-// The tensor-core GEMV's fused forms (bf16): the folded RMSNorm against the CPU's rmsnorm then
-// matmul (within rounding), token-count invariant and fusable; the normed SwiGLU equal to the two
-// normed products and swiglu(); the residual add equal to the product then an f32 add.
-class CudaFusedGemvTest : public ::testing::Test {
+// The fused forms (bf16) of each GEMV: the folded RMSNorm against the CPU's rmsnorm then matmul
+// (within rounding), token-count invariant and fusable; the normed SwiGLU equal to the two normed
+// products and swiglu(); the residual add equal to the kernel's product then an f32 add.
+class CudaFusedGemvTest : public ::testing::TestWithParam<GemvKernel> {
  protected:
   void SetUp() override {
     SELFSPEC_REQUIRE_GPU();
-    if (!tensor_core_gemv_supported()) GTEST_SKIP() << "no tensor-core GEMV on this device";
+    if (kernel() == GemvKernel::kTensorCores && !tensor_core_gemv_supported()) {
+      GTEST_SKIP() << "no tensor-core GEMV on this device";
+    }
   }
+  static GemvKernel kernel() { return GetParam(); }
   // rmsnorm(x) rows in double, rounded to f32 (the reference's input to the CPU matmul).
   static std::vector<float> normed(const std::vector<float>& x, const std::vector<float>& g,
                                    float eps, std::int64_t n_tokens, std::int64_t cols) {
@@ -366,7 +369,7 @@ class CudaFusedGemvTest : public ::testing::Test {
   static constexpr float kEps = 1e-5F;
 };
 
-TEST_F(CudaFusedGemvTest, NormedMatmulMatchesTheCpuAndIsTokenCountInvariant) {
+TEST_P(CudaFusedGemvTest, NormedMatmulMatchesTheCpuAndIsTokenCountInvariant) {
   std::mt19937 rng(29);
   for (const Shape shape : kShapes) {
     const StoredWeights w = random_weights(rng, DType::kBF16, shape.rows, shape.cols);
@@ -381,7 +384,8 @@ TEST_F(CudaFusedGemvTest, NormedMatmulMatchesTheCpuAndIsTokenCountInvariant) {
     for (std::int64_t t = 0; t < kSmallBatch; ++t) {
       d_one.poison();
       const MatmulOutput out{d_w.view, d_one.get()};
-      matmul_normed(d_x.get() + t * shape.cols, d_g.get(), kEps, 1, std::span(&out, 1), nullptr);
+      matmul_normed(d_x.get() + t * shape.cols, d_g.get(), kEps, 1, std::span(&out, 1), nullptr,
+                    kernel());
       single[static_cast<std::size_t>(t)] = d_one.download();
     }
     for (const std::int64_t n_tokens : kTokenCounts) {
@@ -389,7 +393,7 @@ TEST_F(CudaFusedGemvTest, NormedMatmulMatchesTheCpuAndIsTokenCountInvariant) {
       DeviceBuffer<float> d_y(static_cast<std::size_t>(n_tokens * shape.rows));
       d_y.poison();
       const MatmulOutput out{d_w.view, d_y.get()};
-      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&out, 1), nullptr);
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&out, 1), nullptr, kernel());
       const std::vector<float> y = d_y.download();
       const std::vector<float> x_t(x.begin(), x.begin() + n_tokens * shape.cols);
       const std::vector<float> h = normed(x_t, g, kEps, n_tokens, shape.cols);
@@ -404,7 +408,7 @@ TEST_F(CudaFusedGemvTest, NormedMatmulMatchesTheCpuAndIsTokenCountInvariant) {
   }
 }
 
-TEST_F(CudaFusedGemvTest, NormedMatricesInOneLaunchEqualTheirOwnLaunches) {
+TEST_P(CudaFusedGemvTest, NormedMatricesInOneLaunchEqualTheirOwnLaunches) {
   std::mt19937 rng(30);
   const std::int64_t cols = 1001;
   const std::vector<std::int64_t> rows = {37, 5, 0, 130};
@@ -423,18 +427,18 @@ TEST_F(CudaFusedGemvTest, NormedMatricesInOneLaunchEqualTheirOwnLaunches) {
     }
     for (std::size_t i = 0; i < rows.size(); ++i)
       outputs.push_back({device[i].view, fused[i].get()});
-    matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, outputs, nullptr);
+    matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, outputs, nullptr, kernel());
     for (std::size_t i = 0; i < rows.size(); ++i) {
       DeviceBuffer<float> alone(static_cast<std::size_t>(n_tokens * rows[i]));
       alone.poison();
       const MatmulOutput out{device[i].view, alone.get()};
-      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&out, 1), nullptr);
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&out, 1), nullptr, kernel());
       EXPECT_TRUE(same_bits(fused[i].download(), alone.download())) << "matrix " << i;
     }
   }
 }
 
-TEST_F(CudaFusedGemvTest, NormedSwigluEqualsTheNormedProductsAndSwiglu) {
+TEST_P(CudaFusedGemvTest, NormedSwigluEqualsTheNormedProductsAndSwiglu) {
   std::mt19937 rng(31);
   for (const Shape shape : {Shape{37, 64}, Shape{130, 1001}, Shape{300, 4096}, Shape{5, 3}}) {
     const DeviceWeights gate =
@@ -454,17 +458,18 @@ TEST_F(CudaFusedGemvTest, NormedSwigluEqualsTheNormedProductsAndSwiglu) {
       fused.poison();
       const MatmulOutput gate_out{gate.view, g.get()};
       const MatmulOutput up_out{up.view, u.get()};
-      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&gate_out, 1), nullptr);
-      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&up_out, 1), nullptr);
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&gate_out, 1), nullptr,
+                    kernel());
+      matmul_normed(d_x.get(), d_g.get(), kEps, n_tokens, std::span(&up_out, 1), nullptr, kernel());
       swiglu(g.get(), u.get(), reference.get(), static_cast<std::int64_t>(n), nullptr);
       matmul_normed_swiglu(d_x.get(), d_g.get(), kEps, n_tokens, gate.view, up.view, fused.get(),
-                           nullptr);
+                           nullptr, kernel());
       EXPECT_TRUE(same_bits(fused.download(), reference.download()));
     }
   }
 }
 
-TEST_F(CudaFusedGemvTest, AccumulateEqualsTheProductThenAnF32Add) {
+TEST_P(CudaFusedGemvTest, AccumulateEqualsTheProductThenAnF32Add) {
   std::mt19937 rng(32);
   for (const Shape shape : kShapes) {
     const DeviceWeights d_w =
@@ -478,9 +483,8 @@ TEST_F(CudaFusedGemvTest, AccumulateEqualsTheProductThenAnF32Add) {
       DeviceBuffer<float> d_y(y0);
       DeviceBuffer<float> product(y0.size());
       product.poison();
-      matmul_small_batch(d_x.get(), n_tokens, d_w.view, product.get(), nullptr,
-                         GemvKernel::kTensorCores);
-      matmul_accumulate(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr);
+      matmul_small_batch(d_x.get(), n_tokens, d_w.view, product.get(), nullptr, kernel());
+      matmul_accumulate(d_x.get(), n_tokens, d_w.view, d_y.get(), nullptr, kernel());
       const std::vector<float> p = product.download();
       std::vector<float> expected(y0.size());
       for (std::size_t i = 0; i < y0.size(); ++i) expected[i] = y0[i] + p[i];
@@ -489,19 +493,28 @@ TEST_F(CudaFusedGemvTest, AccumulateEqualsTheProductThenAnF32Add) {
   }
 }
 
-TEST_F(CudaFusedGemvTest, FusedFormsTakeBf16Only) {
+TEST_P(CudaFusedGemvTest, FusedFormsTakeBf16Only) {
   std::mt19937 rng(33);
   const DeviceWeights f32 = upload_weights(random_weights(rng, DType::kF32, 8, 64));
   DeviceBuffer<float> d_x(static_cast<std::size_t>(64));
   DeviceBuffer<float> d_g(static_cast<std::size_t>(64));
   DeviceBuffer<float> d_y(static_cast<std::size_t>(8));
   const MatmulOutput out{f32.view, d_y.get()};
-  EXPECT_THROW(matmul_normed(d_x.get(), d_g.get(), kEps, 1, std::span(&out, 1), nullptr), Error);
-  EXPECT_THROW(matmul_accumulate(d_x.get(), 1, f32.view, d_y.get(), nullptr), Error);
-  EXPECT_THROW(
-      matmul_normed_swiglu(d_x.get(), d_g.get(), kEps, 1, f32.view, f32.view, d_y.get(), nullptr),
-      Error);
+  EXPECT_THROW(matmul_normed(d_x.get(), d_g.get(), kEps, 1, std::span(&out, 1), nullptr, kernel()),
+               Error);
+  EXPECT_THROW(matmul_accumulate(d_x.get(), 1, f32.view, d_y.get(), nullptr, kernel()), Error);
+  EXPECT_THROW(matmul_normed_swiglu(d_x.get(), d_g.get(), kEps, 1, f32.view, f32.view, d_y.get(),
+                                    nullptr, kernel()),
+               Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaFusedGemvTest,
+                         ::testing::Values(GemvKernel::kCudaCores, GemvKernel::kTensorCores),
+                         [](const auto& param_info) {
+                           return param_info.param == GemvKernel::kTensorCores
+                                      ? std::string("tensor_cores")
+                                      : std::string("cuda_cores");
+                         });
 
 TEST(CudaMatmulEdgeCases, BadArgumentsThrowAndEmptyCallsDoNothing) {
   SELFSPEC_REQUIRE_GPU();

@@ -354,15 +354,18 @@ def read_json(s, path, what):
 
 def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-7b",
                       weights="bf16", gen=128, reps=3, kv_dtype="auto", prompt_len=128,
-                      gemv="auto"):
+                      gemv="auto", fuse=True):
     """The decode bench of `model`'s geometry (configs/models/<model>.yaml, synthetic weights in
     `weights`: bf16, or a quantized format such as q4_k, run as stored), and v(gamma) for
     gamma = 1 .. verify_cost_max (0: not measured), with programmatic dependent launch on or
     off, a KV cache of kv_dtype (auto: bf16 on the GPU) after prompt_len prompt tokens, bf16
-    GEMVs on the kernel `gemv` names (SELFSPEC_CUDA_GEMV: auto, tensor-cores, cuda-cores)."""
+    GEMVs on the kernel `gemv` names (SELFSPEC_CUDA_GEMV: auto, tensor-cores, cuda-cores), with
+    the norm and residual add folded into them or not (SELFSPEC_CUDA_FUSE)."""
     label = f"graphs-{graphs}" + ("" if pdl else "-pdl-off")
     if gemv != "auto":
         label += f"-gemv-{gemv}"
+    if not fuse:
+        label += "-unfused"
     if kv_dtype != "auto" or prompt_len != 128:
         label += f"-kv-{kv_dtype}-ctx-{prompt_len}"
     short = {"llama-2-7b": "7b", "llama-2-70b": "70b"}.get(model, model)
@@ -380,6 +383,8 @@ def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-
         env["SELFSPEC_CUDA_PDL"] = "0"
     if gemv != "auto":
         env["SELFSPEC_CUDA_GEMV"] = gemv
+    if not fuse:
+        env["SELFSPEC_CUDA_FUSE"] = "0"
     rc, _ = s.run(args, capture=True, env=env or None)
     if rc != 0:
         s.fail(f"selfspec bench exited with {rc}")
@@ -395,6 +400,9 @@ def step_decode_bench(c, s, graphs, pdl=True, verify_cost_max=8, model="llama-2-
     s.figures.update(device_bandwidth_figures(r, device))
     s.figures["pdl"] = pdl
     s.figures["gemv"] = gemv
+    s.figures["fused"] = fuse
+    if not fuse:
+        record_speedup(c, s.figures, "bench_7b_graphs_on", "fusion_speedup")
     cost = r.get("verify_cost") or {}
     if cost.get("v"):
         s.figures["v_gamma"] = [round(v, 3) for v in cost["v"]]

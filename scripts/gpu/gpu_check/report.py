@@ -137,10 +137,10 @@ def replace_file(outdir, name, text):
 FOOTER = ("Exit codes: 0 passed, 1 a check failed, 2 bad arguments, 3 no device, "
           "4 kit/configure/build failed, 5 incomplete (time budget).\n")
 
-DECODE_COLUMNS = ["step", "graphs", "pdl", "gemv", "decode_tok_s", "decode_ms_per_token",
-                  "effective_gbps", "device_copy_gbps", "device_peak_gbps", "fraction_of_device_copy_bandwidth",
-                  "fraction_of_device_peak_bandwidth", "graphs_speedup", "pdl_speedup",
-                  "prefill_tok_s", "load_s"]
+DECODE_COLUMNS = ["step", "graphs", "pdl", "gemv", "fused", "decode_tok_s", "decode_ms_per_token",
+                  "effective_gbps", "device_copy_gbps", "device_peak_gbps",
+                  "fraction_of_device_copy_bandwidth", "fraction_of_device_peak_bandwidth",
+                  "graphs_speedup", "pdl_speedup", "fusion_speedup", "prefill_tok_s", "load_s"]
 NCU_COLUMNS = ["kernel", "grid", "block", "launches_per_forward", "mean_us", "us_per_forward"]
 GENERATE_COLUMNS = (
     ("cli_graph_replay", ["model", "mode", "tokens", "identical", "decode_tok_s_graphs_on",

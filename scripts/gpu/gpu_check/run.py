@@ -162,6 +162,9 @@ def gpu_checks(c):
         ("bench_7b_graphs_on", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs on; "
          "v(gamma) for gamma = 1 .. 15", 200,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=15), False),
+        ("bench_7b_unfused", "the same decode bench without the norm and residual add folded "
+         "into the GEMVs (SELFSPEC_CUDA_FUSE=0): the fusion's gain; v(gamma) 1 .. 8", 150,
+         partial(step_decode_bench, c, graphs="on", verify_cost_max=8, fuse=False), False),
         ("bench_7b_gemv_tensor_cores", "the same decode bench with the bf16 GEMVs on the tensor "
          "cores and the fused forms (SELFSPEC_CUDA_GEMV=tensor-cores); v(gamma) 1 .. 8",
          150, partial(step_decode_bench, c, graphs="on", verify_cost_max=8, gemv="tensor-cores"),
