@@ -16,8 +16,10 @@
 // quant_segment_end at a K-format segment's end). So every output is the canonical sequence: the
 // CPU's bits, whatever T (token-count invariance) - the CPU tests hold the sequence (its scalar
 // reference, backend/quant_rows_builder.hpp) to the CPU kernels, the GPU tests this kernel to it.
-// Programmatic dependent launch: the row header (weights) is read before waiting for the kernel
-// before; activations after.
+// Each lane keeps its groups of the next kRoundsAhead rounds in registers (a ring refilled as a
+// round is taken), so a row's rounds do not each wait for memory. Programmatic dependent launch:
+// the row header and the first rounds' weights are read before waiting for the kernel before;
+// activations after.
 //
 // Embedding (quant_embedding_kernel): a grid-stride loop over the tokens' columns, each value
 // quant_dequantize of its group (ggml's dequantization, as the CPU's lookup of a quantized table).
@@ -42,7 +44,8 @@ using detail::str;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kQuantTile = 8;  // tokens of one GEMV launch
+constexpr int kRoundsAhead = 4;  // rounds of a GEMV row whose weights are in flight
+constexpr int kQuantTile = 8;    // tokens of one GEMV launch
 
 struct Activations {
   const std::int8_t* q = nullptr;
@@ -124,10 +127,58 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- GEMV -------------------------------------------------------------------------------------
 
-// The integer sums of one group for one token: the group's stored values (4-bit: 16 bytes of
-// nibbles; otherwise 32 bytes) against the token's 32 quantized activations.
+template <WeightFormat kFormat>
+__device__ __forceinline__ QuantGroupParams load_params(const std::uint8_t* p) {
+  QuantGroupParams params;
+  params.lo = __ldg(reinterpret_cast<const unsigned short*>(p));
+  if constexpr (kFormat == WeightFormat::kQ4_1 || kFormat == WeightFormat::kQ5_1) {
+    params.hi = __ldg(reinterpret_cast<const unsigned short*>(p) + 1);
+  }
+  return params;
+}
+
+// A lane's group of one round as stored, loaded ahead of its round: the stored values (4-bit: 16
+// bytes of nibbles, in w[0]; otherwise 32 bytes), the params and, for the K formats, the d and
+// dmin of the segment the group ends (segment_ends false: it ends none). Past the row's groups:
+// zeros, never used.
+struct GroupRaw {
+  uint4 w[2];
+  QuantGroupParams params;
+  std::uint16_t seg_d = 0;
+  std::uint16_t seg_dmin = 0;
+  bool segment_ends = false;
+};
+
+template <WeightFormat kFormat, int kBits, bool kKQuant>
+__device__ __forceinline__ GroupRaw load_group_raw(const std::uint8_t* __restrict__ quants,
+                                                   const std::uint8_t* __restrict__ params,
+                                                   const std::uint8_t* __restrict__ segments,
+                                                   const QuantRowsLayout& l, std::int64_t lead,
+                                                   std::int64_t g) {
+  GroupRaw raw;
+  raw.w[0] = make_uint4(0u, 0u, 0u, 0u);
+  raw.w[1] = make_uint4(0u, 0u, 0u, 0u);
+  if (g >= l.groups) return raw;
+  const auto* group_quants = reinterpret_cast<const uint4*>(quants + g * l.quant_bytes);
+  raw.w[0] = __ldg(group_quants);
+  if constexpr (kBits != 4) raw.w[1] = __ldg(group_quants + 1);
+  raw.params = load_params<kFormat>(params + g * l.param_bytes);
+  if constexpr (kKQuant) {
+    raw.segment_ends = quant_segment_ends(g, lead, l.groups);
+    if (raw.segment_ends) {
+      const auto* seg =
+          reinterpret_cast<const unsigned short*>(segments + quant_segment_of(g, lead) * 4);
+      raw.seg_d = __ldg(seg);
+      raw.seg_dmin = __ldg(seg + 1);
+    }
+  }
+  return raw;
+}
+
+// The integer sums of one group for one token: the group's stored values against the token's 32
+// quantized activations.
 template <int kBits>
-__device__ __forceinline__ QuantGroupSums group_sums(const uint4* quants, const uint4* xq) {
+__device__ __forceinline__ QuantGroupSums group_sums(const GroupRaw& raw, const uint4* xq) {
   const uint4 x0 = __ldg(xq);
   const uint4 x1 = __ldg(xq + 1);
   const int xw[8] = {static_cast<int>(x0.x), static_cast<int>(x0.y), static_cast<int>(x0.z),
@@ -135,7 +186,7 @@ __device__ __forceinline__ QuantGroupSums group_sums(const uint4* quants, const 
                      static_cast<int>(x1.z), static_cast<int>(x1.w)};
   QuantGroupSums sums;
   if constexpr (kBits == 4) {
-    const uint4 w = __ldg(quants);
+    const uint4 w = raw.w[0];
     const unsigned words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -145,8 +196,8 @@ __device__ __forceinline__ QuantGroupSums group_sums(const uint4* quants, const 
       sums.half_b = __dp4a(hi, xw[4 + j], sums.half_b);
     }
   } else {
-    const uint4 w0 = __ldg(quants);
-    const uint4 w1 = __ldg(quants + 1);
+    const uint4 w0 = raw.w[0];
+    const uint4 w1 = raw.w[1];
     const int ww[8] = {static_cast<int>(w0.x), static_cast<int>(w0.y), static_cast<int>(w0.z),
                        static_cast<int>(w0.w), static_cast<int>(w1.x), static_cast<int>(w1.y),
                        static_cast<int>(w1.z), static_cast<int>(w1.w)};
@@ -159,16 +210,6 @@ __device__ __forceinline__ QuantGroupSums group_sums(const uint4* quants, const 
   return sums;
 }
 
-template <WeightFormat kFormat>
-__device__ __forceinline__ QuantGroupParams load_params(const std::uint8_t* p) {
-  QuantGroupParams params;
-  params.lo = __ldg(reinterpret_cast<const unsigned short*>(p));
-  if constexpr (kFormat == WeightFormat::kQ4_1 || kFormat == WeightFormat::kQ5_1) {
-    params.hi = __ldg(reinterpret_cast<const unsigned short*>(p) + 1);
-  }
-  return params;
-}
-
 // The shared memory of one warp: the round's terms per token and group, and the K formats'
 // segment ends (the segment's d and dmin where group j ends one, else NaN in d).
 template <int kTokens>
@@ -177,6 +218,46 @@ struct RoundTerms {
   float seg_d[kWarpSize];
   float seg_dmin[kWarpSize];
 };
+
+// One round of a GEMV row: the lane's group's terms for every token (and its segment end) into
+// the warp's shared memory, then lane t walks token t's chain over the round's groups in column
+// order.
+template <WeightFormat kFormat, int kTokens, int kBits, bool kKQuant>
+__device__ __forceinline__ void run_round(const GroupRaw& raw, std::int64_t round, int lane,
+                                          const QuantRowsLayout& l, const Activations& a,
+                                          std::int64_t token_begin, RoundTerms<kTokens>& sh,
+                                          QuantRowState& st) {
+  const std::int64_t g = round * kWarpSize + lane;
+  if (g < l.groups) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      const std::int64_t tg = (token_begin + t) * a.groups + g;
+      const auto* xq =
+          reinterpret_cast<const uint4*>(a.q + (token_begin + t) * a.cols + g * kQuantGroupCols);
+      const QuantGroupSums sums = group_sums<kBits>(raw, xq);
+      sh.terms[t][lane] = quant_group_terms(kFormat, l.offset, raw.params, sums, __ldg(a.dx + tg),
+                                            __ldg(a.s + tg), __ldg(a.dxs + tg), __ldg(a.s32 + tg),
+                                            __ldg(a.s16 + 2 * tg), __ldg(a.s16 + 2 * tg + 1));
+    }
+    if constexpr (kKQuant) {
+      sh.seg_d[lane] = raw.segment_ends ? qr_f16(raw.seg_d) : __int_as_float(0x7fffffff);
+      sh.seg_dmin[lane] = raw.segment_ends ? qr_f16(raw.seg_dmin) : 0.0f;
+    }
+  }
+  __syncwarp();
+  if (lane < kTokens) {
+    const std::int64_t in_round =
+        l.groups - round * kWarpSize < kWarpSize ? l.groups - round * kWarpSize : kWarpSize;
+    for (int j = 0; j < in_round; ++j) {
+      quant_group_apply(kFormat, sh.terms[lane][j], st);
+      if constexpr (kKQuant) {
+        const float d = sh.seg_d[j];
+        if (d == d) quant_segment_end(kFormat, d, sh.seg_dmin[j], st);  // not NaN: an end
+      }
+    }
+  }
+  __syncwarp();  // the round's terms are read before the next round writes them
+}
 
 template <WeightFormat kFormat, int kTokens>
 __global__ void __launch_bounds__(kThreads)
@@ -197,51 +278,37 @@ __global__ void __launch_bounds__(kThreads)
   if (row >= l.rows) return;  // warp-uniform; only __syncwarp below
   const std::int64_t lead =
       reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;  // weights: no wait
+  const std::uint8_t* quants = rows_base + l.quants + row * l.groups * l.quant_bytes;
+  const std::uint8_t* params = rows_base + l.params + row * l.groups * l.param_bytes;
+  const std::uint8_t* segments = rows_base + l.segments + row * l.max_segments * 4;
+  // The weights of the first kRoundsAhead rounds (a ring of registers, refilled as each round is
+  // taken, so a row costs about one memory round trip instead of one per round of 32 groups),
+  // asked for before waiting for the kernel before this one: no kernel writes them.
+  const std::int64_t n_rounds = (l.groups + kWarpSize - 1) / kWarpSize;
+  GroupRaw ring[kRoundsAhead];
+#pragma unroll
+  for (int d = 0; d < kRoundsAhead; ++d) {
+    ring[d] = load_group_raw<kFormat, kBits, kKQuant>(quants, params, segments, l, lead,
+                                                      std::int64_t{d} * kWarpSize + lane);
+  }
   detail::wait_for_prerequisites();
 
   const Activations a = activations_view(activations, act_tokens, l.cols);
   RoundTerms<kTokens>& sh = shared[warp_in_block];
-  const std::uint8_t* quants = rows_base + l.quants + row * l.groups * l.quant_bytes;
-  const std::uint8_t* params = rows_base + l.params + row * l.groups * l.param_bytes;
-  const std::uint8_t* segments = rows_base + l.segments + row * l.max_segments * 4;
   QuantRowState st;  // lane t < kTokens: token t's chain
-  for (std::int64_t round = 0; round * kWarpSize < l.groups; ++round) {
-    const std::int64_t g = round * kWarpSize + lane;
-    if (g < l.groups) {
-      const QuantGroupParams p = load_params<kFormat>(params + g * l.param_bytes);
-      const auto* group_quants = reinterpret_cast<const uint4*>(quants + g * l.quant_bytes);
+
+  for (std::int64_t base = 0; base < n_rounds; base += kRoundsAhead) {
 #pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        const std::int64_t tg = (token_begin + t) * a.groups + g;
-        const auto* xq =
-            reinterpret_cast<const uint4*>(a.q + (token_begin + t) * a.cols + g * kQuantGroupCols);
-        const QuantGroupSums sums = group_sums<kBits>(group_quants, xq);
-        sh.terms[t][lane] = quant_group_terms(kFormat, l.offset, p, sums, __ldg(a.dx + tg),
-                                              __ldg(a.s + tg), __ldg(a.dxs + tg), __ldg(a.s32 + tg),
-                                              __ldg(a.s16 + 2 * tg), __ldg(a.s16 + 2 * tg + 1));
-      }
-      if constexpr (kKQuant) {
-        const bool ends = quant_segment_ends(g, lead, l.groups);
-        const std::uint8_t* seg = segments + quant_segment_of(g, lead) * 4;
-        sh.seg_d[lane] = ends ? qr_f16(__ldg(reinterpret_cast<const unsigned short*>(seg)))
-                              : __int_as_float(0x7fffffff);
-        sh.seg_dmin[lane] =
-            ends ? qr_f16(__ldg(reinterpret_cast<const unsigned short*>(seg) + 1)) : 0.0f;
+    for (int d = 0; d < kRoundsAhead; ++d) {
+      const std::int64_t round = base + d;
+      if (round < n_rounds) {  // warp-uniform
+        const GroupRaw current = ring[d];
+        ring[d] = load_group_raw<kFormat, kBits, kKQuant>(
+            quants, params, segments, l, lead, (round + kRoundsAhead) * kWarpSize + lane);
+        run_round<kFormat, kTokens, kBits, kKQuant>(current, round, lane, l, a, token_begin, sh,
+                                                    st);
       }
     }
-    __syncwarp();
-    if (lane < kTokens) {
-      const std::int64_t in_round =
-          l.groups - round * kWarpSize < kWarpSize ? l.groups - round * kWarpSize : kWarpSize;
-      for (int j = 0; j < in_round; ++j) {
-        quant_group_apply(kFormat, sh.terms[lane][j], st);
-        if constexpr (kKQuant) {
-          const float d = sh.seg_d[j];
-          if (d == d) quant_segment_end(kFormat, d, sh.seg_dmin[j], st);  // not NaN: an end
-        }
-      }
-    }
-    __syncwarp();  // the round's terms are read before the next round writes them
   }
   if (lane < kTokens) y[(token_begin + lane) * l.rows + row] = st.y;
 }
