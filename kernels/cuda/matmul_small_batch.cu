@@ -50,7 +50,6 @@
 namespace selfspec::kernels::cuda {
 namespace {
 
-using detail::kFullMask;
 using detail::kWarpSize;
 using detail::require;
 using detail::str;
@@ -327,28 +326,17 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  // Butterfly reduction (all lanes converge here): every lane ends with every sum.
+  // Butterfly reduction (warp_sum: offsets 16 .. 1; all lanes converge here): every lane ends
+  // with every sum.
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      float v = acc[r][t];
-#pragma unroll
-      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-        v += __shfl_xor_sync(kFullMask, v, offset);
-      }
-      acc[r][t] = v;
-    }
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = detail::warp_sum(acc[r][t]);
   }
   if constexpr (kNorm) {  // each token's 1 / rms, by the same butterfly, scales its sums
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
-      float v = sum_squares[t];
-#pragma unroll
-      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-        v += __shfl_xor_sync(kFullMask, v, offset);
-      }
-      const float scale = detail::inverse_rms(v, cols, eps);
+      const float scale = detail::inverse_rms(detail::warp_sum(sum_squares[t]), cols, eps);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) acc[r][t] = __fmul_rn(scale, acc[r][t]);
     }
@@ -588,6 +576,17 @@ bool check_fused(const char* what, const float* x, std::int64_t n_tokens,
   return vector_loads && (norm_weight == nullptr || detail::is_aligned(norm_weight, 16));
 }
 
+// A checked fused launch on the kernel `kernel` resolves to (bf16 weights).
+template <bool kSwiglu, class Fuse>
+void run_fused(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
+               bool vector_loads, const NormArgs& norm, cudaStream_t stream, GemvKernel kernel) {
+  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
+    return detail::matmul_tensor_cores(x, n_tokens, outputs, kSwiglu, vector_loads,
+                                       {norm.g, norm.eps, Fuse::kAccumulate}, stream);
+  }
+  dispatch_tiles<BF16Weights, kSwiglu, Fuse>(x, n_tokens, outputs, vector_loads, stream, norm);
+}
+
 }  // namespace
 
 void matmul_normed(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
@@ -595,12 +594,8 @@ void matmul_normed(const float* x, const float* norm_weight, float eps, std::int
   require(norm_weight != nullptr, "matmul_normed: null norm weight");
   const bool vector_loads = check_fused("matmul_normed", x, n_tokens, outputs, norm_weight);
   if (n_tokens == 0) return;
-  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
-    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads,
-                                       {norm_weight, eps, false}, stream);
-  }
-  dispatch_tiles<BF16Weights, false, NormFused>(x, n_tokens, outputs, vector_loads, stream,
-                                                {norm_weight, eps});
+  run_fused<false, NormFused>(x, n_tokens, outputs, vector_loads, {norm_weight, eps}, stream,
+                              kernel);
 }
 
 void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
@@ -612,12 +607,8 @@ void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
   const MatmulOutput outputs[] = {{gate, out}, {up, out}};
   const bool vector_loads = check_fused("matmul_normed_swiglu", x, n_tokens, outputs, norm_weight);
   if (n_tokens == 0 || gate.rows == 0) return;
-  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
-    return detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads,
-                                       {norm_weight, eps, false}, stream);
-  }
-  dispatch_tiles<BF16Weights, true, NormFused>(x, n_tokens, outputs, vector_loads, stream,
-                                               {norm_weight, eps});
+  run_fused<true, NormFused>(x, n_tokens, outputs, vector_loads, {norm_weight, eps}, stream,
+                             kernel);
 }
 
 void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
@@ -626,11 +617,7 @@ void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight
   const std::span<const MatmulOutput> outputs(&output, 1);
   const bool vector_loads = check_fused("matmul_accumulate", x, n_tokens, outputs, nullptr);
   if (n_tokens == 0) return;
-  if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
-    return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads,
-                                       {nullptr, 0.0f, true}, stream);
-  }
-  dispatch_tiles<BF16Weights, false, AccumulateFused>(x, n_tokens, outputs, vector_loads, stream);
+  run_fused<false, AccumulateFused>(x, n_tokens, outputs, vector_loads, {}, stream, kernel);
 }
 
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,

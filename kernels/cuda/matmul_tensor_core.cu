@@ -829,14 +829,14 @@ void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
   const bool norm = fusion.norm_weight != nullptr;
   require(!(fusion.accumulate && (norm || swiglu || outputs.size() != 1)),
           "matmul_accumulate: one matrix, without a norm or a SwiGLU");
-  const bool loads = vector_loads && (!norm || is_aligned(fusion.norm_weight, 16));
   if (fusion.accumulate)
-    return dispatch<AccumulateForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
+    return dispatch<AccumulateForm>(x, n_tokens, outputs, vector_loads, fusion, stream, pipeline);
   if (norm && swiglu)
-    return dispatch<NormSwigluForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
-  if (norm) return dispatch<NormForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
-  if (swiglu) return dispatch<SwigluForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
-  dispatch<PlainForm>(x, n_tokens, outputs, loads, fusion, stream, pipeline);
+    return dispatch<NormSwigluForm>(x, n_tokens, outputs, vector_loads, fusion, stream, pipeline);
+  if (norm) return dispatch<NormForm>(x, n_tokens, outputs, vector_loads, fusion, stream, pipeline);
+  if (swiglu)
+    return dispatch<SwigluForm>(x, n_tokens, outputs, vector_loads, fusion, stream, pipeline);
+  dispatch<PlainForm>(x, n_tokens, outputs, vector_loads, fusion, stream, pipeline);
 }
 
 }  // namespace selfspec::kernels::cuda::detail

@@ -36,8 +36,8 @@ inline constexpr TensorPipeline kDefaultTensorPipeline = TensorPipeline::kRing;
 
 // y = x · Wᵀ for every output (bf16 weights of one cols, 1 <= n_tokens <= kSmallBatch), or, with
 // `swiglu`, outputs[0].y = swiglu(x · gateᵀ, x · upᵀ) for outputs = {gate, up}, with `fusion`.
-// vector_loads: cols a multiple of 8 and x and every matrix 16-byte aligned (the same values are
-// loaded either way, so the bits do not depend on it).
+// vector_loads: cols a multiple of 8 and x, every matrix and the norm's weight (when given)
+// 16-byte aligned (the same values are loaded either way, so the bits do not depend on it).
 void matmul_tensor_cores(const float* x, std::int64_t n_tokens,
                          std::span<const MatmulOutput> outputs, bool swiglu, bool vector_loads,
                          const TensorGemvFusion& fusion, cudaStream_t stream,
