@@ -708,6 +708,71 @@ void decode_quant_row(const PackedView& view, std::int64_t row, std::span<QuantG
   }
 }
 
+std::int64_t gguf_lead_groups(WeightFormat format, std::int64_t skip) {
+  return lead_groups_for(quant_layout(format), skip);
+}
+
+std::int64_t gguf_row_segments(WeightFormat format, std::int64_t cols, std::int64_t skip) {
+  const std::int64_t groups = cols / kGroupCols;
+  const std::int64_t lead = gguf_lead_groups(format, skip);
+  const std::int64_t rest = groups > lead ? groups - lead : 0;
+  return (groups > 0 ? 1 : 0) + (rest + kSegmentGroups - 1) / kSegmentGroups;
+}
+
+void decode_gguf_row(const GgufRows& in, std::int64_t row, std::span<QuantGroupValues> groups,
+                     std::span<QuantSegmentValues> segments) {
+  const QuantLayout layout = quant_layout(in.format);
+  const GgmlType type = ggml_type_of(in.format);
+  const std::int64_t block_elems = ggml_block_elements(type);
+  const std::int64_t block_bytes = ggml_block_bytes(type);
+  SELFSPEC_CHECK(in.rows > 0 && in.cols > 0 && in.cols % kGroupCols == 0 && in.skip >= 0 &&
+                     in.skip % kGroupCols == 0 && in.skip < block_elems && in.data != nullptr,
+                 "decode {}: bad slice (rows {}, cols {}, skip {})", weight_format_name(in.format),
+                 in.rows, in.cols, in.skip);
+  SELFSPEC_CHECK(in.row_stride >= (in.skip + in.cols + block_elems - 1) / block_elems * block_bytes,
+                 "decode {}: rows of {} bytes cannot hold the slice's blocks",
+                 weight_format_name(in.format), in.row_stride);
+  SELFSPEC_CHECK(row >= 0 && row < in.rows, "decode: row {} outside [0, {})", row, in.rows);
+  const std::int64_t n_groups = in.cols / kGroupCols;
+  const std::int64_t n_segments = gguf_row_segments(in.format, in.cols, in.skip);
+  SELFSPEC_CHECK(static_cast<std::int64_t>(groups.size()) == n_groups &&
+                     static_cast<std::int64_t>(segments.size()) == n_segments,
+                 "decode: {} groups and {} segments given, the row has {} and {}", groups.size(),
+                 segments.size(), n_groups, n_segments);
+  const std::int64_t groups_per_block = block_elems / kGroupCols;
+  const std::int64_t first_group = in.skip / kGroupCols;
+  const std::byte* row_data = in.data + row * in.row_stride;
+  std::fill(segments.begin(), segments.end(), QuantSegmentValues{});
+  BlockValues block;
+  std::int64_t decoded = -1;
+  for (std::int64_t g = 0; g < n_groups; ++g) {
+    const std::int64_t source_group = first_group + g;
+    const std::int64_t b = source_group / groups_per_block;
+    if (b != decoded) {
+      block = BlockValues{};
+      decode_block(in.format, row_data + b * block_bytes, block);
+      decoded = b;
+    }
+    const GroupValues& values =
+        block.groups[static_cast<std::size_t>(source_group % groups_per_block)];
+    SELFSPEC_CHECK(finite_scales(layout, values, block),
+                   "{} block at row {}, column {} of the slice has a non-finite f16 scale (a "
+                   "malformed file)",
+                   weight_format_name(in.format), row, g * kGroupCols);
+    QuantGroupValues& out = groups[static_cast<std::size_t>(g)];
+    out.u = values.u;
+    out.d = values.d;
+    out.m = values.m;
+    out.sc = values.sc;
+    out.mn = values.mn;
+    out.sc16 = values.sc16;
+    if (layout.k_quant) {  // a K format's segment is its super-block
+      segments[static_cast<std::size_t>(b - first_group / groups_per_block)] = {block.d,
+                                                                                block.dmin};
+    }
+  }
+}
+
 // ---- bf16 ----------------------------------------------------------------------------------
 
 std::int64_t packed_bf16_bytes(std::int64_t rows, std::int64_t cols) {

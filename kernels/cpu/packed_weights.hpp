@@ -161,6 +161,19 @@ struct QuantSegmentValues {
 void decode_quant_row(const PackedView& view, std::int64_t row, std::span<QuantGroupValues> groups,
                       std::span<QuantSegmentValues> segments);
 
+// The same values straight from the file's blocks, without packing (the CUDA backend's load):
+// row `row` of a GGUF slice, groups[i] for i < cols / 32 and segments[s] for
+// s < gguf_row_segments(format, cols, skip); the values decode_quant_row gives for the packed form
+// of the slice. Throws, as pack_quant_rows does, on a bad shape and on a non-finite f16 scale
+// (naming the row and column).
+void decode_gguf_row(const GgufRows& rows, std::int64_t row, std::span<QuantGroupValues> groups,
+                     std::span<QuantSegmentValues> segments);
+// The groups of a slice's first segment (PanelGeometry::lead_groups of its packed form): 8, less
+// the groups a K-format slice skips in its first super-block.
+std::int64_t gguf_lead_groups(WeightFormat format, std::int64_t skip);
+// PanelGeometry::segments() of the slice's packed form.
+std::int64_t gguf_row_segments(WeightFormat format, std::int64_t cols, std::int64_t skip);
+
 // ---- bf16 matrices ----
 
 std::int64_t packed_bf16_bytes(std::int64_t rows, std::int64_t cols);

@@ -6,7 +6,9 @@
 #include "kernels/cpu/quant_matmul.hpp"
 #include "kernels/cuda/quant_rows.hpp"
 
+#include <atomic>
 #include <cstring>
+#include <exception>
 
 namespace selfspec {
 namespace {
@@ -99,6 +101,22 @@ void load_segment(const kq::QuantRowsLayout& l, const std::byte* base, std::int6
   std::memcpy(&dmin, p + 2, 2);
 }
 
+// Row r's decoded groups and segments into their places in `out` (the layout l).
+void store_row(const kq::QuantRowsLayout& l, std::int64_t r,
+               std::span<const kc::QuantGroupValues> groups,
+               std::span<const kc::QuantSegmentValues> segments, std::byte* out) {
+  for (std::int64_t g = 0; g < l.groups; ++g) {
+    const kc::QuantGroupValues& values = groups[static_cast<std::size_t>(g)];
+    store_quants(l, values, out + l.quants + (r * l.groups + g) * l.quant_bytes);
+    store_params(l, values, out + l.params + (r * l.groups + g) * l.param_bytes);
+  }
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    std::byte* p = out + l.segments + (r * l.max_segments + static_cast<std::int64_t>(s)) * 4;
+    std::memcpy(p, &segments[s].d, 2);
+    std::memcpy(p + 2, &segments[s].dmin, 2);
+  }
+}
+
 }  // namespace
 
 std::vector<std::byte> build_quant_rows(const HostWeight& host) {
@@ -106,43 +124,43 @@ std::vector<std::byte> build_quant_rows(const HostWeight& host) {
                      host.cols % kq::kQuantGroupCols == 0,
                  "quantized rows: {} [{} x {}] (a quantized format, columns a multiple of 32)",
                  weight_format_name(host.format), host.rows, host.cols);
-  // The CPU's packed form first: its checks (finite scales) and its decoded values.
-  std::vector<std::byte> packed(static_cast<std::size_t>(
-      kc::packed_quant_bytes(host.format, host.rows, host.cols, host.skip)));
-  kc::pack_quant_rows({host.format, static_cast<const std::byte*>(host.data), host.rows,
-                       host.row_stride_bytes, host.skip, host.cols},
-                      packed);
-  const kc::PackedView view{host.format, packed.data(), host.rows, host.cols};
-  const kc::PanelGeometry geometry = kc::panel_geometry(view);
-
+  // The values the CPU's packed form holds, decoded straight from the file's blocks (no packed
+  // copy: a 70B-geometry load spent most of its host time packing and unpacking).
+  const kc::GgufRows gguf{host.format, static_cast<const std::byte*>(host.data),
+                          host.rows,   host.row_stride_bytes,
+                          host.skip,   host.cols};
   const kq::QuantRowsLayout l = kq::quant_rows_layout(host.format, host.rows, host.cols);
   std::vector<std::byte> out(static_cast<std::size_t>(l.bytes));
   kq::QuantRowsHeader header;
   header.format = static_cast<std::uint32_t>(host.format);
   header.rows = host.rows;
   header.cols = host.cols;
-  header.lead_groups = geometry.lead_groups;
+  header.lead_groups = kc::gguf_lead_groups(host.format, host.skip);
   std::memcpy(out.data(), &header, sizeof header);
+  const std::int64_t n_segments = kc::gguf_row_segments(host.format, host.cols, host.skip);
 
   // Rows are independent: decoded in parallel stretches (a 70B-geometry model has 6.7 million).
+  // An error may not leave the parallel region: the first failing row's is kept and rethrown.
+  std::atomic<std::int64_t> bad_row{host.rows};
+  std::exception_ptr error;
   parallel_for(host.rows, 64, [&](std::int64_t begin, std::int64_t end) {
     std::vector<kc::QuantGroupValues> groups(static_cast<std::size_t>(l.groups));
-    std::vector<kc::QuantSegmentValues> segments(static_cast<std::size_t>(geometry.segments()));
-    for (std::int64_t r = begin; r < end; ++r) {
-      kc::decode_quant_row(view, r, groups, segments);
-      for (std::int64_t g = 0; g < l.groups; ++g) {
-        const kc::QuantGroupValues& values = groups[static_cast<std::size_t>(g)];
-        store_quants(l, values, out.data() + l.quants + (r * l.groups + g) * l.quant_bytes);
-        store_params(l, values, out.data() + l.params + (r * l.groups + g) * l.param_bytes);
+    std::vector<kc::QuantSegmentValues> segments(static_cast<std::size_t>(n_segments));
+    for (std::int64_t r = begin; r < end && r < bad_row.load(); ++r) {
+      try {
+        kc::decode_gguf_row(gguf, r, groups, segments);
+      } catch (...) {
+#pragma omp critical(build_quant_rows_error)
+        if (r < bad_row.load()) {
+          bad_row.store(r);
+          error = std::current_exception();
+        }
+        return;
       }
-      for (std::size_t s = 0; s < segments.size(); ++s) {
-        std::byte* p =
-            out.data() + l.segments + (r * l.max_segments + static_cast<std::int64_t>(s)) * 4;
-        std::memcpy(p, &segments[s].d, 2);
-        std::memcpy(p + 2, &segments[s].dmin, 2);
-      }
+      store_row(l, r, groups, segments, out.data());
     }
   });
+  if (error) std::rethrow_exception(error);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The CUDA backend's quantized rows (kernels/cuda/quant_rows.hpp) on the host: built from a GGUF
-// slice by way of the CPU's packed form (kernels/cpu/packed_weights.hpp decode_quant_row), so both
-// backends run on the same values; rows selected from them (a draft vocabulary's LM head); and the
+// slice's blocks with the values the CPU's packed form holds (kernels/cpu/packed_weights.hpp
+// decode_gguf_row, held equal to decode_quant_row of the packed slice), so both backends run on
+// the same values; rows selected from them (a draft vocabulary's LM head); and the
 // scalar reference of their product and dequantization - the canonical sequence, one row at a
 // time - which the CPU tests hold equal to the CPU kernels and the GPU tests to the CUDA kernels,
 // bit for bit. Pure C++: it builds and is tested without CUDA.

@@ -121,9 +121,14 @@ TEST(QuantRows, MalformedInputIsRefused) {
   std::mt19937 rng(73);
   GgufMatrix m = random_gguf_matrix(rng, WeightFormat::kQ4_0, 3, 4);
   const std::uint16_t infinity = 0x7C00;
-  std::memcpy(m.data.data() + m.row_bytes + 18, &infinity, 2);  // row 1, block 1's d
-  EXPECT_THROW(build_quant_rows({WeightFormat::kQ4_0, 3, 128, m.data.data(), m.row_bytes, 0}),
-               Error);
+  std::memcpy(m.data.data() + m.row_bytes + 18, &infinity, 2);      // row 1, block 1's d
+  std::memcpy(m.data.data() + 2 * m.row_bytes + 18, &infinity, 2);  // and row 2's
+  try {  // the first malformed row is named, whichever thread decodes it
+    (void)build_quant_rows({WeightFormat::kQ4_0, 3, 128, m.data.data(), m.row_bytes, 0});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1, column 32"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(build_quant_rows({WeightFormat::kBF16, 3, 128, m.data.data(), m.row_bytes, 0}),
                Error);
   std::vector<std::byte> garbage(300);

@@ -107,6 +107,60 @@ TEST_P(PackedQuant, ColumnSlicesKeepTheFileValues) {
   }
 }
 
+// The CUDA backend's load decodes the file's blocks without packing them: the same groups and
+// segments as the packed form, on every column slice.
+TEST_P(PackedQuant, DecodingTheFileEqualsDecodingItsPackedForm) {
+  std::mt19937 rng(16);
+  const GgufMatrix m =
+      random_gguf_matrix(rng, GetParam(), 19, 512 / ggml_block_elements(ggml_type_of(GetParam())));
+  const std::int64_t block = m.block_elems;
+  for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, 512},
+                                   {32, 512},
+                                   {96, 160},
+                                   {224, 288},
+                                   {256, 480},
+                                   {0, 32}}) {
+    SCOPED_TRACE(::testing::Message() << "columns [" << begin << ", " << end << ")");
+    const std::int64_t first_block = begin / block;
+    const GgufRows rows{m.format,
+                        m.data.data() + first_block * ggml_block_bytes(ggml_type_of(m.format)),
+                        m.rows,
+                        m.row_bytes,
+                        begin - first_block * block,
+                        end - begin};
+    Packed p{m.format, m.rows, end - begin, {}};
+    p.bytes.resize(
+        static_cast<std::size_t>(packed_quant_bytes(m.format, m.rows, end - begin, rows.skip)));
+    pack_quant_rows(rows, p.bytes);
+    const PanelGeometry geometry = panel_geometry(p.view());
+    ASSERT_EQ(gguf_lead_groups(m.format, rows.skip), geometry.lead_groups);
+    ASSERT_EQ(gguf_row_segments(m.format, rows.cols, rows.skip), geometry.segments());
+    const auto n_groups = static_cast<std::size_t>(geometry.groups());
+    const auto n_segments = static_cast<std::size_t>(geometry.segments());
+    std::vector<QuantGroupValues> packed_groups(n_groups), file_groups(n_groups);
+    std::vector<QuantSegmentValues> packed_segments(n_segments), file_segments(n_segments);
+    for (std::int64_t r = 0; r < m.rows; ++r) {
+      decode_quant_row(p.view(), r, packed_groups, packed_segments);
+      decode_gguf_row(rows, r, file_groups, file_segments);
+      for (std::size_t g = 0; g < n_groups; ++g) {
+        const QuantGroupValues& a = packed_groups[g];
+        const QuantGroupValues& b = file_groups[g];
+        ASSERT_TRUE(a.u == b.u && a.d == b.d && a.m == b.m && a.sc == b.sc && a.mn == b.mn &&
+                    a.sc16 == b.sc16)
+            << "row " << r << " group " << g;
+      }
+      for (std::size_t s = 0; s < n_segments; ++s) {
+        ASSERT_EQ(packed_segments[s].d, file_segments[s].d) << "row " << r << " segment " << s;
+        ASSERT_EQ(packed_segments[s].dmin, file_segments[s].dmin)
+            << "row " << r << " segment " << s;
+      }
+    }
+    std::vector<QuantGroupValues> short_groups(n_groups + 1);
+    EXPECT_THROW(decode_gguf_row(rows, 0, short_groups, file_segments), selfspec::Error);
+    EXPECT_THROW(decode_gguf_row(rows, m.rows, file_groups, file_segments), selfspec::Error);
+  }
+}
+
 TEST_P(PackedQuant, SelectedRowsKeepTheirValues) {
   std::mt19937 rng(13);
   const GgufMatrix m =
@@ -138,6 +192,20 @@ TEST_P(PackedQuant, NonFiniteScaleIsAnErrorNamingTheBlock) {
     EXPECT_NE(what.find("row 18"), std::string::npos) << what;
     EXPECT_NE(what.find(fmt::format("column {}", m.block_elems)), std::string::npos) << what;
     EXPECT_NE(what.find("non-finite"), std::string::npos) << what;
+  }
+  // Decoding the file's blocks directly says the same.
+  const GgufRows rows{m.format, m.data.data(), m.rows, m.row_bytes, 0, m.cols()};
+  std::vector<QuantGroupValues> groups(static_cast<std::size_t>(m.cols() / 32));
+  std::vector<QuantSegmentValues> segments(
+      static_cast<std::size_t>(gguf_row_segments(m.format, m.cols(), 0)));
+  EXPECT_NO_THROW(decode_gguf_row(rows, 17, groups, segments));
+  try {
+    decode_gguf_row(rows, 18, groups, segments);
+    FAIL() << "no error";
+  } catch (const selfspec::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("row 18"), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("column {}", m.block_elems)), std::string::npos) << what;
   }
 }
 
