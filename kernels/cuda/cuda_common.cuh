@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -167,6 +168,20 @@ template <class... KernelArgs, class... Args>
 void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
                       Args&&... args) {
   launch_dependent_smem(kernel, grid, block, 0, stream, std::forward<Args>(args)...);
+}
+
+// A kernel's dynamic shared memory above the default 48 KiB, allowed once per device.
+template <class... Args>
+void allow_dynamic_smem(void (*kernel)(Args...), std::size_t bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<bool> allowed[kDevices];  // per instantiation; static: zero-initialised
+  int device = 0;
+  SELFSPEC_CUDA_CHECK(cudaGetDevice(&device));
+  require(device >= 0 && device < kDevices, "allow_dynamic_smem: device " + str(device));
+  if (allowed[device].load(std::memory_order_acquire)) return;
+  SELFSPEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
+  allowed[device].store(true, std::memory_order_release);
 }
 
 }  // namespace selfspec::kernels::cuda::detail

@@ -725,20 +725,6 @@ __global__ void __launch_bounds__(kThreads)
                                                 cols, eps, y);
 }
 
-// A kernel's dynamic shared memory above the default 48 KiB, allowed once per device.
-template <class... Args>
-void allow_dynamic_smem(void (*kernel)(Args...), std::size_t bytes) {
-  constexpr int kDevices = 64;
-  static std::atomic<bool> allowed[kDevices];  // per instantiation; static: zero-initialised
-  int device = 0;
-  SELFSPEC_CUDA_CHECK(cudaGetDevice(&device));
-  require(device >= 0 && device < kDevices, "matmul_small_batch: device " + str(device));
-  if (allowed[device].load(std::memory_order_acquire)) return;
-  SELFSPEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(bytes)));
-  allowed[device].store(true, std::memory_order_release);
-}
-
 template <class Form, int kTokenTiles, bool kUpper, int kRowTiles, TensorPipeline kPipeline>
 void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
             bool vector_loads, const TensorGemvFusion& fusion, cudaStream_t stream) {
@@ -752,7 +738,7 @@ void launch(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput>
   std::size_t dynamic_smem = 0;
   if constexpr (kPipeline == TensorPipeline::kBulk) {
     dynamic_smem = BulkLayout < Form::swiglu ? 2 : 1, kRowTiles > ::kBytes;
-    allow_dynamic_smem(kernel, dynamic_smem);
+    detail::allow_dynamic_smem(kernel, dynamic_smem);
   }
   launch_dependent_smem(kernel, dim3(static_cast<unsigned>(segments.total_units)), dim3(kThreads),
                         dynamic_smem, stream, x, n_tokens, segments, outputs.front().w.cols,

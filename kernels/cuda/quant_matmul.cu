@@ -8,18 +8,19 @@
 // clamped x · inverse (a NaN product clamps to −127, as the CPU's comparisons do), and the integer
 // sums S, S_a, S_b - the CPU quantizer's bits.
 //
-// GEMV (quant_matmul_kernel): one warp per output row, 4 warps a block, T <= kQuantTile tokens a
-// launch (more run as tiles). The row's groups are taken in rounds of 32: in a round lane l owns
-// group 32·round + l, forms its integer sums for every token with dp4a (exact, so their order is
-// free) and its terms (quant_group_terms), and writes them to shared memory; then lane t walks
-// token t's chain over the round's groups in column order (quant_group_apply, and
+// GEMV (quant_matmul_kernel): row tiles (kernels/cuda/quant_tile_plan.hpp, where the schedule
+// and its shared-memory layout are defined and tested on the CPU). A block of 4 warps takes 8
+// rows and T <= 8 tokens (more run as further launches); in each round of 32 groups, lane l of a
+// warp forms group 32·round + l's integer sums for each token with dp4a (exact, so their order is
+// free) and its terms (quant_group_terms) for the warp's 2 rows, into shared memory, while one
+// lane per (row, token) chain walks the round before in column order (quant_group_apply, and
 // quant_segment_end at a K-format segment's end). So every output is the canonical sequence: the
 // CPU's bits, whatever T (token-count invariance) - the CPU tests hold the sequence (its scalar
 // reference, backend/quant_rows_builder.hpp) to the CPU kernels, the GPU tests this kernel to it.
-// Each lane keeps its groups of the next kRoundsAhead rounds in registers (a ring refilled as a
-// round is taken), so a row's rounds do not each wait for memory. Programmatic dependent launch:
-// the row header and the first rounds' weights are read before waiting for the kernel before;
-// activations after.
+// 8·T chains walk at once (one warp per row walked with one lane at T = 1, and the walk set the
+// pace: 610 GB/s on an H200). Each lane keeps its groups of the next kRoundsAhead rounds in
+// registers (a ring refilled as a round is taken). Programmatic dependent launch: the row header
+// and the first rounds' weights are read before waiting for the kernel before; activations after.
 //
 // Embedding (quant_embedding_kernel): a grid-stride loop over the tokens' columns, each value
 // quant_dequantize of its group (ggml's dequantization, as the CPU's lookup of a quantized table).
@@ -28,6 +29,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
 #include "kernels/cuda/quant_rows.hpp"
+#include "kernels/cuda/quant_tile_plan.hpp"
 #include "kernels/shared_math.hpp"
 
 #include <cuda_runtime.h>
@@ -44,8 +46,9 @@ using detail::str;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kRoundsAhead = 4;  // rounds of a GEMV row whose weights are in flight
-constexpr int kQuantTile = 8;    // tokens of one GEMV launch
+static_assert(kWarps == kQuantTileWarps, "the GEMV's blocks are the tile plan's");
+constexpr int kRoundsAhead = 3;  // rounds of a GEMV tile whose weights are in flight
+constexpr int kQuantTile = kQuantTileMaxTokens;  // tokens of one GEMV launch
 
 struct Activations {
   const std::int8_t* q = nullptr;
@@ -139,8 +142,8 @@ __device__ __forceinline__ QuantGroupParams load_params(const std::uint8_t* p) {
 
 // A lane's group of one round as stored, loaded ahead of its round: the stored values (4-bit: 16
 // bytes of nibbles, in w[0]; otherwise 32 bytes), the params and, for the K formats, the d and
-// dmin of the segment the group ends (segment_ends false: it ends none). Past the row's groups:
-// zeros, never used.
+// dmin of the segment the group ends (segment_ends false: it ends none). Past the row's groups
+// or rows: zeros, never used.
 struct GroupRaw {
   uint4 w[2];
   QuantGroupParams params;
@@ -149,25 +152,29 @@ struct GroupRaw {
   bool segment_ends = false;
 };
 
+// A row of the tile: where its sections start (null: past the matrix's rows).
+struct RowPointers {
+  const std::uint8_t* quants = nullptr;
+  const std::uint8_t* params = nullptr;
+  const std::uint8_t* segments = nullptr;
+};
+
 template <WeightFormat kFormat, int kBits, bool kKQuant>
-__device__ __forceinline__ GroupRaw load_group_raw(const std::uint8_t* __restrict__ quants,
-                                                   const std::uint8_t* __restrict__ params,
-                                                   const std::uint8_t* __restrict__ segments,
-                                                   const QuantRowsLayout& l, std::int64_t lead,
-                                                   std::int64_t g) {
+__device__ __forceinline__ GroupRaw load_group_raw(const RowPointers& row, const QuantRowsLayout& l,
+                                                   std::int64_t lead, std::int64_t g) {
   GroupRaw raw;
   raw.w[0] = make_uint4(0u, 0u, 0u, 0u);
   raw.w[1] = make_uint4(0u, 0u, 0u, 0u);
-  if (g >= l.groups) return raw;
-  const auto* group_quants = reinterpret_cast<const uint4*>(quants + g * l.quant_bytes);
+  if (row.quants == nullptr || g >= l.groups) return raw;
+  const auto* group_quants = reinterpret_cast<const uint4*>(row.quants + g * l.quant_bytes);
   raw.w[0] = __ldg(group_quants);
   if constexpr (kBits != 4) raw.w[1] = __ldg(group_quants + 1);
-  raw.params = load_params<kFormat>(params + g * l.param_bytes);
+  raw.params = load_params<kFormat>(row.params + g * l.param_bytes);
   if constexpr (kKQuant) {
     raw.segment_ends = quant_segment_ends(g, lead, l.groups);
     if (raw.segment_ends) {
       const auto* seg =
-          reinterpret_cast<const unsigned short*>(segments + quant_segment_of(g, lead) * 4);
+          reinterpret_cast<const unsigned short*>(row.segments + quant_segment_of(g, lead) * 4);
       raw.seg_d = __ldg(seg);
       raw.seg_dmin = __ldg(seg + 1);
     }
@@ -175,15 +182,39 @@ __device__ __forceinline__ GroupRaw load_group_raw(const std::uint8_t* __restric
   return raw;
 }
 
+// One token's activations of a group: its 32 quantized values (8 words) and its statistics.
+struct GroupActivations {
+  int xw[8];
+  float dx;
+  float s;
+  float dxs;
+  std::int32_t s32;
+  std::int32_t s_a;
+  std::int32_t s_b;
+};
+
+__device__ __forceinline__ GroupActivations load_group_activations(const Activations& a,
+                                                                   std::int64_t token,
+                                                                   std::int64_t g) {
+  const auto* xq = reinterpret_cast<const uint4*>(a.q + token * a.cols + g * kQuantGroupCols);
+  const uint4 x0 = __ldg(xq);
+  const uint4 x1 = __ldg(xq + 1);
+  const std::int64_t tg = token * a.groups + g;
+  return {{static_cast<int>(x0.x), static_cast<int>(x0.y), static_cast<int>(x0.z),
+           static_cast<int>(x0.w), static_cast<int>(x1.x), static_cast<int>(x1.y),
+           static_cast<int>(x1.z), static_cast<int>(x1.w)},
+          __ldg(a.dx + tg),
+          __ldg(a.s + tg),
+          __ldg(a.dxs + tg),
+          __ldg(a.s32 + tg),
+          __ldg(a.s16 + 2 * tg),
+          __ldg(a.s16 + 2 * tg + 1)};
+}
+
 // The integer sums of one group for one token: the group's stored values against the token's 32
 // quantized activations.
 template <int kBits>
-__device__ __forceinline__ QuantGroupSums group_sums(const GroupRaw& raw, const uint4* xq) {
-  const uint4 x0 = __ldg(xq);
-  const uint4 x1 = __ldg(xq + 1);
-  const int xw[8] = {static_cast<int>(x0.x), static_cast<int>(x0.y), static_cast<int>(x0.z),
-                     static_cast<int>(x0.w), static_cast<int>(x1.x), static_cast<int>(x1.y),
-                     static_cast<int>(x1.z), static_cast<int>(x1.w)};
+__device__ __forceinline__ QuantGroupSums group_sums(const GroupRaw& raw, const int (&xw)[8]) {
   QuantGroupSums sums;
   if constexpr (kBits == 4) {
     const uint4 w = raw.w[0];
@@ -210,53 +241,48 @@ __device__ __forceinline__ QuantGroupSums group_sums(const GroupRaw& raw, const 
   return sums;
 }
 
-// The shared memory of one warp: the round's terms per token and group, and the K formats'
-// segment ends (the segment's d and dmin where group j ends one, else NaN in d).
-template <int kTokens>
-struct RoundTerms {
-  QuantGroupTerms terms[kTokens][kWarpSize];
-  float seg_d[kWarpSize];
-  float seg_dmin[kWarpSize];
-};
-
-// One round of a GEMV row: the lane's group's terms for every token (and its segment end) into
-// the warp's shared memory, then lane t walks token t's chain over the round's groups in column
-// order.
+// A writer warp's part of a round (quant_tile_plan.hpp): lane `lane` takes group 32·round + lane
+// of the warp's rows, for every token of the launch, into the round's buffer; for a K format, the
+// group's segment end too.
 template <WeightFormat kFormat, int kTokens, int kBits, bool kKQuant>
-__device__ __forceinline__ void run_round(const GroupRaw& raw, std::int64_t round, int lane,
-                                          const QuantRowsLayout& l, const Activations& a,
-                                          std::int64_t token_begin, RoundTerms<kTokens>& sh,
-                                          QuantRowState& st) {
-  const std::int64_t g = round * kWarpSize + lane;
-  if (g < l.groups) {
+__device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerWarp],
+                                            std::int64_t round, int lane, int warp,
+                                            const QuantRowsLayout& l, const Activations& a,
+                                            std::int64_t token_begin, int live_rows,
+                                            float* shared) {
+  constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
+  const std::int64_t g = round * kQuantRoundGroups + lane;
+  if (g >= l.groups) return;
+  const int buffer = kPlan.buffer(round);
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      const std::int64_t tg = (token_begin + t) * a.groups + g;
-      const auto* xq =
-          reinterpret_cast<const uint4*>(a.q + (token_begin + t) * a.cols + g * kQuantGroupCols);
-      const QuantGroupSums sums = group_sums<kBits>(raw, xq);
-      sh.terms[t][lane] = quant_group_terms(kFormat, l.offset, raw.params, sums, __ldg(a.dx + tg),
-                                            __ldg(a.s + tg), __ldg(a.dxs + tg), __ldg(a.s32 + tg),
-                                            __ldg(a.s16 + 2 * tg), __ldg(a.s16 + 2 * tg + 1));
-    }
-    if constexpr (kKQuant) {
-      sh.seg_d[lane] = raw.segment_ends ? qr_f16(raw.seg_d) : __int_as_float(0x7fffffff);
-      sh.seg_dmin[lane] = raw.segment_ends ? qr_f16(raw.seg_dmin) : 0.0f;
-    }
-  }
-  __syncwarp();
-  if (lane < kTokens) {
-    const std::int64_t in_round =
-        l.groups - round * kWarpSize < kWarpSize ? l.groups - round * kWarpSize : kWarpSize;
-    for (int j = 0; j < in_round; ++j) {
-      quant_group_apply(kFormat, sh.terms[lane][j], st);
-      if constexpr (kKQuant) {
-        const float d = sh.seg_d[j];
-        if (d == d) quant_segment_end(kFormat, d, sh.seg_dmin[j], st);  // not NaN: an end
+  for (int t = 0; t < kTokens; ++t) {
+    const GroupActivations x = load_group_activations(a, token_begin + t, g);
+#pragma unroll
+    for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+      const int r = warp * kQuantRowsPerWarp + i;
+      if (r < live_rows) {
+        const QuantGroupTerms terms =
+            quant_group_terms(kFormat, l.offset, raw[i].params, group_sums<kBits>(raw[i], x.xw),
+                              x.dx, x.s, x.dxs, x.s32, x.s_a, x.s_b);
+        float* out = shared + kPlan.terms(buffer, kPlan.chain_of(t, r), lane);
+        if constexpr (kPlan.term_words == 4) {
+          *reinterpret_cast<float4*>(out) = make_float4(terms.t0, terms.t1, terms.t2, terms.t3);
+        } else {
+          *reinterpret_cast<float2*>(out) = make_float2(terms.t0, terms.t1);
+        }
       }
     }
   }
-  __syncwarp();  // the round's terms are read before the next round writes them
+  if constexpr (kKQuant) {
+#pragma unroll
+    for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+      const int r = warp * kQuantRowsPerWarp + i;
+      if (r < live_rows) {
+        quant_tile_store_segment(kPlan, shared, buffer, lane, r, raw[i].segment_ends,
+                                 qr_f16(raw[i].seg_d), qr_f16(raw[i].seg_dmin));
+      }
+    }
+  }
 }
 
 template <WeightFormat kFormat, int kTokens>
@@ -264,53 +290,79 @@ __global__ void __launch_bounds__(kThreads)
     quant_matmul_kernel(const std::uint8_t* __restrict__ rows_base, const QuantRowsLayout l,
                         const std::uint8_t* __restrict__ activations, std::int64_t act_tokens,
                         std::int64_t token_begin, float* __restrict__ y) {
-  __shared__ RoundTerms<kTokens> shared[kWarps];
+  extern __shared__ __align__(16) float tile_shared[];
+  constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
   constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
                                 kFormat == WeightFormat::kQ4_K
                             ? 4
                             : 8;
-  constexpr bool kKQuant = kFormat == WeightFormat::kQ4_K || kFormat == WeightFormat::kQ5_K ||
-                           kFormat == WeightFormat::kQ6_K;
+  constexpr bool kKQuant = quant_k_format(kFormat);
   detail::allow_dependents();
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int warp_in_block = static_cast<int>(threadIdx.x) / kWarpSize;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp_in_block;
-  if (row >= l.rows) return;  // warp-uniform; only __syncwarp below
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const std::int64_t tile_row = static_cast<std::int64_t>(blockIdx.x) * kQuantTileRows;
+  const int live_rows = static_cast<int>(
+      l.rows - tile_row < kQuantTileRows ? l.rows - tile_row : std::int64_t{kQuantTileRows});
   const std::int64_t lead =
       reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;  // weights: no wait
-  const std::uint8_t* quants = rows_base + l.quants + row * l.groups * l.quant_bytes;
-  const std::uint8_t* params = rows_base + l.params + row * l.groups * l.param_bytes;
-  const std::uint8_t* segments = rows_base + l.segments + row * l.max_segments * 4;
+  RowPointers rows[kQuantRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+    const int r = warp * kQuantRowsPerWarp + i;
+    if (r < live_rows) {
+      const std::int64_t row = tile_row + r;
+      rows[i] = {rows_base + l.quants + row * l.groups * l.quant_bytes,
+                 rows_base + l.params + row * l.groups * l.param_bytes,
+                 rows_base + l.segments + row * l.max_segments * 4};
+    }
+  }
   // The weights of the first kRoundsAhead rounds (a ring of registers, refilled as each round is
-  // taken, so a row costs about one memory round trip instead of one per round of 32 groups),
-  // asked for before waiting for the kernel before this one: no kernel writes them.
-  const std::int64_t n_rounds = (l.groups + kWarpSize - 1) / kWarpSize;
-  GroupRaw ring[kRoundsAhead];
+  // taken), asked for before waiting for the kernel before this one: no kernel writes them.
+  const std::int64_t n_rounds = (l.groups + kQuantRoundGroups - 1) / kQuantRoundGroups;
+  GroupRaw ring[kRoundsAhead][kQuantRowsPerWarp];
 #pragma unroll
   for (int d = 0; d < kRoundsAhead; ++d) {
-    ring[d] = load_group_raw<kFormat, kBits, kKQuant>(quants, params, segments, l, lead,
-                                                      std::int64_t{d} * kWarpSize + lane);
+#pragma unroll
+    for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+      ring[d][i] = load_group_raw<kFormat, kBits, kKQuant>(
+          rows[i], l, lead, std::int64_t{d} * kQuantRoundGroups + lane);
+    }
   }
   detail::wait_for_prerequisites();
 
   const Activations a = activations_view(activations, act_tokens, l.cols);
-  RoundTerms<kTokens>& sh = shared[warp_in_block];
-  QuantRowState st;  // lane t < kTokens: token t's chain
-
-  for (std::int64_t base = 0; base < n_rounds; base += kRoundsAhead) {
+  const int chain = static_cast<int>(threadIdx.x);  // the chain this lane walks, if any
+  const bool walks = chain < kPlan.chains() && kPlan.row_of(chain) < live_rows;
+  QuantRowState st;
+  // Round k's terms are written while round k - 1 is walked; the barrier ends both. The loop's
+  // conditions are the block's alike, so every thread reaches every barrier.
+  for (std::int64_t base = 0; base <= n_rounds; base += kRoundsAhead) {
 #pragma unroll
     for (int d = 0; d < kRoundsAhead; ++d) {
       const std::int64_t round = base + d;
-      if (round < n_rounds) {  // warp-uniform
-        const GroupRaw current = ring[d];
-        ring[d] = load_group_raw<kFormat, kBits, kKQuant>(
-            quants, params, segments, l, lead, (round + kRoundsAhead) * kWarpSize + lane);
-        run_round<kFormat, kTokens, kBits, kKQuant>(current, round, lane, l, a, token_begin, sh,
-                                                    st);
+      if (round <= n_rounds) {
+        if (round < n_rounds) {
+          GroupRaw current[kQuantRowsPerWarp];
+#pragma unroll
+          for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+            current[i] = ring[d][i];
+            ring[d][i] = load_group_raw<kFormat, kBits, kKQuant>(
+                rows[i], l, lead, (round + kRoundsAhead) * kQuantRoundGroups + lane);
+          }
+          write_round<kFormat, kTokens, kBits, kKQuant>(current, round, lane, warp, l, a,
+                                                        token_begin, live_rows, tile_shared);
+        }
+        if (round >= 1 && walks) {
+          quant_tile_walk<kFormat>(kPlan, tile_shared, kPlan.buffer(round - 1), chain,
+                                   quant_round_groups(round - 1, l.groups), st);
+        }
+        __syncthreads();
       }
     }
   }
-  if (lane < kTokens) y[(token_begin + lane) * l.rows + row] = st.y;
+  if (walks) {
+    y[(token_begin + kPlan.token_of(chain)) * l.rows + tile_row + kPlan.row_of(chain)] = st.y;
+  }
 }
 
 // ---- embedding --------------------------------------------------------------------------------
@@ -399,19 +451,27 @@ QuantRowsLayout checked_layout(const QuantWeight& w, const char* what) {
   return l;
 }
 
+template <WeightFormat kFormat, int kTokens>
+void launch_tile(const QuantRowsLayout& l, const QuantWeight& w, const void* activations,
+                 std::int64_t tokens, std::int64_t begin, float* y, cudaStream_t stream) {
+  constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
+  const auto blocks = static_cast<unsigned>((l.rows + kQuantTileRows - 1) / kQuantTileRows);
+  const auto shared = static_cast<std::size_t>(kPlan.shared_bytes());
+  detail::allow_dynamic_smem(quant_matmul_kernel<kFormat, kTokens>, shared);
+  detail::launch_dependent_smem(quant_matmul_kernel<kFormat, kTokens>, dim3(blocks), dim3(kThreads),
+                                shared, stream, static_cast<const std::uint8_t*>(w.data), l,
+                                static_cast<const std::uint8_t*>(activations), tokens, begin, y);
+}
+
 template <WeightFormat kFormat>
 void launch_matmul(const QuantRowsLayout& l, const QuantWeight& w, const void* activations,
                    std::int64_t tokens, float* y, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((l.rows + kWarps - 1) / kWarps);
-  const auto* base = static_cast<const std::uint8_t*>(w.data);
-  const auto* act = static_cast<const std::uint8_t*>(activations);
   for (std::int64_t begin = 0; begin < tokens; begin += kQuantTile) {
     const std::int64_t tile = tokens - begin < kQuantTile ? tokens - begin : kQuantTile;
     switch (tile) {
-#define SELFSPEC_QUANT_TILE(T)                                                              \
-  case T:                                                                                   \
-    detail::launch_dependent(quant_matmul_kernel<kFormat, T>, dim3(blocks), dim3(kThreads), \
-                             stream, base, l, act, tokens, begin, y);                       \
+#define SELFSPEC_QUANT_TILE(T)                                            \
+  case T:                                                                 \
+    launch_tile<kFormat, T>(l, w, activations, tokens, begin, y, stream); \
     break;
       SELFSPEC_QUANT_TILE(1)
       SELFSPEC_QUANT_TILE(2)
@@ -504,7 +564,8 @@ void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeigh
   require(tokens >= 0, "quant_matmul: negative token count");
   if (tokens == 0) return;
   require(activations != nullptr && y != nullptr, "quant_matmul: null pointer");
-  require((l.rows + kWarps - 1) / kWarps <= 0x7fffffff, "quant_matmul: too many rows");
+  require((l.rows + kQuantTileRows - 1) / kQuantTileRows <= 0x7fffffff,
+          "quant_matmul: too many rows");
   dispatch_format(w.format, [&]<WeightFormat kFormat>() {
     launch_matmul<kFormat>(l, w, activations, tokens, y, stream);
   });

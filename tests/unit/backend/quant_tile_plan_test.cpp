@@ -1,0 +1,312 @@
+// The quantized GEMV's tile plan (kernels/cuda/quant_tile_plan.hpp) without a GPU:
+// * the shared-memory layout: every (chain, group, word) and every (group, row) segment slot has
+//   its own float inside its buffer, the two buffers are disjoint, the walk's vector reads are
+//   aligned, and the walk's and the writers' accesses of one instruction fall in different banks;
+// * the tile's schedule run sequentially (every warp's lanes computing round k into one buffer,
+//   the walkers taking round k − 1 from the other, a barrier, the walked buffer then poisoned
+//   with NaN as the next round's writers would overwrite it) gives the scalar reference's bits
+//   (backend/quant_rows_builder.hpp) in every quantized format, at every tile token count, on
+//   rows that do not fill the last tile, rounds cut short and K-format slices starting inside a
+//   super-block.
+// The CUDA kernel maps its threads onto this plan; tests/gpu/quant_matmul_cuda_test.cpp holds it
+// to the same reference on a GPU.
+#include "kernels/cuda/quant_tile_plan.hpp"
+
+#include "backend/quant_rows_builder.hpp"
+#include "kernels/cpu/quant_matmul.hpp"
+#include "tests/unit/kernels/quant_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace selfspec {
+namespace {
+
+namespace kc = kernels::cpu;
+namespace kq = kernels::cuda;
+
+constexpr int kBanks = 32;
+
+// ---- layout ---------------------------------------------------------------------------------
+
+class QuantTileLayoutTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(QuantTileLayoutTest, EverySlotHasItsOwnFloatInItsBuffer) {
+  const WeightFormat format = GetParam();
+  for (int tokens = 1; tokens <= kq::kQuantTileMaxTokens; ++tokens) {
+    const kq::QuantTilePlan p = kq::quant_tile_plan(format, tokens);
+    for (const std::int64_t round : {std::int64_t{0}, std::int64_t{1}}) {
+      const int buffer = p.buffer(round);
+      std::set<int> used;
+      const auto take = [&](int offset) {
+        EXPECT_GE(offset, buffer);
+        EXPECT_LT(offset, buffer + p.buffer_words());
+        EXPECT_TRUE(used.insert(offset).second) << "float " << offset << " taken twice";
+      };
+      for (int c = 0; c < p.chains(); ++c) {
+        for (int j = 0; j < kq::kQuantRoundGroups; ++j) {
+          const int at = p.terms(buffer, c, j);
+          EXPECT_EQ(at % p.term_words, 0) << "misaligned vector read";
+          for (int w = 0; w < p.term_words; ++w) take(at + w);
+        }
+      }
+      if (kq::quant_k_format(format)) {
+        for (int j = 0; j < kq::kQuantRoundGroups; ++j) {
+          for (int r = 0; r < kq::kQuantTileRows; ++r) {
+            take(p.segment_d(buffer, j, r));
+            take(p.segment_dmin(buffer, j, r));
+          }
+        }
+      }
+    }
+    EXPECT_EQ(p.shared_bytes(), 2 * p.buffer_words() * 4);
+    EXPECT_LE(p.shared_bytes(), 227 * 1024) << "over an sm_90 block's shared memory";
+    for (int c = 0; c < p.chains(); ++c) {
+      EXPECT_EQ(p.chain_of(p.token_of(c), p.row_of(c)), c);
+      EXPECT_LT(p.token_of(c), tokens);
+    }
+  }
+}
+
+// Shared memory serves 128 bytes a cycle: a 16-byte access is split in quarter-warps, an 8-byte
+// one in half-warps, and within one the lanes' words must sit in different banks.
+void expect_conflict_free(const std::vector<int>& lane_offsets, int words, const char* what) {
+  const int phase_lanes = kBanks / words;
+  for (std::size_t first = 0; first < lane_offsets.size(); first += phase_lanes) {
+    std::set<int> banks;
+    std::set<int> offsets;
+    for (std::size_t lane = first; lane < first + phase_lanes && lane < lane_offsets.size();
+         ++lane) {
+      if (!offsets.insert(lane_offsets[lane]).second) continue;  // the same words: a broadcast
+      for (int w = 0; w < words; ++w) {
+        EXPECT_TRUE(banks.insert((lane_offsets[lane] + w) % kBanks).second)
+            << what << ": lanes " << first << "-" << first + phase_lanes - 1 << " conflict";
+      }
+    }
+  }
+}
+
+TEST_P(QuantTileLayoutTest, AccessesOfOneInstructionUseDistinctBanks) {
+  const WeightFormat format = GetParam();
+  for (int tokens = 1; tokens <= kq::kQuantTileMaxTokens; ++tokens) {
+    const kq::QuantTilePlan p = kq::quant_tile_plan(format, tokens);
+    const int buffer = p.buffer(1);
+    for (int warp = 0; warp * 32 < p.chains(); ++warp) {  // a walk step: lane = chain
+      for (int j = 0; j < kq::kQuantRoundGroups; ++j) {
+        std::vector<int> terms;
+        std::vector<int> segments;
+        for (int c = warp * 32; c < p.chains() && c < warp * 32 + 32; ++c) {
+          terms.push_back(p.terms(buffer, c, j));
+          segments.push_back(p.segment_d(buffer, j, p.row_of(c)));
+        }
+        expect_conflict_free(terms, p.term_words, "walk's terms");
+        if (kq::quant_k_format(format)) expect_conflict_free(segments, 1, "walk's segment ends");
+      }
+    }
+    for (int c = 0; c < p.chains(); ++c) {  // a writer's store: lane = group
+      std::vector<int> terms;
+      std::vector<int> segments;
+      for (int lane = 0; lane < kq::kQuantRoundGroups; ++lane) {
+        terms.push_back(p.terms(buffer, c, lane));
+        segments.push_back(p.segment_d(buffer, lane, p.row_of(c)));
+      }
+      expect_conflict_free(terms, p.term_words, "writers' terms");
+      if (kq::quant_k_format(format)) expect_conflict_free(segments, 1, "writers' segment ends");
+    }
+  }
+}
+
+// ---- the schedule, run sequentially -------------------------------------------------------------
+
+struct Matrix {
+  std::vector<std::byte> bytes;
+  kq::QuantRowsLayout l;
+  std::int64_t lead = 0;
+};
+
+int stored_value(const kq::QuantRowsLayout& l, const std::byte* quants, int i) {
+  if (l.bits == 4) {
+    const auto byte = std::to_integer<int>(quants[i % 16]);
+    return i < 16 ? byte & 0xF : byte >> 4;
+  }
+  const auto byte = std::to_integer<std::uint8_t>(quants[i]);
+  return l.format == WeightFormat::kQ8_0 ? static_cast<std::int8_t>(byte) : byte;
+}
+
+// Lane `lane` of a writer warp in round `round`: group 32·round + lane of row `row` of the matrix,
+// for every token of the tile, into the buffer as chain (t, r).
+void write_group(const Matrix& m, const kc::QuantizedActivations& a, const kq::QuantTilePlan& p,
+                 std::int64_t token_begin, std::int64_t round, int lane, std::int64_t row, int r,
+                 float* shared) {
+  const kq::QuantRowsLayout& l = m.l;
+  const std::int64_t g = round * kq::kQuantRoundGroups + lane;
+  if (g >= l.groups) return;
+  const std::byte* quants = m.bytes.data() + l.quants + (row * l.groups + g) * l.quant_bytes;
+  kq::QuantGroupParams params;
+  std::memcpy(&params, m.bytes.data() + l.params + (row * l.groups + g) * l.param_bytes,
+              static_cast<std::size_t>(l.param_bytes));
+  const int buffer = p.buffer(round);
+  for (int t = 0; t < p.tokens; ++t) {
+    const std::int64_t token = token_begin + t;
+    const std::int8_t* xq = a.q.data() + token * l.cols + g * kq::kQuantGroupCols;
+    kq::QuantGroupSums sums;
+    for (int i = 0; i < 32; ++i) {
+      const std::int32_t product = stored_value(l, quants, i) * xq[i];
+      sums.full += product;
+      (i < 16 ? sums.half_a : sums.half_b) += product;
+    }
+    const auto tg = static_cast<std::size_t>(token * l.groups + g);
+    kq::quant_tile_store_terms(
+        p, shared, buffer, p.chain_of(t, r), lane,
+        kq::quant_group_terms(l.format, l.offset, params, sums, a.dx[tg], a.s[tg], a.dxs[tg],
+                              a.s32[tg], a.s16[2 * tg], a.s16[2 * tg + 1]));
+  }
+  if (kq::quant_k_format(l.format)) {
+    std::uint16_t d = 0;
+    std::uint16_t dmin = 0;
+    const std::byte* seg =
+        m.bytes.data() + l.segments + (row * l.max_segments + kq::quant_segment_of(g, m.lead)) * 4;
+    std::memcpy(&d, seg, 2);
+    std::memcpy(&dmin, seg + 2, 2);
+    kq::quant_tile_store_segment(p, shared, buffer, lane, r,
+                                 kq::quant_segment_ends(g, m.lead, l.groups), kq::qr_f16(d),
+                                 kq::qr_f16(dmin));
+  }
+}
+
+template <WeightFormat kFormat>
+void walk(const kq::QuantTilePlan& p, const float* shared, std::int64_t round, int chain,
+          int in_round, kq::QuantRowState& st) {
+  kq::quant_tile_walk<kFormat>(p, shared, p.buffer(round), chain, in_round, st);
+}
+
+void walk_any(WeightFormat format, const kq::QuantTilePlan& p, const float* shared,
+              std::int64_t round, int chain, int in_round, kq::QuantRowState& st) {
+  switch (format) {
+    case WeightFormat::kQ4_0:
+      return walk<WeightFormat::kQ4_0>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ4_1:
+      return walk<WeightFormat::kQ4_1>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ5_0:
+      return walk<WeightFormat::kQ5_0>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ5_1:
+      return walk<WeightFormat::kQ5_1>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ8_0:
+      return walk<WeightFormat::kQ8_0>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ4_K:
+      return walk<WeightFormat::kQ4_K>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ5_K:
+      return walk<WeightFormat::kQ5_K>(p, shared, round, chain, in_round, st);
+    case WeightFormat::kQ6_K:
+      return walk<WeightFormat::kQ6_K>(p, shared, round, chain, in_round, st);
+    default:
+      FAIL() << "not quantized";
+  }
+}
+
+// One block: tile `tile` of rows, tokens [token_begin, token_begin + p.tokens).
+void run_tile(const Matrix& m, const kc::QuantizedActivations& a, const kq::QuantTilePlan& p,
+              std::int64_t token_begin, std::int64_t tile, float* y) {
+  const kq::QuantRowsLayout& l = m.l;
+  constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> shared(static_cast<std::size_t>(2 * p.buffer_words()), kPoison);
+  std::vector<kq::QuantRowState> states(static_cast<std::size_t>(p.chains()));
+  const std::int64_t rounds = (l.groups + kq::kQuantRoundGroups - 1) / kq::kQuantRoundGroups;
+  for (std::int64_t round = 0; round <= rounds; ++round) {
+    if (round < rounds) {  // every warp's rows, every lane's group
+      for (int warp = 0; warp < kq::kQuantTileWarps; ++warp) {
+        for (int i = 0; i < kq::kQuantRowsPerWarp; ++i) {
+          const int r = warp * kq::kQuantRowsPerWarp + i;
+          const std::int64_t row = tile * kq::kQuantTileRows + r;
+          if (row >= l.rows) continue;
+          for (int lane = 0; lane < kq::kQuantRoundGroups; ++lane) {
+            write_group(m, a, p, token_begin, round, lane, row, r, shared.data());
+          }
+        }
+      }
+    }
+    if (round >= 1) {  // the walkers, on the round before
+      for (int c = 0; c < p.chains(); ++c) {
+        if (tile * kq::kQuantTileRows + p.row_of(c) >= l.rows) continue;
+        walk_any(l.format, p, shared.data(), round - 1, c,
+                 kq::quant_round_groups(round - 1, l.groups), states[static_cast<std::size_t>(c)]);
+      }
+      // The barrier; the next round's writers take the walked buffer.
+      std::fill_n(shared.begin() + p.buffer(round - 1), p.buffer_words(), kPoison);
+    }
+  }
+  for (int c = 0; c < p.chains(); ++c) {
+    const std::int64_t row = tile * kq::kQuantTileRows + p.row_of(c);
+    if (row < l.rows) {
+      y[(token_begin + p.token_of(c)) * l.rows + row] = states[static_cast<std::size_t>(c)].y;
+    }
+  }
+}
+
+struct Shape {
+  std::int64_t rows;
+  std::int64_t blocks;
+  std::int64_t skip;
+  std::int64_t cols;
+};
+
+class QuantTileScheduleTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(QuantTileScheduleTest, RunInOrderItGivesTheReferenceBits) {
+  const WeightFormat format = GetParam();
+  const bool k = kq::quant_k_format(format);
+  // Rounds cut short (groups not a multiple of 32), tiles not full, slices inside super-blocks.
+  const std::vector<Shape> shapes =
+      k ? std::vector<Shape>{{19, 5, 0, 1280}, {13, 6, 96, 1184}, {8, 1, 224, 32}}
+        : std::vector<Shape>{{19, 40, 0, 1280}, {13, 37, 0, 1184}, {3, 1, 0, 32}};
+  std::mt19937 rng(91);
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message()
+                 << s.rows << " rows, skip " << s.skip << ", " << s.cols << " columns");
+    const kc::test::GgufMatrix g = kc::test::random_gguf_matrix(rng, format, s.rows, s.blocks);
+    Matrix m;
+    m.bytes = build_quant_rows({format, s.rows, s.cols, g.data.data(), g.row_bytes, s.skip});
+    m.l = kq::quant_rows_layout(format, s.rows, s.cols);
+    kq::QuantRowsHeader header;
+    std::memcpy(&header, m.bytes.data(), sizeof header);
+    m.lead = header.lead_groups;
+    for (const int tokens : {1, 2, 3, 5, 8, 11}) {
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      std::vector<float> x(static_cast<std::size_t>(tokens * s.cols));
+      for (float& v : x) v = normal(rng);
+      kc::QuantizedActivations a;
+      kc::quantize_activations(x.data(), tokens, s.cols, a);
+      std::vector<float> reference(static_cast<std::size_t>(tokens * s.rows));
+      reference_quant_matmul(m.bytes, x.data(), tokens, reference.data());
+      std::vector<float> got(reference.size(), -1.0f);
+      for (std::int64_t begin = 0; begin < tokens; begin += kq::kQuantTileMaxTokens) {
+        const auto tile_tokens =
+            static_cast<int>(std::min<std::int64_t>(kq::kQuantTileMaxTokens, tokens - begin));
+        const kq::QuantTilePlan p = kq::quant_tile_plan(format, tile_tokens);
+        for (std::int64_t tile = 0; tile * kq::kQuantTileRows < s.rows; ++tile) {
+          run_tile(m, a, p, begin, tile, got.data());
+        }
+      }
+      EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0)
+          << tokens << " tokens";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantTileLayoutTest, ::testing::ValuesIn(kQuantizedFormats),
+                         [](const auto& param_info) {
+                           return std::string(weight_format_name(param_info.param));
+                         });
+INSTANTIATE_TEST_SUITE_P(Formats, QuantTileScheduleTest, ::testing::ValuesIn(kQuantizedFormats),
+                         [](const auto& param_info) {
+                           return std::string(weight_format_name(param_info.param));
+                         });
+
+}  // namespace
+}  // namespace selfspec
