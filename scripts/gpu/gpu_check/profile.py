@@ -98,9 +98,10 @@ def step_ncu_decode(c, s):
 
 # ---- ncu's diagnosis of the bf16 GEMVs ----
 
-# One launch each of the CUDA-core GEMV and the tensor-core GEMV (ring, ping-pong, bulk) at
-# 4096 x 4096, T = 1, from cuda_kernel_bench: why the tensor-core GEMV streamed 1.9 TB/s where the
-# CUDA-core one streamed 2.6 (2026-11-29): warp stall reasons, memory workload, occupancy.
+# One launch each of the CUDA-core GEMV, the tensor-core GEMV (ring, ping-pong, bulk) and the
+# quantized GEMV (Q4_K, row tiles) at 4096 x 4096, T = 1, from cuda_kernel_bench: why the
+# tensor-core GEMV streamed 1.9 TB/s where the CUDA-core one streamed 2.6, and Q4_K 0.6
+# (2026-11-29): warp stall reasons, memory workload, occupancy.
 NCU_GEMV_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "WarpStateStats", "Occupancy",
                      "LaunchStats", "SchedulerStats"]
 
@@ -117,7 +118,8 @@ def step_ncu_gemv(c, s):
     for label, bench in (("cuda_cores", "matmul_small_batch/bf16/4096x4096/T:1/"),
                          ("tensor_ring", "tensor_pipeline/ring/bf16/4096x4096/T:1/"),
                          ("tensor_ping_pong", "tensor_pipeline/ping_pong/bf16/4096x4096/T:1/"),
-                         ("tensor_bulk", "tensor_pipeline/bulk/bf16/4096x4096/T:1/")):
+                         ("tensor_bulk", "tensor_pipeline/bulk/bf16/4096x4096/T:1/"),
+                         ("quant_q4_k", "quant_matmul/q4_k/4096x4096/T:1/")):
         rc, out = s.run(args + [c.program("cuda_kernel_bench"), f"--benchmark_filter={bench}",
                                 "--benchmark_min_time=0.01"],
                         capture=True, env={"SELFSPEC_BENCH_POOL_MB": "256"},

@@ -178,8 +178,9 @@ def gpu_checks(c):
          partial(step_kernel_bench, c), False),
         ("ncu_decode", "ncu --cache-control none: time per kernel of a 7B decode step", 150,
          partial(step_ncu_decode, c), False),
-        ("ncu_gemv", "ncu: stall reasons, memory workload and occupancy of the bf16 GEMVs "
-         "(CUDA cores; tensor cores: ring, ping-pong, bulk) at 4096 x 4096, T = 1", 120,
+        ("ncu_gemv", "ncu: stall reasons, memory workload and occupancy of the GEMVs "
+         "(bf16 on CUDA cores; tensor cores: ring, ping-pong, bulk; Q4_K row tiles) at "
+         "4096 x 4096, T = 1", 140,
          partial(step_ncu_gemv, c), True),
         ("bench_qwen_1p5b", "decode bench, Qwen2.5-Coder-1.5B geometry, bf16, graphs on; "
          "v(gamma) for gamma = 1 .. 8 (the GPU costs for eq. 6)", 120,
