@@ -228,6 +228,18 @@ void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols
 // quant_rows.hpp, the CPU's bits, the same whatever `tokens` (token-count invariance).
 void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeight& w, float* y,
                   cudaStream_t stream);
+// The same for up to kMaxMatmulOutputs matrices of one format and cols (Wq|Wk|Wv) in one launch:
+// each y the bits of its own quant_matmul.
+struct QuantMatmulOutput {
+  QuantWeight w;
+  float* y = nullptr;
+};
+void quant_matmul(const void* activations, std::int64_t tokens,
+                  std::span<const QuantMatmulOutput> outputs, cudaStream_t stream);
+// out = swiglu_value(gate product, up product) (gate and up of one format and shape) in one
+// launch: the bits of quant_matmul of each followed by swiglu().
+void quant_matmul_swiglu(const void* activations, std::int64_t tokens, const QuantWeight& gate,
+                         const QuantWeight& up, float* out, cudaStream_t stream);
 // out = w dequantized (ggml's values) and rounded to bf16 (kernels/shared_math.hpp's
 // float_to_bf16_bits): [rows × cols] bf16, row-major, the weights of a quantized prefill chunk's
 // cuBLASLt GEMM. Prefill only: its products are close to, not the bits of, quant_matmul's.

@@ -152,16 +152,66 @@ struct GroupRaw {
   bool segment_ends = false;
 };
 
-// A row of the tile: where its sections start (null: past the matrix's rows).
+// A row of the tile: where its sections start (null: past the matrix's rows), and its matrix's
+// first segment length.
 struct RowPointers {
   const std::uint8_t* quants = nullptr;
   const std::uint8_t* params = nullptr;
   const std::uint8_t* segments = nullptr;
+  std::int64_t lead = kQuantSegmentGroups;
 };
+
+// The matrices of one launch: up to kMaxMatmulOutputs of one format and cols (Wq|Wk|Wv), tiles
+// numbered over them in turn; the SwiGLU form: s[0] the gate (its y the output), s[1] the up of
+// the same shape, tiles over the gate's rows (quant_tile_plan.hpp's quant_tile_row).
+struct QuantSegment {
+  const std::uint8_t* base = nullptr;
+  QuantRowsLayout l;
+  float* y = nullptr;
+  std::int64_t first_tile = 0;
+};
+struct QuantSegments {
+  QuantSegment s[kMaxMatmulOutputs];
+  int count = 0;
+  std::int64_t total_tiles = 0;
+};
+
+// The segment of tile `tile`, selected without dynamic indexing of the parameter array (which
+// would move it to local memory). The SwiGLU form's tile is always in s[0].
+template <bool kSwiglu>
+__device__ __forceinline__ QuantSegment segment_of_tile(const QuantSegments& segments,
+                                                        std::int64_t tile) {
+  QuantSegment found = segments.s[0];
+  found.first_tile = 0;
+  if constexpr (!kSwiglu) {
+#pragma unroll
+    for (int i = 1; i < kMaxMatmulOutputs; ++i) {
+      if (i < segments.count && tile >= segments.s[i].first_tile) found = segments.s[i];
+    }
+  }
+  return found;
+}
+
+// Row r of the tile (plan row mapping): its pointers, or none past its matrix's rows.
+template <bool kSwiglu>
+__device__ __forceinline__ RowPointers tile_row_pointers(const QuantSegments& segments,
+                                                         const QuantSegment& segment,
+                                                         std::int64_t tile, int r) {
+  const QuantTileRow where = quant_tile_row(kSwiglu, tile, r);
+  const QuantRowsLayout& l = segment.l;
+  RowPointers out;
+  if (where.row >= l.rows) return out;
+  const std::uint8_t* base = kSwiglu && where.part == 1 ? segments.s[1].base : segment.base;
+  out.quants = base + l.quants + where.row * l.groups * l.quant_bytes;
+  out.params = base + l.params + where.row * l.groups * l.param_bytes;
+  out.segments = base + l.segments + where.row * l.max_segments * 4;
+  out.lead = reinterpret_cast<const QuantRowsHeader*>(base)->lead_groups;  // weights: no wait
+  return out;
+}
 
 template <WeightFormat kFormat, int kBits, bool kKQuant>
 __device__ __forceinline__ GroupRaw load_group_raw(const RowPointers& row, const QuantRowsLayout& l,
-                                                   std::int64_t lead, std::int64_t g) {
+                                                   std::int64_t g) {
   GroupRaw raw;
   raw.w[0] = make_uint4(0u, 0u, 0u, 0u);
   raw.w[1] = make_uint4(0u, 0u, 0u, 0u);
@@ -171,10 +221,10 @@ __device__ __forceinline__ GroupRaw load_group_raw(const RowPointers& row, const
   if constexpr (kBits != 4) raw.w[1] = __ldg(group_quants + 1);
   raw.params = load_params<kFormat>(row.params + g * l.param_bytes);
   if constexpr (kKQuant) {
-    raw.segment_ends = quant_segment_ends(g, lead, l.groups);
+    raw.segment_ends = quant_segment_ends(g, row.lead, l.groups);
     if (raw.segment_ends) {
       const auto* seg =
-          reinterpret_cast<const unsigned short*>(row.segments + quant_segment_of(g, lead) * 4);
+          reinterpret_cast<const unsigned short*>(row.segments + quant_segment_of(g, row.lead) * 4);
       raw.seg_d = __ldg(seg);
       raw.seg_dmin = __ldg(seg + 1);
     }
@@ -242,14 +292,14 @@ __device__ __forceinline__ QuantGroupSums group_sums(const GroupRaw& raw, const 
 }
 
 // A writer warp's part of a round (quant_tile_plan.hpp): lane `lane` takes group 32·round + lane
-// of the warp's rows, for every token of the launch, into the round's buffer; for a K format, the
-// group's segment end too.
+// of the warp's rows (those inside their matrix: rows[i].quants set), for every token of the
+// launch, into the round's buffer; for a K format, the group's segment end too.
 template <WeightFormat kFormat, int kTokens, int kBits, bool kKQuant>
 __device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerWarp],
+                                            const RowPointers (&rows)[kQuantRowsPerWarp],
                                             std::int64_t round, int lane, int warp,
                                             const QuantRowsLayout& l, const Activations& a,
-                                            std::int64_t token_begin, int live_rows,
-                                            float* shared) {
+                                            std::int64_t token_begin, float* shared) {
   constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
   const std::int64_t g = round * kQuantRoundGroups + lane;
   if (g >= l.groups) return;
@@ -259,11 +309,11 @@ __device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerW
     const GroupActivations x = load_group_activations(a, token_begin + t, g);
 #pragma unroll
     for (int i = 0; i < kQuantRowsPerWarp; ++i) {
-      const int r = warp * kQuantRowsPerWarp + i;
-      if (r < live_rows) {
+      if (rows[i].quants != nullptr) {
         const QuantGroupTerms terms =
             quant_group_terms(kFormat, l.offset, raw[i].params, group_sums<kBits>(raw[i], x.xw),
                               x.dx, x.s, x.dxs, x.s32, x.s_a, x.s_b);
+        const int r = warp * kQuantRowsPerWarp + i;
         float* out = shared + kPlan.terms(buffer, kPlan.chain_of(t, r), lane);
         if constexpr (kPlan.term_words == 4) {
           *reinterpret_cast<float4*>(out) = make_float4(terms.t0, terms.t1, terms.t2, terms.t3);
@@ -276,20 +326,36 @@ __device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerW
   if constexpr (kKQuant) {
 #pragma unroll
     for (int i = 0; i < kQuantRowsPerWarp; ++i) {
-      const int r = warp * kQuantRowsPerWarp + i;
-      if (r < live_rows) {
-        quant_tile_store_segment(kPlan, shared, buffer, lane, r, raw[i].segment_ends,
-                                 qr_f16(raw[i].seg_d), qr_f16(raw[i].seg_dmin));
+      if (rows[i].quants != nullptr) {
+        quant_tile_store_segment(kPlan, shared, buffer, lane, warp * kQuantRowsPerWarp + i,
+                                 raw[i].segment_ends, qr_f16(raw[i].seg_d),
+                                 qr_f16(raw[i].seg_dmin));
       }
     }
   }
 }
 
-template <WeightFormat kFormat, int kTokens>
+// The chains' results out: y[t][row] (SwiGLU: the gate's chain stores swiglu_value of its value
+// and the up chain's, a shuffle away; every lane takes part in the shuffle).
+template <bool kSwiglu>
+__device__ __forceinline__ void store_chains(const QuantTilePlan& plan, const QuantSegment& seg,
+                                             std::int64_t tile, std::int64_t token_begin, int chain,
+                                             bool walks, float value) {
+  const QuantTileRow where = quant_tile_row(kSwiglu, tile, plan.row_of(chain));
+  if constexpr (kSwiglu) {
+    const float up = __shfl_down_sync(kFullMask, value, kQuantSwigluLaneOffset);
+    if (!walks || where.part != 0) return;
+    value = swiglu_value(value, up);
+  } else {
+    if (!walks) return;
+  }
+  seg.y[(token_begin + plan.token_of(chain)) * seg.l.rows + where.row] = value;
+}
+
+template <WeightFormat kFormat, int kTokens, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
-    quant_matmul_kernel(const std::uint8_t* __restrict__ rows_base, const QuantRowsLayout l,
-                        const std::uint8_t* __restrict__ activations, std::int64_t act_tokens,
-                        std::int64_t token_begin, float* __restrict__ y) {
+    quant_matmul_kernel(const QuantSegments segments, const std::uint8_t* __restrict__ activations,
+                        std::int64_t act_tokens, std::int64_t token_begin) {
   extern __shared__ __align__(16) float tile_shared[];
   constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
   constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
@@ -300,21 +366,13 @@ __global__ void __launch_bounds__(kThreads)
   detail::allow_dependents();
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const std::int64_t tile_row = static_cast<std::int64_t>(blockIdx.x) * kQuantTileRows;
-  const int live_rows = static_cast<int>(
-      l.rows - tile_row < kQuantTileRows ? l.rows - tile_row : std::int64_t{kQuantTileRows});
-  const std::int64_t lead =
-      reinterpret_cast<const QuantRowsHeader*>(rows_base)->lead_groups;  // weights: no wait
+  const QuantSegment seg = segment_of_tile<kSwiglu>(segments, blockIdx.x);
+  const QuantRowsLayout& l = seg.l;
+  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) - seg.first_tile;
   RowPointers rows[kQuantRowsPerWarp];
 #pragma unroll
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
-    const int r = warp * kQuantRowsPerWarp + i;
-    if (r < live_rows) {
-      const std::int64_t row = tile_row + r;
-      rows[i] = {rows_base + l.quants + row * l.groups * l.quant_bytes,
-                 rows_base + l.params + row * l.groups * l.param_bytes,
-                 rows_base + l.segments + row * l.max_segments * 4};
-    }
+    rows[i] = tile_row_pointers<kSwiglu>(segments, seg, tile, warp * kQuantRowsPerWarp + i);
   }
   // The weights of the first kRoundsAhead rounds (a ring of registers, refilled as each round is
   // taken), asked for before waiting for the kernel before this one: no kernel writes them.
@@ -325,14 +383,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kQuantRowsPerWarp; ++i) {
       ring[d][i] = load_group_raw<kFormat, kBits, kKQuant>(
-          rows[i], l, lead, std::int64_t{d} * kQuantRoundGroups + lane);
+          rows[i], l, std::int64_t{d} * kQuantRoundGroups + lane);
     }
   }
   detail::wait_for_prerequisites();
 
   const Activations a = activations_view(activations, act_tokens, l.cols);
   const int chain = static_cast<int>(threadIdx.x);  // the chain this lane walks, if any
-  const bool walks = chain < kPlan.chains() && kPlan.row_of(chain) < live_rows;
+  const bool walks =
+      chain < kPlan.chains() && quant_tile_row(kSwiglu, tile, kPlan.row_of(chain)).row < l.rows;
   QuantRowState st;
   // Round k's terms are written while round k - 1 is walked; the barrier ends both. The loop's
   // conditions are the block's alike, so every thread reaches every barrier.
@@ -347,10 +406,10 @@ __global__ void __launch_bounds__(kThreads)
           for (int i = 0; i < kQuantRowsPerWarp; ++i) {
             current[i] = ring[d][i];
             ring[d][i] = load_group_raw<kFormat, kBits, kKQuant>(
-                rows[i], l, lead, (round + kRoundsAhead) * kQuantRoundGroups + lane);
+                rows[i], l, (round + kRoundsAhead) * kQuantRoundGroups + lane);
           }
-          write_round<kFormat, kTokens, kBits, kKQuant>(current, round, lane, warp, l, a,
-                                                        token_begin, live_rows, tile_shared);
+          write_round<kFormat, kTokens, kBits, kKQuant>(current, rows, round, lane, warp, l, a,
+                                                        token_begin, tile_shared);
         }
         if (round >= 1 && walks) {
           quant_tile_walk<kFormat>(kPlan, tile_shared, kPlan.buffer(round - 1), chain,
@@ -360,9 +419,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if (walks) {
-    y[(token_begin + kPlan.token_of(chain)) * l.rows + tile_row + kPlan.row_of(chain)] = st.y;
-  }
+  store_chains<kSwiglu>(kPlan, seg, tile, token_begin, chain, walks, st.y);
 }
 
 // ---- embedding --------------------------------------------------------------------------------
@@ -451,27 +508,28 @@ QuantRowsLayout checked_layout(const QuantWeight& w, const char* what) {
   return l;
 }
 
-template <WeightFormat kFormat, int kTokens>
-void launch_tile(const QuantRowsLayout& l, const QuantWeight& w, const void* activations,
-                 std::int64_t tokens, std::int64_t begin, float* y, cudaStream_t stream) {
+template <WeightFormat kFormat, int kTokens, bool kSwiglu>
+void launch_tile(const QuantSegments& segments, const void* activations, std::int64_t tokens,
+                 std::int64_t begin, cudaStream_t stream) {
   constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
-  const auto blocks = static_cast<unsigned>((l.rows + kQuantTileRows - 1) / kQuantTileRows);
   const auto shared = static_cast<std::size_t>(kPlan.shared_bytes());
-  detail::allow_dynamic_smem(quant_matmul_kernel<kFormat, kTokens>, shared);
-  detail::launch_dependent_smem(quant_matmul_kernel<kFormat, kTokens>, dim3(blocks), dim3(kThreads),
-                                shared, stream, static_cast<const std::uint8_t*>(w.data), l,
-                                static_cast<const std::uint8_t*>(activations), tokens, begin, y);
+  detail::allow_dynamic_smem(quant_matmul_kernel<kFormat, kTokens, kSwiglu>, shared);
+  detail::launch_dependent_smem(quant_matmul_kernel<kFormat, kTokens, kSwiglu>,
+                                dim3(static_cast<unsigned>(segments.total_tiles)), dim3(kThreads),
+                                shared, stream, segments,
+                                static_cast<const std::uint8_t*>(activations), tokens, begin);
 }
 
-template <WeightFormat kFormat>
-void launch_matmul(const QuantRowsLayout& l, const QuantWeight& w, const void* activations,
-                   std::int64_t tokens, float* y, cudaStream_t stream) {
+// Launches over tiles of up to kQuantTile tokens (each the same per-token arithmetic).
+template <WeightFormat kFormat, bool kSwiglu>
+void launch_matmul(const QuantSegments& segments, const void* activations, std::int64_t tokens,
+                   cudaStream_t stream) {
   for (std::int64_t begin = 0; begin < tokens; begin += kQuantTile) {
     const std::int64_t tile = tokens - begin < kQuantTile ? tokens - begin : kQuantTile;
     switch (tile) {
-#define SELFSPEC_QUANT_TILE(T)                                            \
-  case T:                                                                 \
-    launch_tile<kFormat, T>(l, w, activations, tokens, begin, y, stream); \
+#define SELFSPEC_QUANT_TILE(T)                                                      \
+  case T:                                                                           \
+    launch_tile<kFormat, T, kSwiglu>(segments, activations, tokens, begin, stream); \
     break;
       SELFSPEC_QUANT_TILE(1)
       SELFSPEC_QUANT_TILE(2)
@@ -486,6 +544,35 @@ void launch_matmul(const QuantRowsLayout& l, const QuantWeight& w, const void* a
         require(false, "quant_matmul: tile of " + str(tile) + " tokens");
     }
   }
+}
+
+// The segments of a launch: every matrix checked, one format and one cols; the SwiGLU form's
+// {gate, up} of one shape, tiles over the gate's rows.
+QuantSegments make_quant_segments(std::span<const QuantMatmulOutput> outputs, bool swiglu) {
+  require(!outputs.empty() && outputs.size() <= static_cast<std::size_t>(kMaxMatmulOutputs),
+          "quant_matmul: " + str(static_cast<std::int64_t>(outputs.size())) +
+              " matrices in one launch (1 to " + str(kMaxMatmulOutputs) + ")");
+  QuantSegments segments;
+  for (const QuantMatmulOutput& out : outputs) {
+    const QuantRowsLayout l = checked_layout(out.w, "quant_matmul");
+    require(out.w.format == outputs.front().w.format && out.w.cols == outputs.front().w.cols,
+            "quant_matmul: the matrices of one launch differ in format or columns");
+    require(out.y != nullptr || (swiglu && segments.count == 1), "quant_matmul: null output");
+    QuantSegment& s = segments.s[segments.count++];
+    s.base = static_cast<const std::uint8_t*>(out.w.data);
+    s.l = l;
+    s.y = out.y;
+    s.first_tile = segments.total_tiles;
+    if (!swiglu) segments.total_tiles += quant_tiles(false, l.rows);
+  }
+  if (swiglu) {
+    require(outputs.size() == 2 && outputs[0].w.rows == outputs[1].w.rows,
+            "quant_matmul_swiglu: gate and up of one shape");
+    segments.s[1].first_tile = 0;
+    segments.total_tiles = quant_tiles(true, outputs[0].w.rows);
+  }
+  require(segments.total_tiles <= 0x7fffffff, "quant_matmul: too many rows");
+  return segments;
 }
 
 template <WeightFormat kFormat>
@@ -536,6 +623,22 @@ void dispatch_format(WeightFormat format, F&& f) {
   }
 }
 
+void run_quant_matmul(const void* activations, std::int64_t tokens,
+                      std::span<const QuantMatmulOutput> outputs, bool swiglu,
+                      cudaStream_t stream) {
+  require(tokens >= 0, "quant_matmul: negative token count");
+  const QuantSegments segments = make_quant_segments(outputs, swiglu);
+  if (tokens == 0) return;
+  require(activations != nullptr, "quant_matmul: null activations");
+  dispatch_format(outputs.front().w.format, [&]<WeightFormat kFormat>() {
+    if (swiglu) {
+      launch_matmul<kFormat, true>(segments, activations, tokens, stream);
+    } else {
+      launch_matmul<kFormat, false>(segments, activations, tokens, stream);
+    }
+  });
+}
+
 }  // namespace
 
 std::size_t quant_activations_bytes(std::int64_t tokens, std::int64_t cols) {
@@ -560,15 +663,19 @@ void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols
 
 void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeight& w, float* y,
                   cudaStream_t stream) {
-  const QuantRowsLayout l = checked_layout(w, "quant_matmul");
-  require(tokens >= 0, "quant_matmul: negative token count");
-  if (tokens == 0) return;
-  require(activations != nullptr && y != nullptr, "quant_matmul: null pointer");
-  require((l.rows + kQuantTileRows - 1) / kQuantTileRows <= 0x7fffffff,
-          "quant_matmul: too many rows");
-  dispatch_format(w.format, [&]<WeightFormat kFormat>() {
-    launch_matmul<kFormat>(l, w, activations, tokens, y, stream);
-  });
+  const QuantMatmulOutput one[] = {{w, y}};
+  run_quant_matmul(activations, tokens, one, false, stream);
+}
+
+void quant_matmul(const void* activations, std::int64_t tokens,
+                  std::span<const QuantMatmulOutput> outputs, cudaStream_t stream) {
+  run_quant_matmul(activations, tokens, outputs, false, stream);
+}
+
+void quant_matmul_swiglu(const void* activations, std::int64_t tokens, const QuantWeight& gate,
+                         const QuantWeight& up, float* out, cudaStream_t stream) {
+  const QuantMatmulOutput both[] = {{gate, out}, {up, nullptr}};
+  run_quant_matmul(activations, tokens, both, true, stream);
 }
 
 void quant_embedding(const QuantWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,

@@ -17,6 +17,11 @@
 // order, and quant_segment_end where a K-format segment ends. A barrier ends each round. So
 // every output is the canonical sequence of its row and token, whatever T: the reference's bits.
 //
+// A tile's rows: kQuantTileRows consecutive rows of one matrix (several matrices of one launch,
+// Wq|Wk|Wv, are numbered tile after tile), or in the SwiGLU form kQuantTileRows / 2 rows of the
+// gate matrix then the up rows of the same indices (quant_tile_row), whose chains sit 4 lanes apart
+// so that the gate's lane takes the up value by a shuffle and stores swiglu_value(gate, up).
+//
 // Chain c is token c / kQuantTileRows of row c mod kQuantTileRows of the tile (consecutive lanes,
 // consecutive rows: the outputs are written together). Its terms take term_words floats a group
 // (Q4_K/Q5_K: t0-t3; the rest: t0, t1), a chain's round padded by term_words so that the walk's
@@ -99,6 +104,27 @@ SELFSPEC_HOST_DEVICE constexpr QuantTilePlan quant_tile_plan(WeightFormat format
   p.term_words = quant_term_words(format);
   return p;
 }
+
+// Where row r of tile `tile` comes from: part 0 (the matrix; the SwiGLU form's gate) or part 1
+// (the SwiGLU form's up), and the row's index in it.
+struct QuantTileRow {
+  int part = 0;
+  std::int64_t row = 0;
+};
+SELFSPEC_HOST_DEVICE constexpr int quant_tile_part_rows(bool swiglu) {
+  return swiglu ? kQuantTileRows / 2 : kQuantTileRows;
+}
+SELFSPEC_HOST_DEVICE constexpr QuantTileRow quant_tile_row(bool swiglu, std::int64_t tile, int r) {
+  const int per_part = quant_tile_part_rows(swiglu);
+  return {r / per_part, tile * per_part + r % per_part};
+}
+// Tiles over a matrix of `rows` rows (the SwiGLU form: over the gate's rows).
+SELFSPEC_HOST_DEVICE constexpr std::int64_t quant_tiles(bool swiglu, std::int64_t rows) {
+  const int per_part = quant_tile_part_rows(swiglu);
+  return (rows + per_part - 1) / per_part;
+}
+// Lanes between a SwiGLU tile's gate chain and the up chain of the same row index and token.
+inline constexpr int kQuantSwigluLaneOffset = kQuantTileRows / 2;
 
 // The groups of round `round` of a row of `groups` groups.
 SELFSPEC_HOST_DEVICE constexpr int quant_round_groups(std::int64_t round, std::int64_t groups) {

@@ -7,7 +7,8 @@
 // input RMSNorm folded into Q|K|V and gate|up (norm_matmul_many, norm_matmul_swiglu) and the
 // residual add into o and down (matmul_accumulate), for every T <= 64 alike. GGUF's quantized
 // formats run as stored (quant_matmul: the activations quantized once per input, the CPU's
-// canonical arithmetic, so the same bits as the CPU backend at every T <= 64; prefill chunks
+// canonical arithmetic, so the same bits as the CPU backend at every T <= 64; matrices of one
+// format in one launch, gate|up with the SwiGLU in one: quant_matmul_swiglu; prefill chunks
 // dequantize each matrix to a bf16 scratch for cuBLASLt). The per-forward inputs (tokens,
 // positions, KV length, tree mask, logit rows) are staged in pinned host memory and copied on the
 // stream, and kernels read the KV length from device memory (StepParams), so the same launches can
@@ -322,9 +323,7 @@ class CudaBackend final : public Backend {
     }
     if (!ws.empty() && all_quantized_with_cols(ws, ws.front().cols)) {
       quantize_input(x, rows, ws.front().cols);  // once for every matrix
-      for (std::size_t i = 0; i < ws.size(); ++i) {
-        kcu::quant_matmul(quantized_input_.data(), rows, quant_weight(ws[i]), ys[i], stream_);
-      }
+      quant_matmuls(rows, ws, ys);
       return;
     }
     if (rows <= kcu::kSmallBatch && fusable(ws)) {
@@ -338,6 +337,13 @@ class CudaBackend final : public Backend {
   void matmul_swiglu(const float* x, std::int64_t rows, const BackendWeight& w_gate,
                      const BackendWeight& w_up, float* up_scratch, float* out) override {
     const BackendWeight both[] = {w_gate, w_up};
+    if (rows <= kcu::kSmallBatch && all_quantized_with_cols(both, w_gate.cols) &&
+        w_gate.format == w_up.format && w_gate.rows == w_up.rows) {
+      quantize_input(x, rows, w_gate.cols);
+      kcu::quant_matmul_swiglu(quantized_input_.data(), rows, quant_weight(w_gate),
+                               quant_weight(w_up), out, stream_);
+      return;
+    }
     if (rows <= kcu::kSmallBatch && fusable(both) && w_gate.rows == w_up.rows) {
       kcu::matmul_swiglu(x, rows, device_weight(w_gate), device_weight(w_up), out, stream_);
       return;
@@ -513,6 +519,22 @@ class CudaBackend final : public Backend {
       gemm_->matmul(converted_.data(), rows,
                     kcu::DeviceWeight{DType::kBF16, dequantized_.data(), w.rows, w.cols}, ys[i],
                     stream_);
+    }
+  }
+  // The quantized matrices times quantized_input_: runs of one format in one launch each (a
+  // Q4_K_M file mixes Q4_K and Q6_K), every output the bits of its own launch.
+  void quant_matmuls(std::int64_t rows, std::span<const BackendWeight> ws,
+                     std::span<float* const> ys) {
+    std::size_t begin = 0;
+    while (begin < ws.size()) {
+      std::array<kcu::QuantMatmulOutput, kcu::kMaxMatmulOutputs> run{};
+      std::size_t n = 0;
+      while (begin + n < ws.size() && n < run.size() && ws[begin + n].format == ws[begin].format) {
+        run[n] = {quant_weight(ws[begin + n]), ys[begin + n]};
+        ++n;
+      }
+      kcu::quant_matmul(quantized_input_.data(), rows, std::span(run.data(), n), stream_);
+      begin += n;
     }
   }
   // x [rows × cols] quantized into quantized_input_ (the quantized matmuls' activations).

@@ -21,6 +21,7 @@
 #include "cuda_test_util.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
 #include "kernels/cuda/quant_rows.hpp"
+#include "kernels/shared_math.hpp"
 #include "model/llama_model.hpp"
 #include "model/llama_weights.hpp"
 #include "model_io/gguf_export.hpp"
@@ -145,6 +146,64 @@ TEST_P(CudaQuantMatmulTest, EqualsTheReferenceAtEveryTokenCount) {
       EXPECT_TRUE(same_bits(gpu_product(rows, x, tokens), reference)) << tokens << " tokens";
     }
   }
+}
+
+// One launch for several matrices of one format (Wq|Wk|Wv: rows 19, 8 and 130, so tiles of
+// different matrices share the grid and the last tile of each is short) and the SwiGLU form
+// (gate|up): each output the bits of the reference, and the SwiGLU form's the swiglu_value of the
+// two references, at several token counts.
+TEST_P(CudaQuantMatmulTest, SeveralMatricesAndTheSwigluFormInOneLaunch) {
+  SELFSPEC_REQUIRE_GPU();
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(85);
+  const Slice base = slices(format)[1];
+  std::vector<GgufMatrix> matrices;
+  std::vector<DeviceRows> rows;
+  for (const std::int64_t n : {std::int64_t{19}, std::int64_t{8}, std::int64_t{130}}) {
+    const Slice slice{n, base.blocks, base.skip, base.cols};
+    matrices.push_back(random_gguf_matrix(rng, format, n, base.blocks));
+    rows.push_back(upload_rows(matrices.back(), slice));
+  }
+  const DeviceRows& gate = rows[0];  // 19 rows, and an up matrix of its shape
+  const GgufMatrix up_source = random_gguf_matrix(rng, format, 19, base.blocks);
+  const DeviceRows up = upload_rows(up_source, {19, base.blocks, base.skip, base.cols});
+  for (const std::int64_t tokens : {1, 3, 8, 11}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens");
+    const std::vector<float> x = activations(rng, tokens * base.cols);
+    DeviceBuffer<float> d_x(x);
+    DeviceBuffer<std::uint8_t> workspace(quant_activations_bytes(tokens, base.cols));
+    quantize_activations(d_x.get(), tokens, base.cols, workspace.get(), nullptr);
+    std::vector<DeviceBuffer<float>> ys;
+    std::vector<QuantMatmulOutput> outputs;
+    for (const DeviceRows& r : rows) {
+      ys.emplace_back(static_cast<std::size_t>(tokens * r.view.rows));
+      ys.back().poison();
+      outputs.push_back({r.view, ys.back().get()});
+    }
+    quant_matmul(workspace.get(), tokens, outputs, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::vector<float> reference(static_cast<std::size_t>(tokens * rows[i].view.rows));
+      reference_quant_matmul(rows[i].host, x.data(), tokens, reference.data());
+      EXPECT_TRUE(same_bits(ys[i].download(), reference)) << "matrix " << i;
+    }
+    DeviceBuffer<float> out(static_cast<std::size_t>(tokens * 19));
+    out.poison();
+    quant_matmul_swiglu(workspace.get(), tokens, gate.view, up.view, out.get(), nullptr);
+    std::vector<float> g(static_cast<std::size_t>(tokens * 19));
+    std::vector<float> u(g.size());
+    reference_quant_matmul(gate.host, x.data(), tokens, g.data());
+    reference_quant_matmul(up.host, x.data(), tokens, u.data());
+    std::vector<float> expected(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) expected[i] = kernels::swiglu_value(g[i], u[i]);
+    EXPECT_TRUE(same_bits(out.download(), expected)) << "SwiGLU form";
+  }
+  const QuantMatmulOutput too_many[] = {{rows[0].view, nullptr},
+                                        {rows[0].view, nullptr},
+                                        {rows[0].view, nullptr},
+                                        {rows[0].view, nullptr},
+                                        {rows[0].view, nullptr}};
+  EXPECT_THROW(quant_matmul(nullptr, 1, too_many, nullptr), Error);
+  EXPECT_THROW(quant_matmul_swiglu(nullptr, 1, gate.view, rows[1].view, nullptr, nullptr), Error);
 }
 
 TEST_P(CudaQuantMatmulTest, EmbeddingEqualsTheReferenceDequantization) {

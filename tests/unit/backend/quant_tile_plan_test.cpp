@@ -7,13 +7,15 @@
 //   with NaN as the next round's writers would overwrite it) gives the scalar reference's bits
 //   (backend/quant_rows_builder.hpp) in every quantized format, at every tile token count, on
 //   rows that do not fill the last tile, rounds cut short and K-format slices starting inside a
-//   super-block.
+//   super-block; and in the SwiGLU form (gate and up rows of one index in a tile, each gate chain
+//   taking its up chain's value from a lane in the same warp) the SwiGLU of the two references.
 // The CUDA kernel maps its threads onto this plan; tests/gpu/quant_matmul_cuda_test.cpp holds it
 // to the same reference on a GPU.
 #include "kernels/cuda/quant_tile_plan.hpp"
 
 #include "backend/quant_rows_builder.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
+#include "kernels/shared_math.hpp"
 #include "tests/unit/kernels/quant_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -23,6 +25,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
 namespace selfspec {
@@ -210,30 +213,34 @@ void walk_any(WeightFormat format, const kq::QuantTilePlan& p, const float* shar
   }
 }
 
-// One block: tile `tile` of rows, tokens [token_begin, token_begin + p.tokens).
-void run_tile(const Matrix& m, const kc::QuantizedActivations& a, const kq::QuantTilePlan& p,
-              std::int64_t token_begin, std::int64_t tile, float* y) {
-  const kq::QuantRowsLayout& l = m.l;
+// One block: tile `tile` of the rows of `parts` (one matrix, or the SwiGLU form's gate and up),
+// tokens [token_begin, token_begin + p.tokens).
+void run_tile(std::span<const Matrix* const> parts, const kc::QuantizedActivations& a,
+              const kq::QuantTilePlan& p, std::int64_t token_begin, std::int64_t tile, float* y) {
+  const bool swiglu = parts.size() == 2;
+  const kq::QuantRowsLayout& l = parts[0]->l;
   constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> shared(static_cast<std::size_t>(2 * p.buffer_words()), kPoison);
   std::vector<kq::QuantRowState> states(static_cast<std::size_t>(p.chains()));
+  const auto live = [&](int r) { return kq::quant_tile_row(swiglu, tile, r).row < l.rows; };
   const std::int64_t rounds = (l.groups + kq::kQuantRoundGroups - 1) / kq::kQuantRoundGroups;
   for (std::int64_t round = 0; round <= rounds; ++round) {
     if (round < rounds) {  // every warp's rows, every lane's group
       for (int warp = 0; warp < kq::kQuantTileWarps; ++warp) {
         for (int i = 0; i < kq::kQuantRowsPerWarp; ++i) {
           const int r = warp * kq::kQuantRowsPerWarp + i;
-          const std::int64_t row = tile * kq::kQuantTileRows + r;
-          if (row >= l.rows) continue;
+          if (!live(r)) continue;
+          const kq::QuantTileRow row = kq::quant_tile_row(swiglu, tile, r);
           for (int lane = 0; lane < kq::kQuantRoundGroups; ++lane) {
-            write_group(m, a, p, token_begin, round, lane, row, r, shared.data());
+            write_group(*parts[static_cast<std::size_t>(row.part)], a, p, token_begin, round, lane,
+                        row.row, r, shared.data());
           }
         }
       }
     }
     if (round >= 1) {  // the walkers, on the round before
       for (int c = 0; c < p.chains(); ++c) {
-        if (tile * kq::kQuantTileRows + p.row_of(c) >= l.rows) continue;
+        if (!live(p.row_of(c))) continue;
         walk_any(l.format, p, shared.data(), round - 1, c,
                  kq::quant_round_groups(round - 1, l.groups), states[static_cast<std::size_t>(c)]);
       }
@@ -242,11 +249,49 @@ void run_tile(const Matrix& m, const kc::QuantizedActivations& a, const kq::Quan
     }
   }
   for (int c = 0; c < p.chains(); ++c) {
-    const std::int64_t row = tile * kq::kQuantTileRows + p.row_of(c);
-    if (row < l.rows) {
-      y[(token_begin + p.token_of(c)) * l.rows + row] = states[static_cast<std::size_t>(c)].y;
+    const kq::QuantTileRow row = kq::quant_tile_row(swiglu, tile, p.row_of(c));
+    if (row.row >= l.rows || row.part != 0) continue;
+    float value = states[static_cast<std::size_t>(c)].y;
+    if (swiglu) {  // the up chain of the same row and token, a shuffle away in the same warp
+      const int up = c + kq::kQuantSwigluLaneOffset;
+      const kq::QuantTileRow up_row = kq::quant_tile_row(swiglu, tile, p.row_of(up));
+      ASSERT_EQ(up / 32, c / 32) << "chain " << c << ": its up chain is in another warp";
+      ASSERT_EQ(p.token_of(up), p.token_of(c));
+      ASSERT_EQ(up_row.part, 1);
+      ASSERT_EQ(up_row.row, row.row);
+      value = kernels::swiglu_value(value, states[static_cast<std::size_t>(up)].y);
+    }
+    y[(token_begin + p.token_of(c)) * l.rows + row.row] = value;
+  }
+}
+
+Matrix make_matrix(std::mt19937& rng, WeightFormat format, std::int64_t rows, std::int64_t blocks,
+                   std::int64_t skip, std::int64_t cols) {
+  const kc::test::GgufMatrix g = kc::test::random_gguf_matrix(rng, format, rows, blocks);
+  Matrix m;
+  m.bytes = build_quant_rows({format, rows, cols, g.data.data(), g.row_bytes, skip});
+  m.l = kq::quant_rows_layout(format, rows, cols);
+  kq::QuantRowsHeader header;
+  std::memcpy(&header, m.bytes.data(), sizeof header);
+  m.lead = header.lead_groups;
+  return m;
+}
+
+// The launch's tiles over `parts` for `tokens` tokens (tiles of up to 8 tokens), sequentially.
+std::vector<float> run_launch(std::span<const Matrix* const> parts,
+                              const kc::QuantizedActivations& a, std::int64_t tokens) {
+  const kq::QuantRowsLayout& l = parts[0]->l;
+  const bool swiglu = parts.size() == 2;
+  std::vector<float> y(static_cast<std::size_t>(tokens * l.rows), -1.0f);
+  for (std::int64_t begin = 0; begin < tokens; begin += kq::kQuantTileMaxTokens) {
+    const auto tile_tokens =
+        static_cast<int>(std::min<std::int64_t>(kq::kQuantTileMaxTokens, tokens - begin));
+    const kq::QuantTilePlan p = kq::quant_tile_plan(l.format, tile_tokens);
+    for (std::int64_t tile = 0; tile < kq::quant_tiles(swiglu, l.rows); ++tile) {
+      run_tile(parts, a, p, begin, tile, y.data());
     }
   }
+  return y;
 }
 
 struct Shape {
@@ -256,43 +301,64 @@ struct Shape {
   std::int64_t cols;
 };
 
+// Rounds cut short (groups not a multiple of 32), tiles not full, slices inside super-blocks.
+std::vector<Shape> shapes(WeightFormat format) {
+  if (kq::quant_k_format(format)) return {{19, 5, 0, 1280}, {13, 6, 96, 1184}, {8, 1, 224, 32}};
+  return {{19, 40, 0, 1280}, {13, 37, 0, 1184}, {3, 1, 0, 32}};
+}
+
+std::vector<float> activations(std::mt19937& rng, std::int64_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
 class QuantTileScheduleTest : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(QuantTileScheduleTest, RunInOrderItGivesTheReferenceBits) {
   const WeightFormat format = GetParam();
-  const bool k = kq::quant_k_format(format);
-  // Rounds cut short (groups not a multiple of 32), tiles not full, slices inside super-blocks.
-  const std::vector<Shape> shapes =
-      k ? std::vector<Shape>{{19, 5, 0, 1280}, {13, 6, 96, 1184}, {8, 1, 224, 32}}
-        : std::vector<Shape>{{19, 40, 0, 1280}, {13, 37, 0, 1184}, {3, 1, 0, 32}};
   std::mt19937 rng(91);
-  for (const Shape& s : shapes) {
+  for (const Shape& s : shapes(format)) {
     SCOPED_TRACE(::testing::Message()
                  << s.rows << " rows, skip " << s.skip << ", " << s.cols << " columns");
-    const kc::test::GgufMatrix g = kc::test::random_gguf_matrix(rng, format, s.rows, s.blocks);
-    Matrix m;
-    m.bytes = build_quant_rows({format, s.rows, s.cols, g.data.data(), g.row_bytes, s.skip});
-    m.l = kq::quant_rows_layout(format, s.rows, s.cols);
-    kq::QuantRowsHeader header;
-    std::memcpy(&header, m.bytes.data(), sizeof header);
-    m.lead = header.lead_groups;
+    const Matrix m = make_matrix(rng, format, s.rows, s.blocks, s.skip, s.cols);
+    const Matrix* const parts[] = {&m};
     for (const int tokens : {1, 2, 3, 5, 8, 11}) {
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      std::vector<float> x(static_cast<std::size_t>(tokens * s.cols));
-      for (float& v : x) v = normal(rng);
+      const std::vector<float> x = activations(rng, tokens * s.cols);
       kc::QuantizedActivations a;
       kc::quantize_activations(x.data(), tokens, s.cols, a);
       std::vector<float> reference(static_cast<std::size_t>(tokens * s.rows));
       reference_quant_matmul(m.bytes, x.data(), tokens, reference.data());
-      std::vector<float> got(reference.size(), -1.0f);
-      for (std::int64_t begin = 0; begin < tokens; begin += kq::kQuantTileMaxTokens) {
-        const auto tile_tokens =
-            static_cast<int>(std::min<std::int64_t>(kq::kQuantTileMaxTokens, tokens - begin));
-        const kq::QuantTilePlan p = kq::quant_tile_plan(format, tile_tokens);
-        for (std::int64_t tile = 0; tile * kq::kQuantTileRows < s.rows; ++tile) {
-          run_tile(m, a, p, begin, tile, got.data());
-        }
-      }
+      const std::vector<float> got = run_launch(parts, a, tokens);
+      EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0)
+          << tokens << " tokens";
+    }
+  }
+}
+
+// The SwiGLU form: the gate's and the up's rows of one index in one tile, their chains paired
+// within a warp, the stored value swiglu_value of the two references.
+TEST_P(QuantTileScheduleTest, TheSwigluFormGivesTheSwigluOfTheReferences) {
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(92);
+  for (const Shape& s : shapes(format)) {
+    SCOPED_TRACE(::testing::Message()
+                 << s.rows << " rows, skip " << s.skip << ", " << s.cols << " columns");
+    const Matrix gate = make_matrix(rng, format, s.rows, s.blocks, s.skip, s.cols);
+    const Matrix up = make_matrix(rng, format, s.rows, s.blocks, s.skip, s.cols);
+    const Matrix* const parts[] = {&gate, &up};
+    for (const int tokens : {1, 4, 8, 9}) {
+      const std::vector<float> x = activations(rng, tokens * s.cols);
+      kc::QuantizedActivations a;
+      kc::quantize_activations(x.data(), tokens, s.cols, a);
+      std::vector<float> g(static_cast<std::size_t>(tokens * s.rows));
+      std::vector<float> u(g.size());
+      reference_quant_matmul(gate.bytes, x.data(), tokens, g.data());
+      reference_quant_matmul(up.bytes, x.data(), tokens, u.data());
+      std::vector<float> reference(g.size());
+      for (std::size_t i = 0; i < g.size(); ++i) reference[i] = kernels::swiglu_value(g[i], u[i]);
+      const std::vector<float> got = run_launch(parts, a, tokens);
       EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0)
           << tokens << " tokens";
     }
