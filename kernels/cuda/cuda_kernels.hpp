@@ -217,6 +217,11 @@ struct QuantWeight {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
 };
+// rmsnorm(x) quantized into `workspace` as quantize_activations would quantize it (dim a multiple
+// of 32): one launch, the bits of rmsnorm then quantize_activations; the normalised x is never
+// stored.
+void rmsnorm_quantize(const float* x, const float* weight, float eps, std::int64_t n_tokens,
+                      std::int64_t dim, void* workspace, cudaStream_t stream);
 // Bytes of the quantized activations of [tokens × cols] (cols a multiple of 32).
 std::size_t quant_activations_bytes(std::int64_t tokens, std::int64_t cols);
 // x [tokens × cols] quantized into `workspace` (quant_activations_bytes, 256-byte aligned): the
@@ -240,6 +245,13 @@ void quant_matmul(const void* activations, std::int64_t tokens,
 // launch: the bits of quant_matmul of each followed by swiglu().
 void quant_matmul_swiglu(const void* activations, std::int64_t tokens, const QuantWeight& gate,
                          const QuantWeight& up, float* out, cudaStream_t stream);
+// y += the product (the residual add in the epilogue: each y element read and written by one
+// thread after its product, the bits of quant_matmul then add_inplace).
+void quant_matmul_accumulate(const void* activations, std::int64_t tokens, const QuantWeight& w,
+                             float* y, cudaStream_t stream);
+// Whether models should take the quantized fused forms (rmsnorm_quantize before Q|K|V and
+// gate|up, quant_matmul_accumulate for o and down): unless SELFSPEC_CUDA_FUSE=0.
+bool quant_fusion_available();
 // out = w dequantized (ggml's values) and rounded to bf16 (kernels/shared_math.hpp's
 // float_to_bf16_bits): [rows × cols] bf16, row-major, the weights of a quantized prefill chunk's
 // cuBLASLt GEMM. Prefill only: its products are close to, not the bits of, quant_matmul's.

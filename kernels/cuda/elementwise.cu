@@ -11,7 +11,10 @@
 //    their squares in double in ascending order, the block sums the per-thread values in a fixed
 //    order (warp butterfly, then warps in ascending order), and r = f32(1 / sqrt(mean + eps)) is
 //    computed in double as on the CPU; y = weight * (x * r) in f32, the CPU's expression. Results
-//    match the CPU up to the rounding of the double sum. (The first GPU run measured 15 us per row
+//    match the CPU up to the rounding of the double sum. rmsnorm_quantize quantizes the
+//    normalised values for the quantized GEMV instead of storing them (each warp holds whole
+//    groups of 32: quant_activations.cuh), the bits of rmsnorm then quantize_activations.
+//    (The first GPU run measured 15 us per row
 //    for the previous loop, whose loads each waited on the store before it; this kernel 9.4 us
 //    under ncu with cold caches, before its weight loads moved ahead of the reduction.) Wider rows
 //    loop the same way.
@@ -27,6 +30,7 @@
 // device memory, so these launches can be captured in a CUDA graph.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/quant_activations.cuh"
 #include "kernels/shared_math.hpp"
 
 #include <cuda_bf16.h>
@@ -93,12 +97,28 @@ __global__ void embedding_kernel(const typename Element::Storage* table, std::in
   }
 }
 
+// Element i of the normalised row (row `t`) out: y[i], or with kQuantize into the quantized
+// activations' workspace (quant_activations.cuh: element i is lane i % 32 of group i / 32, and the
+// warp holding it holds that whole group, since i = thread + k · kRowThreads and dim % 32 == 0).
+template <bool kQuantize>
+__device__ __forceinline__ void store_normed(float value, std::int64_t t, std::int64_t i,
+                                             std::int64_t dim, float* y, std::uint8_t* workspace) {
+  if constexpr (kQuantize) {
+    const QuantActivationsLayout l = quant_activations_layout(gridDim.x, dim);
+    detail::quantize_group(value, static_cast<int>(i % kQuantGroupCols), t, i / kQuantGroupCols,
+                           dim, l, workspace);
+  } else {
+    y[t * dim + i] = value;
+  }
+}
+
 // kAdd: x_mut[i] = x[i] + delta[i] is stored (x_mut == x), then normalised. kPerThread > 0: the
 // row's elements live in registers (dim <= kPerThread * kRowThreads); 0: any dim, in a loop.
-template <bool kAdd, int kPerThread>
+// kQuantize: the normalised row goes to the quantized activations (store_normed), not to y.
+template <bool kAdd, int kPerThread, bool kQuantize>
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const float* x, float* x_mut, const float* delta, const float* weight, float eps,
-                   std::int64_t dim, float* y) {
+                   std::int64_t dim, float* y, std::uint8_t* workspace) {
   __shared__ double scratch[kRowThreads / detail::kWarpSize];
   enter_dependent();
   const std::int64_t row_offset = static_cast<std::int64_t>(blockIdx.x) * dim;
@@ -132,7 +152,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
       const std::int64_t i = threadIdx.x + static_cast<std::int64_t>(k) * kRowThreads;
-      if (i < dim) y[row_offset + i] = g[k] * (v[k] * r);
+      if (i < dim) store_normed<kQuantize>(g[k] * (v[k] * r), blockIdx.x, i, dim, y, workspace);
     }
   } else {
     for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -150,7 +170,7 @@ __global__ void __launch_bounds__(kRowThreads)
     // Each thread re-reads only the elements it wrote (kAdd) or read itself, so y may alias x.
     for (std::int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
       const float v = x[row_offset + i];
-      y[row_offset + i] = weight[i] * (v * r);
+      store_normed<kQuantize>(weight[i] * (v * r), blockIdx.x, i, dim, y, workspace);
     }
   }
 }
@@ -323,30 +343,37 @@ void embedding(const DeviceWeight& table, std::int64_t vocab_begin, const std::i
 
 namespace {
 
-template <bool kAdd, int kPerThread>
+// The row's output: y, or (kQuantize) the quantized activations' workspace.
+struct NormOutput {
+  float* y = nullptr;
+  std::uint8_t* workspace = nullptr;
+};
+
+template <bool kAdd, int kPerThread, bool kQuantize>
 void launch_rmsnorm(const float* x, float* x_mut, const float* delta, const float* weight,
-                    float eps, std::int64_t n_tokens, std::int64_t dim, float* y,
+                    float eps, std::int64_t n_tokens, std::int64_t dim, const NormOutput& out,
                     cudaStream_t stream) {
-  detail::launch_dependent(rmsnorm_kernel<kAdd, kPerThread>, dim3(static_cast<unsigned>(n_tokens)),
-                           dim3(kRowThreads), stream, x, x_mut, delta, weight, eps, dim, y);
+  detail::launch_dependent(rmsnorm_kernel<kAdd, kPerThread, kQuantize>,
+                           dim3(static_cast<unsigned>(n_tokens)), dim3(kRowThreads), stream, x,
+                           x_mut, delta, weight, eps, dim, out.y, out.workspace);
 }
 
 // The register-resident kernel for rows of up to 32 * 256 elements, the loop beyond.
-template <bool kAdd>
+template <bool kAdd, bool kQuantize = false>
 void dispatch_rmsnorm(const float* x, float* x_mut, const float* delta, const float* weight,
-                      float eps, std::int64_t n_tokens, std::int64_t dim, float* y,
+                      float eps, std::int64_t n_tokens, std::int64_t dim, const NormOutput& out,
                       cudaStream_t stream) {
   const std::int64_t per_thread = (dim + kRowThreads - 1) / kRowThreads;
   if (per_thread <= 2) {
-    launch_rmsnorm<kAdd, 2>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+    launch_rmsnorm<kAdd, 2, kQuantize>(x, x_mut, delta, weight, eps, n_tokens, dim, out, stream);
   } else if (per_thread <= 8) {
-    launch_rmsnorm<kAdd, 8>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+    launch_rmsnorm<kAdd, 8, kQuantize>(x, x_mut, delta, weight, eps, n_tokens, dim, out, stream);
   } else if (per_thread <= 16) {
-    launch_rmsnorm<kAdd, 16>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+    launch_rmsnorm<kAdd, 16, kQuantize>(x, x_mut, delta, weight, eps, n_tokens, dim, out, stream);
   } else if (per_thread <= 32) {
-    launch_rmsnorm<kAdd, 32>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+    launch_rmsnorm<kAdd, 32, kQuantize>(x, x_mut, delta, weight, eps, n_tokens, dim, out, stream);
   } else {
-    launch_rmsnorm<kAdd, 0>(x, x_mut, delta, weight, eps, n_tokens, dim, y, stream);
+    launch_rmsnorm<kAdd, 0, kQuantize>(x, x_mut, delta, weight, eps, n_tokens, dim, out, stream);
   }
 }
 
@@ -356,14 +383,26 @@ void rmsnorm(const float* x, const float* weight, float eps, std::int64_t n_toke
              std::int64_t dim, float* y, cudaStream_t stream) {
   check_rows(n_tokens, dim, "rmsnorm");
   if (n_tokens == 0) return;
-  dispatch_rmsnorm<false>(x, nullptr, nullptr, weight, eps, n_tokens, dim, y, stream);
+  dispatch_rmsnorm<false>(x, nullptr, nullptr, weight, eps, n_tokens, dim, {y, nullptr}, stream);
+}
+
+void rmsnorm_quantize(const float* x, const float* weight, float eps, std::int64_t n_tokens,
+                      std::int64_t dim, void* workspace, cudaStream_t stream) {
+  check_rows(n_tokens, dim, "rmsnorm_quantize");
+  require(dim % kQuantGroupCols == 0,
+          "rmsnorm_quantize: " + str(dim) + " columns (a multiple of 32)");
+  if (n_tokens == 0) return;
+  require(workspace != nullptr && detail::is_aligned(workspace, 256),
+          "rmsnorm_quantize: null or misaligned workspace");
+  dispatch_rmsnorm<false, true>(x, nullptr, nullptr, weight, eps, n_tokens, dim,
+                                {nullptr, static_cast<std::uint8_t*>(workspace)}, stream);
 }
 
 void add_rmsnorm(float* x, const float* delta, const float* weight, float eps,
                  std::int64_t n_tokens, std::int64_t dim, float* y, cudaStream_t stream) {
   check_rows(n_tokens, dim, "add_rmsnorm");
   if (n_tokens == 0) return;
-  dispatch_rmsnorm<true>(x, x, delta, weight, eps, n_tokens, dim, y, stream);
+  dispatch_rmsnorm<true>(x, x, delta, weight, eps, n_tokens, dim, {y, nullptr}, stream);
 }
 
 void add_inplace(float* x, const float* y, std::int64_t n, cudaStream_t stream) {

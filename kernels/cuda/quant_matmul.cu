@@ -3,10 +3,8 @@
 // which holds the arithmetic; kernels/cpu/quant_matmul.hpp defines it).
 //
 // Activations (quantize_activations_kernel): one warp per (token, group of 32), lane i holding
-// column i: amax by an xor-butterfly max (exact in any order; a NaN never wins, as on the CPU),
-// dx = amax / 127 and the inverse 127 / amax (IEEE divisions), xq = round-to-nearest-even of the
-// clamped x · inverse (a NaN product clamps to −127, as the CPU's comparisons do), and the integer
-// sums S, S_a, S_b - the CPU quantizer's bits.
+// column i, quantized by quant_activations.cuh's quantize_group (the CPU quantizer's bits; the
+// RMSNorm that quantizes its output, elementwise.cu, calls the same function).
 //
 // GEMV (quant_matmul_kernel): row tiles (kernels/cuda/quant_tile_plan.hpp, where the schedule
 // and its shared-memory layout are defined and tested on the CPU). A block of 4 warps takes 8
@@ -28,6 +26,7 @@
 // bf16, for prefill chunks through cuBLASLt.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/quant_activations.cuh"
 #include "kernels/cuda/quant_rows.hpp"
 #include "kernels/cuda/quant_tile_plan.hpp"
 #include "kernels/shared_math.hpp"
@@ -92,39 +91,8 @@ __global__ void __launch_bounds__(kThreads)
        tg < tokens * groups; tg += warps) {  // warp-uniform
     const std::int64_t t = tg / groups;
     const std::int64_t g = tg - t * groups;
-    const float v = x[t * cols + g * kQuantGroupCols + lane];
-    float a = fabsf(v);
-    a = a > 0.0f ? a : 0.0f;  // a NaN never wins the max (the CPU's `v > amax ? v : amax`)
-    float amax = a;
-#pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      const float other = __shfl_xor_sync(kFullMask, amax, offset);
-      amax = other > amax ? other : amax;
-    }
-    const float dx = __fdiv_rn(amax, 127.0f);
-    const float inv = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-    float w = __fmul_rn(v, inv);
-    w = w > -127.0f ? w : -127.0f;
-    w = w < 127.0f ? w : 127.0f;
-    const int q = __float2int_rn(w);
-    reinterpret_cast<std::int8_t*>(workspace + l.q)[t * cols + g * kQuantGroupCols + lane] =
-        static_cast<std::int8_t>(q);
-    int half_sum = q;  // sums over lanes 0-15 and 16-31 (offsets below 16 stay in the half)
-#pragma unroll
-    for (int offset = 8; offset > 0; offset /= 2) {
-      half_sum += __shfl_xor_sync(kFullMask, half_sum, offset);
-    }
-    const int other_half = __shfl_xor_sync(kFullMask, half_sum, 16);
-    if (lane == 0) {
-      const std::int32_t s32 = half_sum + other_half;
-      const float s = static_cast<float>(s32);
-      reinterpret_cast<float*>(workspace + l.dx)[tg] = dx;
-      reinterpret_cast<float*>(workspace + l.s)[tg] = s;
-      reinterpret_cast<float*>(workspace + l.dxs)[tg] = __fmul_rn(dx, s);
-      reinterpret_cast<std::int32_t*>(workspace + l.s32)[tg] = s32;
-      reinterpret_cast<std::int32_t*>(workspace + l.s16)[2 * tg] = half_sum;
-      reinterpret_cast<std::int32_t*>(workspace + l.s16)[2 * tg + 1] = other_half;
-    }
+    detail::quantize_group(x[t * cols + g * kQuantGroupCols + lane], lane, t, g, cols, l,
+                           workspace);
   }
 }
 
@@ -174,6 +142,7 @@ struct QuantSegments {
   QuantSegment s[kMaxMatmulOutputs];
   int count = 0;
   std::int64_t total_tiles = 0;
+  bool accumulate = false;  // y += the product (the residual add; not the SwiGLU form)
 };
 
 // The segment of tile `tile`, selected without dynamic indexing of the parameter array (which
@@ -335,12 +304,14 @@ __device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerW
   }
 }
 
-// The chains' results out: y[t][row] (SwiGLU: the gate's chain stores swiglu_value of its value
-// and the up chain's, a shuffle away; every lane takes part in the shuffle).
+// The chains' results out: y[t][row], or y[t][row] + the result when accumulating (one rounding:
+// the residual add's bits); SwiGLU: the gate's chain stores swiglu_value of its value and the up
+// chain's, a shuffle away (every lane takes part in the shuffle).
 template <bool kSwiglu>
 __device__ __forceinline__ void store_chains(const QuantTilePlan& plan, const QuantSegment& seg,
-                                             std::int64_t tile, std::int64_t token_begin, int chain,
-                                             bool walks, float value) {
+                                             bool accumulate, std::int64_t tile,
+                                             std::int64_t token_begin, int chain, bool walks,
+                                             float value) {
   const QuantTileRow where = quant_tile_row(kSwiglu, tile, plan.row_of(chain));
   if constexpr (kSwiglu) {
     const float up = __shfl_down_sync(kFullMask, value, kQuantSwigluLaneOffset);
@@ -349,7 +320,8 @@ __device__ __forceinline__ void store_chains(const QuantTilePlan& plan, const Qu
   } else {
     if (!walks) return;
   }
-  seg.y[(token_begin + plan.token_of(chain)) * seg.l.rows + where.row] = value;
+  float* const out = seg.y + (token_begin + plan.token_of(chain)) * seg.l.rows + where.row;
+  *out = accumulate ? __fadd_rn(*out, value) : value;
 }
 
 template <WeightFormat kFormat, int kTokens, bool kSwiglu>
@@ -419,7 +391,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  store_chains<kSwiglu>(kPlan, seg, tile, token_begin, chain, walks, st.y);
+  store_chains<kSwiglu>(kPlan, seg, segments.accumulate, tile, token_begin, chain, walks, st.y);
 }
 
 // ---- embedding --------------------------------------------------------------------------------
@@ -548,7 +520,8 @@ void launch_matmul(const QuantSegments& segments, const void* activations, std::
 
 // The segments of a launch: every matrix checked, one format and one cols; the SwiGLU form's
 // {gate, up} of one shape, tiles over the gate's rows.
-QuantSegments make_quant_segments(std::span<const QuantMatmulOutput> outputs, bool swiglu) {
+QuantSegments make_quant_segments(std::span<const QuantMatmulOutput> outputs, bool swiglu,
+                                  bool accumulate) {
   require(!outputs.empty() && outputs.size() <= static_cast<std::size_t>(kMaxMatmulOutputs),
           "quant_matmul: " + str(static_cast<std::int64_t>(outputs.size())) +
               " matrices in one launch (1 to " + str(kMaxMatmulOutputs) + ")");
@@ -572,6 +545,8 @@ QuantSegments make_quant_segments(std::span<const QuantMatmulOutput> outputs, bo
     segments.total_tiles = quant_tiles(true, outputs[0].w.rows);
   }
   require(segments.total_tiles <= 0x7fffffff, "quant_matmul: too many rows");
+  require(!(swiglu && accumulate), "quant_matmul: the SwiGLU form does not accumulate");
+  segments.accumulate = accumulate;
   return segments;
 }
 
@@ -624,10 +599,10 @@ void dispatch_format(WeightFormat format, F&& f) {
 }
 
 void run_quant_matmul(const void* activations, std::int64_t tokens,
-                      std::span<const QuantMatmulOutput> outputs, bool swiglu,
+                      std::span<const QuantMatmulOutput> outputs, bool swiglu, bool accumulate,
                       cudaStream_t stream) {
   require(tokens >= 0, "quant_matmul: negative token count");
-  const QuantSegments segments = make_quant_segments(outputs, swiglu);
+  const QuantSegments segments = make_quant_segments(outputs, swiglu, accumulate);
   if (tokens == 0) return;
   require(activations != nullptr, "quant_matmul: null activations");
   dispatch_format(outputs.front().w.format, [&]<WeightFormat kFormat>() {
@@ -664,18 +639,28 @@ void quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols
 void quant_matmul(const void* activations, std::int64_t tokens, const QuantWeight& w, float* y,
                   cudaStream_t stream) {
   const QuantMatmulOutput one[] = {{w, y}};
-  run_quant_matmul(activations, tokens, one, false, stream);
+  run_quant_matmul(activations, tokens, one, false, false, stream);
 }
 
 void quant_matmul(const void* activations, std::int64_t tokens,
                   std::span<const QuantMatmulOutput> outputs, cudaStream_t stream) {
-  run_quant_matmul(activations, tokens, outputs, false, stream);
+  run_quant_matmul(activations, tokens, outputs, false, false, stream);
 }
 
 void quant_matmul_swiglu(const void* activations, std::int64_t tokens, const QuantWeight& gate,
                          const QuantWeight& up, float* out, cudaStream_t stream) {
   const QuantMatmulOutput both[] = {{gate, out}, {up, nullptr}};
-  run_quant_matmul(activations, tokens, both, true, stream);
+  run_quant_matmul(activations, tokens, both, true, false, stream);
+}
+
+void quant_matmul_accumulate(const void* activations, std::int64_t tokens, const QuantWeight& w,
+                             float* y, cudaStream_t stream) {
+  const QuantMatmulOutput one[] = {{w, y}};
+  run_quant_matmul(activations, tokens, one, false, true, stream);
+}
+
+bool quant_fusion_available() {
+  return detail::gemv_fusion_enabled();
 }
 
 void quant_embedding(const QuantWeight& table, std::int64_t vocab_begin, const std::int32_t* tokens,

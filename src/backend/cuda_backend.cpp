@@ -5,7 +5,9 @@
 // gate|up and the SwiGLU in one: matmul_swiglu), prefill chunks cuBLASLt (bf16/f16 activations,
 // f32 accumulation). On the tensor-core GEMV the backend offers the fused forms: a sublayer's
 // input RMSNorm folded into Q|K|V and gate|up (norm_matmul_many, norm_matmul_swiglu) and the
-// residual add into o and down (matmul_accumulate), for every T <= 64 alike. GGUF's quantized
+// residual add into o and down (matmul_accumulate), for every T <= 64 alike; with quantized
+// weights the norm quantizes its output in the same launch and the GEMV adds into the residual
+// stream (the unfused bits, fewer launches). GGUF's quantized
 // formats run as stored (quant_matmul: the activations quantized once per input, the CPU's
 // canonical arithmetic, so the same bits as the CPU backend at every T <= 64; matrices of one
 // format in one launch, gate|up with the SwiGLU in one: quant_matmul_swiglu; prefill chunks
@@ -350,18 +352,26 @@ class CudaBackend final : public Backend {
     }
     Backend::matmul_swiglu(x, rows, w_gate, w_up, up_scratch, out);
   }
-  // The fused forms run on the GEMV auto picks (CUDA or tensor cores): bf16 weights fusable into
-  // one launch, 1 to kSmallBatch rows (decode and verification sizes alike), unless
-  // SELFSPEC_CUDA_FUSE=0.
+  // The fused forms, for 1 to kSmallBatch rows (decode and verification sizes alike), unless
+  // SELFSPEC_CUDA_FUSE=0: bf16 weights fusable into one launch on the GEMV auto picks (CUDA or
+  // tensor cores: the norm folded into the product), and quantized weights of one format (the
+  // norm quantizing its output, rmsnorm_quantize, then the quantized GEMVs: the unfused bits).
   bool fuses_norm(std::int64_t rows, std::span<const BackendWeight> ws) const override {
-    return rows >= 1 && rows <= kcu::kSmallBatch && fusable(ws) &&
-           ws.front().format == WeightFormat::kBF16 && kcu::fused_gemv_available(DType::kBF16);
+    if (rows < 1 || rows > kcu::kSmallBatch || ws.empty()) return false;
+    if (quant_fusable(ws)) return true;
+    return fusable(ws) && ws.front().format == WeightFormat::kBF16 &&
+           kcu::fused_gemv_available(DType::kBF16);
   }
   void norm_matmul_many(const float* x, const float* norm_weight, float eps, std::int64_t rows,
                         std::span<const BackendWeight> ws, std::span<float* const> ys) override {
     SELFSPEC_CHECK(ws.size() == ys.size() && fuses_norm(rows, ws),
                    "norm_matmul_many: {} matrices, {} outputs, {} rows: not a fused launch",
                    ws.size(), ys.size(), rows);
+    if (quant_fusable(ws)) {
+      norm_quantize_input(x, norm_weight, eps, rows, ws.front().cols);
+      quant_matmuls(rows, ws, ys);
+      return;
+    }
     std::array<kcu::MatmulOutput, kcu::kMaxMatmulOutputs> outputs{};
     for (std::size_t i = 0; i < ws.size(); ++i) outputs[i] = {device_weight(ws[i]), ys[i]};
     kcu::matmul_normed(x, norm_weight, eps, rows, std::span(outputs.data(), ws.size()), stream_);
@@ -373,6 +383,12 @@ class CudaBackend final : public Backend {
     SELFSPEC_CHECK(fuses_norm(rows, both) && w_gate.rows == w_up.rows,
                    "norm_matmul_swiglu: gate {} x {}, up {} x {}, {} rows: not a fused launch",
                    w_gate.rows, w_gate.cols, w_up.rows, w_up.cols, rows);
+    if (quant_fusable(both)) {
+      norm_quantize_input(x, norm_weight, eps, rows, w_gate.cols);
+      kcu::quant_matmul_swiglu(quantized_input_.data(), rows, quant_weight(w_gate),
+                               quant_weight(w_up), out, stream_);
+      return;
+    }
     kcu::matmul_normed_swiglu(x, norm_weight, eps, rows, device_weight(w_gate), device_weight(w_up),
                               out, stream_);
   }
@@ -383,6 +399,11 @@ class CudaBackend final : public Backend {
                          float* y) override {
     SELFSPEC_CHECK(fuses_residual_add(rows, w), "matmul_accumulate: {} rows of {} x {}: not fused",
                    rows, w.rows, w.cols);
+    if (is_quantized(w.format)) {
+      quantize_input(x, rows, w.cols);
+      kcu::quant_matmul_accumulate(quantized_input_.data(), rows, quant_weight(w), y, stream_);
+      return;
+    }
     kcu::matmul_accumulate(x, rows, device_weight(w), y, stream_);
   }
   void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t dim) override {
@@ -496,6 +517,16 @@ class CudaBackend final : public Backend {
     }
     return true;
   }
+  // Quantized matrices of one format and cols, as many as one launch takes, and fusion on.
+  static bool quant_fusable(std::span<const BackendWeight> ws) {
+    if (ws.empty() || ws.size() > static_cast<std::size_t>(kcu::kMaxMatmulOutputs)) return false;
+    for (const BackendWeight& w : ws) {
+      if (!is_quantized(w.format) || w.format != ws.front().format || w.cols != ws.front().cols) {
+        return false;
+      }
+    }
+    return kcu::quant_fusion_available();
+  }
   static bool all_quantized_with_cols(std::span<const BackendWeight> ws, std::int64_t cols) {
     for (const BackendWeight& w : ws) {
       if (!is_quantized(w.format) || w.cols != cols) return false;
@@ -536,6 +567,12 @@ class CudaBackend final : public Backend {
       kcu::quant_matmul(quantized_input_.data(), rows, std::span(run.data(), n), stream_);
       begin += n;
     }
+  }
+  // rmsnorm(x) quantized into quantized_input_ (one launch; the normalised x is not stored).
+  void norm_quantize_input(const float* x, const float* norm_weight, float eps, std::int64_t rows,
+                           std::int64_t cols) {
+    ensure(quantized_input_, kcu::quant_activations_bytes(rows, cols));
+    kcu::rmsnorm_quantize(x, norm_weight, eps, rows, cols, quantized_input_.data(), stream_);
   }
   // x [rows × cols] quantized into quantized_input_ (the quantized matmuls' activations).
   void quantize_input(const float* x, std::int64_t rows, std::int64_t cols) {

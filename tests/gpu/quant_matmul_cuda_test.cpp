@@ -128,6 +128,48 @@ TEST(CudaQuantizeActivations, EqualsTheCpuQuantizerBitForBit) {
   EXPECT_EQ(std::memcmp(gpu.data() + l.s16, cpu_act.s16.data(), groups * 8), 0) << "s16";
 }
 
+// The RMSNorm that quantizes its output (the quantized models' fused norm) writes the bytes that
+// rmsnorm then quantize_activations write, on the register path (320 and 4096 columns) and the
+// loop path (over 8192).
+TEST(CudaQuantizeActivations, TheNormQuantizingItsOutputEqualsRmsnormThenQuantize) {
+  SELFSPEC_REQUIRE_GPU();
+  std::mt19937 rng(86);
+  const float eps = 1e-5f;
+  for (const std::int64_t cols : {std::int64_t{320}, std::int64_t{4096}, std::int64_t{8224}}) {
+    for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{5}}) {
+      SCOPED_TRACE(::testing::Message() << cols << " columns, " << tokens << " tokens");
+      const std::vector<float> x = activations(rng, tokens * cols);
+      std::vector<float> weight = activations(rng, cols);
+      DeviceBuffer<float> d_x(x);
+      DeviceBuffer<float> d_weight(weight);
+      DeviceBuffer<float> y(x.size());
+      DeviceBuffer<std::uint8_t> separate(quant_activations_bytes(tokens, cols));
+      DeviceBuffer<std::uint8_t> fused(quant_activations_bytes(tokens, cols));
+      separate.poison();
+      fused.poison();
+      rmsnorm(d_x.get(), d_weight.get(), eps, tokens, cols, y.get(), nullptr);
+      quantize_activations(y.get(), tokens, cols, separate.get(), nullptr);
+      rmsnorm_quantize(d_x.get(), d_weight.get(), eps, tokens, cols, fused.get(), nullptr);
+      const std::vector<std::uint8_t> a = separate.download();
+      const std::vector<std::uint8_t> b = fused.download();
+      const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
+      const auto groups = static_cast<std::size_t>(tokens * cols / 32);
+      EXPECT_EQ(
+          std::memcmp(a.data() + l.q, b.data() + l.q, static_cast<std::size_t>(tokens * cols)), 0)
+          << "q";
+      EXPECT_EQ(std::memcmp(a.data() + l.dx, b.data() + l.dx, groups * 4), 0) << "dx";
+      EXPECT_EQ(std::memcmp(a.data() + l.s, b.data() + l.s, groups * 4), 0) << "s";
+      EXPECT_EQ(std::memcmp(a.data() + l.dxs, b.data() + l.dxs, groups * 4), 0) << "dxs";
+      EXPECT_EQ(std::memcmp(a.data() + l.s32, b.data() + l.s32, groups * 4), 0) << "s32";
+      EXPECT_EQ(std::memcmp(a.data() + l.s16, b.data() + l.s16, groups * 8), 0) << "s16";
+    }
+  }
+  DeviceBuffer<float> d_x(std::vector<float>(48, 1.0f));
+  DeviceBuffer<std::uint8_t> workspace(quant_activations_bytes(1, 48));
+  EXPECT_THROW(rmsnorm_quantize(d_x.get(), d_x.get(), eps, 1, 48, workspace.get(), nullptr),
+               Error);  // not whole groups of 32
+}
+
 class CudaQuantMatmulTest : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(CudaQuantMatmulTest, EqualsTheReferenceAtEveryTokenCount) {
@@ -204,6 +246,30 @@ TEST_P(CudaQuantMatmulTest, SeveralMatricesAndTheSwigluFormInOneLaunch) {
                                         {rows[0].view, nullptr}};
   EXPECT_THROW(quant_matmul(nullptr, 1, too_many, nullptr), Error);
   EXPECT_THROW(quant_matmul_swiglu(nullptr, 1, gate.view, rows[1].view, nullptr, nullptr), Error);
+}
+
+// The residual add in the epilogue: y + the reference product, one rounding, at several token
+// counts (the quantized models' o and down projections).
+TEST_P(CudaQuantMatmulTest, AccumulatingAddsTheProductToY) {
+  SELFSPEC_REQUIRE_GPU();
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(87);
+  const Slice slice = slices(format)[0];
+  const GgufMatrix m = random_gguf_matrix(rng, format, slice.rows, slice.blocks);
+  const DeviceRows rows = upload_rows(m, slice);
+  for (const std::int64_t tokens : {1, 6, 13}) {
+    const std::vector<float> x = activations(rng, tokens * slice.cols);
+    const std::vector<float> before = activations(rng, tokens * slice.rows);
+    DeviceBuffer<float> d_x(x);
+    DeviceBuffer<std::uint8_t> workspace(quant_activations_bytes(tokens, slice.cols));
+    DeviceBuffer<float> y(before);
+    quantize_activations(d_x.get(), tokens, slice.cols, workspace.get(), nullptr);
+    quant_matmul_accumulate(workspace.get(), tokens, rows.view, y.get(), nullptr);
+    std::vector<float> expected(before.size());
+    reference_quant_matmul(rows.host, x.data(), tokens, expected.data());
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = before[i] + expected[i];
+    EXPECT_TRUE(same_bits(y.download(), expected)) << tokens << " tokens";
+  }
 }
 
 TEST_P(CudaQuantMatmulTest, EmbeddingEqualsTheReferenceDequantization) {
