@@ -201,17 +201,20 @@ __device__ __forceinline__ GroupRaw load_group_raw(const RowPointers& row, const
   return raw;
 }
 
-// One token's activations of a group: its 32 quantized values (8 words) and its statistics.
+// One token's activations of a group: its 32 quantized values (8 words) and the statistics its
+// format's terms read (quant_stats_read; the rest stay zero and unused). __ldg is an asm
+// statement the compiler keeps even when its value is unused, so the format picks the loads.
 struct GroupActivations {
   int xw[8];
-  float dx;
-  float s;
-  float dxs;
-  std::int32_t s32;
-  std::int32_t s_a;
-  std::int32_t s_b;
+  float dx = 0.0f;
+  float s = 0.0f;
+  float dxs = 0.0f;
+  std::int32_t s32 = 0;
+  std::int32_t s_a = 0;
+  std::int32_t s_b = 0;
 };
 
+template <WeightFormat kFormat>
 __device__ __forceinline__ GroupActivations load_group_activations(const Activations& a,
                                                                    std::int64_t token,
                                                                    std::int64_t g) {
@@ -219,15 +222,19 @@ __device__ __forceinline__ GroupActivations load_group_activations(const Activat
   const uint4 x0 = __ldg(xq);
   const uint4 x1 = __ldg(xq + 1);
   const std::int64_t tg = token * a.groups + g;
-  return {{static_cast<int>(x0.x), static_cast<int>(x0.y), static_cast<int>(x0.z),
-           static_cast<int>(x0.w), static_cast<int>(x1.x), static_cast<int>(x1.y),
-           static_cast<int>(x1.z), static_cast<int>(x1.w)},
-          __ldg(a.dx + tg),
-          __ldg(a.s + tg),
-          __ldg(a.dxs + tg),
-          __ldg(a.s32 + tg),
-          __ldg(a.s16 + 2 * tg),
-          __ldg(a.s16 + 2 * tg + 1)};
+  GroupActivations out{{static_cast<int>(x0.x), static_cast<int>(x0.y), static_cast<int>(x0.z),
+                        static_cast<int>(x0.w), static_cast<int>(x1.x), static_cast<int>(x1.y),
+                        static_cast<int>(x1.z), static_cast<int>(x1.w)}};
+  constexpr QuantStatsRead kRead = quant_stats_read(kFormat);
+  out.dx = __ldg(a.dx + tg);  // every format
+  if constexpr (kRead.s) out.s = __ldg(a.s + tg);
+  if constexpr (kRead.dxs) out.dxs = __ldg(a.dxs + tg);
+  if constexpr (kRead.s32) out.s32 = __ldg(a.s32 + tg);
+  if constexpr (kRead.s16) {
+    out.s_a = __ldg(a.s16 + 2 * tg);
+    out.s_b = __ldg(a.s16 + 2 * tg + 1);
+  }
+  return out;
 }
 
 // The integer sums of one group for one token: the group's stored values against the token's 32
@@ -275,7 +282,7 @@ __device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerW
   const int buffer = kPlan.buffer(round);
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) {
-    const GroupActivations x = load_group_activations(a, token_begin + t, g);
+    const GroupActivations x = load_group_activations<kFormat>(a, token_begin + t, g);
 #pragma unroll
     for (int i = 0; i < kQuantRowsPerWarp; ++i) {
       if (rows[i].quants != nullptr) {

@@ -270,6 +270,25 @@ SELFSPEC_HOST_DEVICE inline QuantGroupTerms quant_group_terms(WeightFormat forma
   return t;
 }
 
+// Which of a token's group statistics quant_group_terms reads for a format (dx always): the
+// quantized GEMV loads only these (quant_matmul.cu); a CPU test checks that the others do not
+// change the terms.
+struct QuantStatsRead {
+  bool s = false;
+  bool dxs = false;
+  bool s32 = false;
+  bool s16 = false;  // S_a and S_b
+};
+SELFSPEC_HOST_DEVICE constexpr QuantStatsRead quant_stats_read(WeightFormat format) {
+  QuantStatsRead r;
+  r.s32 = format == WeightFormat::kQ4_0 || format == WeightFormat::kQ5_0 ||
+          format == WeightFormat::kQ8_0;
+  r.s = format == WeightFormat::kQ4_1 || format == WeightFormat::kQ5_1;
+  r.dxs = format == WeightFormat::kQ4_K || format == WeightFormat::kQ5_K;
+  r.s16 = format == WeightFormat::kQ6_K;
+  return r;
+}
+
 // The group's terms into the row's state, in column order.
 SELFSPEC_HOST_DEVICE inline void quant_group_apply(WeightFormat format, const QuantGroupTerms& t,
                                                    QuantRowState& st) {

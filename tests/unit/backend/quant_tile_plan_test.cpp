@@ -125,7 +125,38 @@ TEST_P(QuantTileLayoutTest, AccessesOfOneInstructionUseDistinctBanks) {
   }
 }
 
-// ---- the schedule, run sequentially -------------------------------------------------------------
+// The GEMV loads only the statistics quant_stats_read names: any value of the others leaves the
+// terms alone.
+TEST_P(QuantTileLayoutTest, TheTermsReadOnlyTheStatisticsTheKernelLoads) {
+  const WeightFormat format = GetParam();
+  const kq::QuantRowsLayout l = kq::quant_rows_layout(format, 1, 32);
+  const kq::QuantStatsRead read = kq::quant_stats_read(format);
+  std::mt19937 rng(93);
+  std::uniform_int_distribution<int> word(0, 0xffff);
+  std::uniform_int_distribution<int> sum(-4000, 4000);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const kq::QuantGroupParams p{static_cast<std::uint16_t>(word(rng) & 0x3bff),
+                                 static_cast<std::uint16_t>(word(rng) & 0x3bff)};
+    const kq::QuantGroupSums sums{sum(rng), sum(rng), sum(rng)};
+    const float dx = std::fabs(normal(rng));
+    const std::int32_t s32 = sum(rng);
+    const std::int32_t s_a = sum(rng);
+    const std::int32_t s_b = sum(rng);
+    const float s = static_cast<float>(s32);
+    const float dxs = dx * s;
+    const kq::QuantGroupTerms all =
+        kq::quant_group_terms(format, l.offset, p, sums, dx, s, dxs, s32, s_a, s_b);
+    const kq::QuantGroupTerms loaded = kq::quant_group_terms(
+        format, l.offset, p, sums, dx, read.s ? s : 0.0f, read.dxs ? dxs : 0.0f, read.s32 ? s32 : 0,
+        read.s16 ? s_a : 0, read.s16 ? s_b : 0);
+    ASSERT_EQ(std::memcmp(&all, &loaded, sizeof all), 0) << "trial " << trial;
+  }
+}
+
+// ---- the schedule, run sequentially
+// -------------------------------------------------------------// ---- the schedule, run
+// sequentially -------------------------------------------------------------
 
 struct Matrix {
   std::vector<std::byte> bytes;
