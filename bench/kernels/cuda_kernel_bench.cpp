@@ -17,9 +17,10 @@
 // and V read (4 or 2 bytes an element). RoPE fused with
 // the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written. The
 // quantized GEMV (GGUF formats as stored: Q4_0, Q8_0, Q4_K, Q6_K, 4096 x 4096 at T = 1, 4, 8;
-// activations quantized once per call) reports GB/s of its quantized rows read. RMSNorm
-// and add + RMSNorm report GB/s of data read and written; so do scatter_columns and compact_rows (a
-// whole-model KV cache keeping a verified tree's 8-node accepted path: LLaMA-70B TP-8 and
+// activations quantized once per call; and gate|up with the SwiGLU, 2 x 11008 x 4096 Q4_K at
+// T = 1 / 8) reports GB/s of its quantized rows read. RMSNorm, add + RMSNorm and the RMSNorm that
+// quantizes its output report GB/s of data read and written; so do scatter_columns and compact_rows
+// (a whole-model KV cache keeping a verified tree's 8-node accepted path: LLaMA-70B TP-8 and
 // SmolLM2-135M shapes). Each benchmark iteration times kInner back-to-back launches between two
 // CUDA events on one stream and reports their mean as the iteration time. The theoretical peak
 // bandwidth of the device (2 x memory clock x bus width, from the device attributes) is printed and
@@ -414,6 +415,29 @@ void bm_quant_matmul(benchmark::State& state, GgmlType type, WeightFormat format
   });
 }
 
+// gate|up with the SwiGLU in one quantized launch (quant_matmul_swiglu): GB/s of both matrices'
+// quantized rows read.
+void bm_quant_matmul_swiglu(benchmark::State& state, GgmlType type, WeightFormat format,
+                            std::int64_t rows, std::int64_t cols, std::int64_t n_tokens) {
+  guarded(state, [&] {
+    const Stream stream;
+    const QuantPool gate = make_quant_pool(type, format, rows, cols);
+    const QuantPool up = make_quant_pool(type, format, rows, cols);
+    const DeviceMemory x =
+        random_device(DType::kF32, static_cast<std::size_t>(n_tokens * cols), 21);
+    const DeviceMemory acts(quant_activations_bytes(n_tokens, cols));
+    const DeviceMemory out(static_cast<std::size_t>(n_tokens * rows) * sizeof(float));
+    const double bytes = static_cast<double>(gate.bytes + up.bytes);
+    run_timed(state, stream, bytes, 4.0 * static_cast<double>(n_tokens * rows * cols),
+              [&](std::int64_t call) {
+                quantize_activations(x.get<float>(), n_tokens, cols, acts.get(), stream.get());
+                quant_matmul_swiglu(acts.get(), n_tokens, {format, gate.copy(call), rows, cols},
+                                    {format, up.copy(call), rows, cols}, out.get<float>(),
+                                    stream.get());
+              });
+  });
+}
+
 void bm_cublaslt(benchmark::State& state, std::int64_t rows, std::int64_t cols,
                  std::int64_t n_tokens) {
   guarded(state, [&] {
@@ -473,7 +497,12 @@ void bm_attention(benchmark::State& state, std::int64_t n_past, DType kv_dtype) 
   });
 }
 
-void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, bool fused_add) {
+// RMSNorm's forms: plain (read x, write y), with the residual add (read x and delta, write x
+// and y) and quantizing its output for the quantized GEMV (read x, write 1 byte an element and
+// 24 bytes of statistics a group of 32); plus the norm's weight.
+enum class NormForm { kPlain, kAdd, kQuantize };
+
+void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, NormForm form) {
   guarded(state, [&] {
     const Stream stream;
     const std::int64_t dim = 4096;
@@ -482,17 +511,27 @@ void bm_rmsnorm(benchmark::State& state, std::int64_t n_tokens, bool fused_add) 
     const DeviceMemory delta = random_device(DType::kF32, n, 8);
     const DeviceMemory weight = random_device(DType::kF32, static_cast<std::size_t>(dim), 9);
     const DeviceMemory y(n * sizeof(float));
-    // rmsnorm: read x, write y; add_rmsnorm: read x and delta, write x and y (plus the weight).
-    const double bytes =
-        static_cast<double>(n) * sizeof(float) * (fused_add ? 4.0 : 2.0) + dim * sizeof(float);
+    const DeviceMemory acts(quant_activations_bytes(n_tokens, dim));
+    const double elements = static_cast<double>(n);
+    const double moved = form == NormForm::kAdd        ? elements * sizeof(float) * 4.0
+                         : form == NormForm::kQuantize ? elements * (sizeof(float) + 1.75)
+                                                       : elements * sizeof(float) * 2.0;
+    const double bytes = moved + static_cast<double>(dim) * sizeof(float);
     run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
-      if (fused_add) {
-        // Adding the same delta each call keeps x bounded enough for a timing run.
-        add_rmsnorm(x.get<float>(), delta.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim,
-                    y.get<float>(), stream.get());
-      } else {
-        rmsnorm(x.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim, y.get<float>(),
-                stream.get());
+      switch (form) {
+        case NormForm::kAdd:
+          // Adding the same delta each call keeps x bounded enough for a timing run.
+          add_rmsnorm(x.get<float>(), delta.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim,
+                      y.get<float>(), stream.get());
+          break;
+        case NormForm::kQuantize:
+          rmsnorm_quantize(x.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim, acts.get(),
+                           stream.get());
+          break;
+        case NormForm::kPlain:
+          rmsnorm(x.get<float>(), weight.get<float>(), 1e-5f, n_tokens, dim, y.get<float>(),
+                  stream.get());
+          break;
       }
     });
   });
@@ -655,6 +694,12 @@ void register_benchmarks() {
       if (format != WeightFormat::kQ4_K) break;  // the T sweep for Q4_K only
     }
   }
+  for (const std::int64_t t : {1, 8}) {
+    const std::string name = "quant_matmul_swiglu/q4_k/2x11008x4096/T:" + std::to_string(t);
+    configure(benchmark::RegisterBenchmark(name.c_str(), [t](benchmark::State& s) {
+      bm_quant_matmul_swiglu(s, GgmlType::kQ4_K, WeightFormat::kQ4_K, 11008, 4096, t);
+    }));
+  }
   configure(benchmark::RegisterBenchmark("rope_write_kv/32x128/T:1",
                                          [](benchmark::State& s) { bm_rope_write_kv(s); }));
   // "attention/..." is the f32 cache (the name kept from before bf16 caches),
@@ -696,12 +741,13 @@ void register_benchmarks() {
     configure(benchmark::RegisterBenchmark(
         name.c_str(), [vocab](benchmark::State& s) { bm_verify_reductions(s, 5, vocab); }));
   }
-  for (const bool fused : {false, true}) {
+  for (const auto& [form, label] :
+       {std::pair{NormForm::kPlain, "rmsnorm"}, std::pair{NormForm::kAdd, "add_rmsnorm"},
+        std::pair{NormForm::kQuantize, "rmsnorm_quantize"}}) {
     for (const std::int64_t t : {1, 64}) {
-      const std::string name =
-          std::string(fused ? "add_rmsnorm" : "rmsnorm") + "/4096/T:" + std::to_string(t);
+      const std::string name = std::string(label) + "/4096/T:" + std::to_string(t);
       configure(benchmark::RegisterBenchmark(
-          name.c_str(), [t, fused](benchmark::State& s) { bm_rmsnorm(s, t, fused); }));
+          name.c_str(), [t, form](benchmark::State& s) { bm_rmsnorm(s, t, form); }));
     }
   }
 }
