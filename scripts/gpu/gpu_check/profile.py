@@ -12,9 +12,11 @@ from .machine import REPO
 # A bench whose forwards are all one token (a 1-token prompt, then decode steps), eager, so that
 # ncu times every kernel of a decode forward. The context stays short: attention is timed at
 # realistic lengths by cuda_kernel_bench.
-NCU_BENCH = ["bench", "--architecture", os.path.join(REPO, "configs", "models", "llama-2-7b.yaml"),
-             "--weights-dtype", "bf16", "--device", "cuda", "--cuda-graphs", "off",
-             "--prompt-len", "1", "--gen", "4", "--reps", "1", "--verify-cost-rounds", "0"]
+def ncu_bench(weights):
+    """The bench's arguments, LLaMA-2-7B geometry, synthetic weights in `weights` (bf16, q4_k)."""
+    return ["bench", "--architecture", os.path.join(REPO, "configs", "models", "llama-2-7b.yaml"),
+            "--weights-dtype", weights, "--device", "cuda", "--cuda-graphs", "off",
+            "--prompt-len", "1", "--gen", "4", "--reps", "1", "--verify-cost-rounds", "0"]
 
 SUMMARY_HEAD = re.compile(r"\s+(.*?) \((\d+), (\d+), (\d+)\)x\((\d+), (\d+), (\d+)\), Device \d+, "
                           r"CC [\d.]+, Invocations (\d+)")
@@ -75,22 +77,26 @@ def per_forward_table(rows):
     return forwards, table
 
 
-def step_ncu_decode(c, s):
+def step_ncu_decode(c, s, weights="bf16"):
+    """ncu's time per kernel of one-token forwards with `weights` (bf16: raw/ncu-decode.log; a
+    quantized format: raw/ncu-decode-<weights>.log)."""
     ncu = c.tools.get("ncu")
     if not ncu:
         s.fail("no ncu found (PATH, beside nvcc, /usr/local/cuda*/bin)")
         return
     args = [ncu, "--cache-control", "none", "--clock-control", "none", "--metrics",
             "gpu__time_duration.sum", "--print-summary", "per-kernel", c.program("selfspec")]
-    rc, out = s.run(args + NCU_BENCH, capture=True)
-    with open(os.path.join(c.outdir, "raw", "ncu-decode.log"), "w") as f:
+    rc, out = s.run(args + ncu_bench(weights), capture=True)
+    log = "ncu-decode.log" if weights == "bf16" else f"ncu-decode-{weights}.log"
+    with open(os.path.join(c.outdir, "raw", log), "w") as f:
         f.write(out)
     if rc != 0:
         s.fail(f"ncu exited with {rc}")
     forwards, table = per_forward_table(parse_ncu_summary(out))
     if not table:
-        s.fail("no per-kernel summary in ncu's output (raw/ncu-decode.log)")
+        s.fail(f"no per-kernel summary in ncu's output (raw/{log})")
         return
+    s.figures["weights"] = weights
     s.figures["forwards"] = forwards
     s.figures["us_per_forward"] = round(sum(r["us_per_forward"] for r in table), 1)
     s.figures["kernels"] = table

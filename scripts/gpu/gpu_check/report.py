@@ -287,13 +287,17 @@ def verify_cost_section(by_name):
 
 
 def ncu_section(by_name):
-    st = by_name.get("ncu_decode")
-    if not (st and st.get("figures", {}).get("kernels")):
-        return []
-    f = st["figures"]
-    return [f"## Time per kernel of a decode forward (ncu --cache-control none; {f.get('forwards')} "
-            f"one-token forwards; {f.get('us_per_forward')} us per forward, kernels one by one)\n",
-            md_table(f["kernels"], NCU_COLUMNS)]
+    out = []
+    for name, what in (("ncu_decode", "bf16"), ("ncu_decode_q4k", "Q4_K as stored")):
+        st = by_name.get(name)
+        if not (st and st.get("figures", {}).get("kernels")):
+            continue
+        f = st["figures"]
+        out += [f"## Time per kernel of a decode forward, {what} (ncu --cache-control none; "
+                f"{f.get('forwards')} one-token forwards; {f.get('us_per_forward')} us per forward, "
+                f"kernels one by one)\n",
+                md_table(f["kernels"], NCU_COLUMNS)]
+    return out
 
 
 def sanitizer_section(by_name):

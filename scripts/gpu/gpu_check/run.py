@@ -194,6 +194,9 @@ def gpu_checks(c):
          "one GPU", 200,
          partial(step_decode_bench, c, graphs="on", verify_cost_max=0, model="llama-2-70b",
                  weights="q4_k", gen=32, reps=1), False),
+        ("ncu_decode_q4k", "ncu --cache-control none: time per kernel of a 7B decode step with "
+         "synthetic Q4_K weights run as stored", 150,
+         partial(step_ncu_decode, c, weights="q4_k"), True),
         ("bench_7b_graphs_off", "decode bench, LLaMA-2-7B geometry, bf16, CUDA graphs off", 120,
          partial(step_decode_bench, c, graphs="off", verify_cost_max=0), False),
         ("bench_7b_ctx4k_kv_bf16", "decode bench, LLaMA-2-7B geometry, bf16, 4000-token context, "
