@@ -473,6 +473,53 @@ bool finite_scales(const QuantLayout& layout, const GroupValues& g, const BlockV
                         : finite_f16(g.d) && finite_f16(g.m);
 }
 
+// The groups of one row of a GGUF slice in slice order, each block decoded once, when its first
+// group is asked for (groups are asked for in ascending order).
+class SliceRowBlocks {
+ public:
+  SliceRowBlocks(WeightFormat format, const std::byte* row, std::int64_t skip)
+      : format_(format),
+        row_(row),
+        block_bytes_(ggml_block_bytes(ggml_type_of(format))),
+        groups_per_block_(ggml_block_elements(ggml_type_of(format)) / kGroupCols),
+        first_group_(skip / kGroupCols) {}
+
+  // Group g of the slice (its block is block() afterwards).
+  const GroupValues& group(std::int64_t g) {
+    const std::int64_t source_group = first_group_ + g;
+    const std::int64_t b = source_group / groups_per_block_;
+    if (b != decoded_) {
+      block_ = BlockValues{};
+      decode_block(format_, row_ + b * block_bytes_, block_);
+      decoded_ = b;
+    }
+    return block_.groups[static_cast<std::size_t>(source_group % groups_per_block_)];
+  }
+  const BlockValues& block() const { return block_; }
+  // The slice's block the last group came from (0: the one holding its first group).
+  std::int64_t block_index() const { return decoded_ - first_group_ / groups_per_block_; }
+
+ private:
+  WeightFormat format_;
+  const std::byte* row_;
+  std::int64_t block_bytes_;
+  std::int64_t groups_per_block_;
+  std::int64_t first_group_;
+  BlockValues block_;
+  std::int64_t decoded_ = -1;
+};
+
+QuantGroupValues quant_group_values(const GroupValues& g) {
+  QuantGroupValues out;
+  out.u = g.u;
+  out.d = g.d;
+  out.m = g.m;
+  out.sc = g.sc;
+  out.mn = g.mn;
+  out.sc16 = g.sc16;
+  return out;
+}
+
 }  // namespace
 
 GgmlType ggml_type_of(WeightFormat format) {
@@ -568,19 +615,28 @@ std::int64_t packed_quant_bytes(WeightFormat format, std::int64_t rows, std::int
                                                                     lead_groups_for(layout, skip));
 }
 
-void pack_quant_rows(const GgufRows& in, std::span<std::byte> out) {
-  const QuantLayout layout = quant_layout(in.format);
+namespace {
+
+// Throws (naming `what`) unless the slice is whole 32-column groups starting inside its first
+// block, with rows long enough for the blocks covering skip + cols columns.
+void check_slice(const GgufRows& in, const char* what) {
   const GgmlType type = ggml_type_of(in.format);
   const std::int64_t block_elems = ggml_block_elements(type);
-  const std::int64_t block_bytes = ggml_block_bytes(type);
   SELFSPEC_CHECK(in.rows > 0 && in.cols > 0 && in.cols % kGroupCols == 0 && in.skip >= 0 &&
                      in.skip % kGroupCols == 0 && in.skip < block_elems && in.data != nullptr,
-                 "pack {}: bad slice (rows {}, cols {}, skip {})", weight_format_name(in.format),
-                 in.rows, in.cols, in.skip);
+                 "{} {}: bad slice (rows {}, cols {}, skip {})", what,
+                 weight_format_name(in.format), in.rows, in.cols, in.skip);
   const std::int64_t blocks = (in.skip + in.cols + block_elems - 1) / block_elems;
-  SELFSPEC_CHECK(in.row_stride >= blocks * block_bytes,
-                 "pack {}: rows of {} bytes cannot hold {} blocks", weight_format_name(in.format),
-                 in.row_stride, blocks);
+  SELFSPEC_CHECK(in.row_stride >= blocks * ggml_block_bytes(type),
+                 "{} {}: rows of {} bytes cannot hold {} blocks", what,
+                 weight_format_name(in.format), in.row_stride, blocks);
+}
+
+}  // namespace
+
+void pack_quant_rows(const GgufRows& in, std::span<std::byte> out) {
+  const QuantLayout layout = quant_layout(in.format);
+  check_slice(in, "pack");
   const std::int64_t groups = in.cols / kGroupCols;
   const std::int64_t lead = lead_groups_for(layout, in.skip);
   const std::int64_t panel_bytes = quant_panel_bytes(layout, groups, lead);
@@ -591,31 +647,20 @@ void pack_quant_rows(const GgufRows& in, std::span<std::byte> out) {
   std::memset(out.data(), 0, out.size());
   write_header(out, in.format, in.rows, in.cols, panel_bytes, lead);
   const std::vector<GroupPlace> places = group_places(layout, groups, lead);
-  const std::int64_t first_group = in.skip / kGroupCols;
-  const std::int64_t groups_per_block = block_elems / kGroupCols;
   std::byte* first_panel = out.data() + kPackedHeaderBytes;
   // The first malformed block (smallest row, then column), reported after the parallel loop: an
   // exception may not leave it.
   std::atomic<std::int64_t> bad_row{in.rows};
   std::atomic<std::int64_t> bad_col{0};
   parallel_for(panels, 16, [&](std::int64_t begin, std::int64_t end) {
-    BlockValues block;
     for (std::int64_t p = begin; p < end; ++p) {
       std::byte* panel = first_panel + p * panel_bytes;
       for (std::int64_t r = 0; r < kPanelRows && p * kPanelRows + r < in.rows; ++r) {
         const std::int64_t row = p * kPanelRows + r;
-        const std::byte* row_data = in.data + row * in.row_stride;
-        std::int64_t decoded = -1;
+        SliceRowBlocks blocks(in.format, in.data + row * in.row_stride, in.skip);
         for (std::int64_t g = 0; g < groups; ++g) {
-          const std::int64_t source_group = first_group + g;
-          const std::int64_t b = source_group / groups_per_block;
-          if (b != decoded) {
-            block = BlockValues{};
-            decode_block(in.format, row_data + b * block_bytes, block);
-            decoded = b;
-          }
-          const GroupValues& values =
-              block.groups[static_cast<std::size_t>(source_group % groups_per_block)];
+          const GroupValues& values = blocks.group(g);
+          const BlockValues& block = blocks.block();
           if (!finite_scales(layout, values, block)) {
 #pragma omp critical(pack_quant_error)
             if (row < bad_row.load()) {
@@ -697,13 +742,7 @@ void decode_quant_row(const PackedView& view, std::int64_t row, std::span<QuantG
     GroupValues values;
     BlockValues block;
     read_group(layout, view.format, r, places[g], panel, values, block);
-    QuantGroupValues& out = groups[g];
-    out.u = values.u;
-    out.d = values.d;
-    out.m = values.m;
-    out.sc = values.sc;
-    out.mn = values.mn;
-    out.sc16 = values.sc16;
+    groups[g] = quant_group_values(values);
     segments[static_cast<std::size_t>(segment)] = {block.d, block.dmin};
   }
 }
@@ -722,16 +761,7 @@ std::int64_t gguf_row_segments(WeightFormat format, std::int64_t cols, std::int6
 void decode_gguf_row(const GgufRows& in, std::int64_t row, std::span<QuantGroupValues> groups,
                      std::span<QuantSegmentValues> segments) {
   const QuantLayout layout = quant_layout(in.format);
-  const GgmlType type = ggml_type_of(in.format);
-  const std::int64_t block_elems = ggml_block_elements(type);
-  const std::int64_t block_bytes = ggml_block_bytes(type);
-  SELFSPEC_CHECK(in.rows > 0 && in.cols > 0 && in.cols % kGroupCols == 0 && in.skip >= 0 &&
-                     in.skip % kGroupCols == 0 && in.skip < block_elems && in.data != nullptr,
-                 "decode {}: bad slice (rows {}, cols {}, skip {})", weight_format_name(in.format),
-                 in.rows, in.cols, in.skip);
-  SELFSPEC_CHECK(in.row_stride >= (in.skip + in.cols + block_elems - 1) / block_elems * block_bytes,
-                 "decode {}: rows of {} bytes cannot hold the slice's blocks",
-                 weight_format_name(in.format), in.row_stride);
+  check_slice(in, "decode");
   SELFSPEC_CHECK(row >= 0 && row < in.rows, "decode: row {} outside [0, {})", row, in.rows);
   const std::int64_t n_groups = in.cols / kGroupCols;
   const std::int64_t n_segments = gguf_row_segments(in.format, in.cols, in.skip);
@@ -739,36 +769,18 @@ void decode_gguf_row(const GgufRows& in, std::int64_t row, std::span<QuantGroupV
                      static_cast<std::int64_t>(segments.size()) == n_segments,
                  "decode: {} groups and {} segments given, the row has {} and {}", groups.size(),
                  segments.size(), n_groups, n_segments);
-  const std::int64_t groups_per_block = block_elems / kGroupCols;
-  const std::int64_t first_group = in.skip / kGroupCols;
-  const std::byte* row_data = in.data + row * in.row_stride;
   std::fill(segments.begin(), segments.end(), QuantSegmentValues{});
-  BlockValues block;
-  std::int64_t decoded = -1;
+  SliceRowBlocks blocks(in.format, in.data + row * in.row_stride, in.skip);
   for (std::int64_t g = 0; g < n_groups; ++g) {
-    const std::int64_t source_group = first_group + g;
-    const std::int64_t b = source_group / groups_per_block;
-    if (b != decoded) {
-      block = BlockValues{};
-      decode_block(in.format, row_data + b * block_bytes, block);
-      decoded = b;
-    }
-    const GroupValues& values =
-        block.groups[static_cast<std::size_t>(source_group % groups_per_block)];
+    const GroupValues& values = blocks.group(g);
+    const BlockValues& block = blocks.block();
     SELFSPEC_CHECK(finite_scales(layout, values, block),
                    "{} block at row {}, column {} of the slice has a non-finite f16 scale (a "
                    "malformed file)",
                    weight_format_name(in.format), row, g * kGroupCols);
-    QuantGroupValues& out = groups[static_cast<std::size_t>(g)];
-    out.u = values.u;
-    out.d = values.d;
-    out.m = values.m;
-    out.sc = values.sc;
-    out.mn = values.mn;
-    out.sc16 = values.sc16;
+    groups[static_cast<std::size_t>(g)] = quant_group_values(values);
     if (layout.k_quant) {  // a K format's segment is its super-block
-      segments[static_cast<std::size_t>(b - first_group / groups_per_block)] = {block.d,
-                                                                                block.dmin};
+      segments[static_cast<std::size_t>(blocks.block_index())] = {block.d, block.dmin};
     }
   }
 }

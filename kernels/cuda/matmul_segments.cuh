@@ -55,11 +55,11 @@ inline MatmulSegments make_swiglu_segments(std::span<const MatmulOutput> outputs
 }
 
 // The segment of unit `unit` (< total_units), selected without dynamic indexing of the parameter
-// array (which would move it to local memory). The SwiGLU form's unit is always in s[0].
-template <bool kSwiglu>
-__device__ __forceinline__ MatmulSegment segment_of(const MatmulSegments& segments,
-                                                    std::int64_t unit) {
-  MatmulSegment found = segments.s[0];
+// array (which would move it to local memory). The SwiGLU form's unit is always in s[0]. Any
+// table of segments with s[], count and each segment's first_unit (the quantized GEMV's too).
+template <bool kSwiglu, class Segments>
+__device__ __forceinline__ auto segment_of(const Segments& segments, std::int64_t unit) {
+  auto found = segments.s[0];
   found.first_unit = 0;  // s[0]'s always is: a constant the compiler can fold
   if constexpr (!kSwiglu) {
 #pragma unroll

@@ -26,6 +26,7 @@
 // bf16, for prefill chunks through cuBLASLt.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/matmul_segments.cuh"
 #include "kernels/cuda/quant_activations.cuh"
 #include "kernels/cuda/quant_rows.hpp"
 #include "kernels/cuda/quant_tile_plan.hpp"
@@ -131,12 +132,13 @@ struct RowPointers {
 
 // The matrices of one launch: up to kMaxMatmulOutputs of one format and cols (Wq|Wk|Wv), tiles
 // numbered over them in turn; the SwiGLU form: s[0] the gate (its y the output), s[1] the up of
-// the same shape, tiles over the gate's rows (quant_tile_plan.hpp's quant_tile_row).
+// the same shape, tiles over the gate's rows (quant_tile_plan.hpp's quant_tile_row). A tile's
+// segment is found by matmul_segments.cuh's segment_of, as the dense GEMVs' units are.
 struct QuantSegment {
   const std::uint8_t* base = nullptr;
   QuantRowsLayout l;
   float* y = nullptr;
-  std::int64_t first_tile = 0;
+  std::int64_t first_unit = 0;  // its first tile
 };
 struct QuantSegments {
   QuantSegment s[kMaxMatmulOutputs];
@@ -144,22 +146,6 @@ struct QuantSegments {
   std::int64_t total_tiles = 0;
   bool accumulate = false;  // y += the product (the residual add; not the SwiGLU form)
 };
-
-// The segment of tile `tile`, selected without dynamic indexing of the parameter array (which
-// would move it to local memory). The SwiGLU form's tile is always in s[0].
-template <bool kSwiglu>
-__device__ __forceinline__ QuantSegment segment_of_tile(const QuantSegments& segments,
-                                                        std::int64_t tile) {
-  QuantSegment found = segments.s[0];
-  found.first_tile = 0;
-  if constexpr (!kSwiglu) {
-#pragma unroll
-    for (int i = 1; i < kMaxMatmulOutputs; ++i) {
-      if (i < segments.count && tile >= segments.s[i].first_tile) found = segments.s[i];
-    }
-  }
-  return found;
-}
 
 // Row r of the tile (plan row mapping): its pointers, or none past its matrix's rows.
 template <bool kSwiglu>
@@ -345,9 +331,9 @@ __global__ void __launch_bounds__(kThreads)
   detail::allow_dependents();
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const QuantSegment seg = segment_of_tile<kSwiglu>(segments, blockIdx.x);
+  const QuantSegment seg = detail::segment_of<kSwiglu>(segments, blockIdx.x);
   const QuantRowsLayout& l = seg.l;
-  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) - seg.first_tile;
+  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) - seg.first_unit;
   RowPointers rows[kQuantRowsPerWarp];
 #pragma unroll
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
@@ -542,13 +528,13 @@ QuantSegments make_quant_segments(std::span<const QuantMatmulOutput> outputs, bo
     s.base = static_cast<const std::uint8_t*>(out.w.data);
     s.l = l;
     s.y = out.y;
-    s.first_tile = segments.total_tiles;
+    s.first_unit = segments.total_tiles;
     if (!swiglu) segments.total_tiles += quant_tiles(false, l.rows);
   }
   if (swiglu) {
     require(outputs.size() == 2 && outputs[0].w.rows == outputs[1].w.rows,
             "quant_matmul_swiglu: gate and up of one shape");
-    segments.s[1].first_tile = 0;
+    segments.s[1].first_unit = 0;
     segments.total_tiles = quant_tiles(true, outputs[0].w.rows);
   }
   require(segments.total_tiles <= 0x7fffffff, "quant_matmul: too many rows");

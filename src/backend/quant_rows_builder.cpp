@@ -191,6 +191,17 @@ std::vector<std::byte> select_quant_rows(std::span<const std::byte> rows_bytes,
   return out;
 }
 
+kq::QuantGroupSums reference_group_sums(const kq::QuantRowsLayout& l, const std::byte* quants,
+                                        const std::int8_t* xq) {
+  kq::QuantGroupSums sums;
+  for (int i = 0; i < 32; ++i) {
+    const std::int32_t product = stored_value(l, quants, i) * xq[i];
+    sums.full += product;
+    (i < 16 ? sums.half_a : sums.half_b) += product;
+  }
+  return sums;
+}
+
 void reference_quant_matmul(std::span<const std::byte> rows_bytes, const float* x,
                             std::int64_t tokens, float* y) {
   const kq::QuantRowsHeader header = read_header(rows_bytes);
@@ -203,13 +214,8 @@ void reference_quant_matmul(std::span<const std::byte> rows_bytes, const float* 
       kq::QuantRowState st;
       for (std::int64_t g = 0; g < l.groups; ++g) {
         const std::byte* quants = base + l.quants + (n * l.groups + g) * l.quant_bytes;
-        const std::int8_t* xq = a.q.data() + t * l.cols + g * kq::kQuantGroupCols;
-        kq::QuantGroupSums sums;
-        for (int i = 0; i < 32; ++i) {
-          const std::int32_t product = stored_value(l, quants, i) * xq[i];
-          sums.full += product;
-          (i < 16 ? sums.half_a : sums.half_b) += product;
-        }
+        const kq::QuantGroupSums sums =
+            reference_group_sums(l, quants, a.q.data() + t * l.cols + g * kq::kQuantGroupCols);
         const auto tg = static_cast<std::size_t>(t * l.groups + g);
         kq::quant_group_step(l.format, l.offset, load_params(l, base, n, g), sums, a.dx[tg],
                              a.s[tg], a.dxs[tg], a.s32[tg], a.s16[2 * tg], a.s16[2 * tg + 1], st);

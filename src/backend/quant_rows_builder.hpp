@@ -8,6 +8,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "kernels/cuda/quant_rows.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,11 @@ std::vector<std::byte> select_quant_rows(std::span<const std::byte> rows_bytes,
 // quantized as kernels/cpu/quant_matmul.hpp says; y is [tokens × rows].
 void reference_quant_matmul(std::span<const std::byte> rows_bytes, const float* x,
                             std::int64_t tokens, float* y);
+
+// The integer sums of one group (quant_rows.hpp's QuantGroupSums): its stored values, `quants` as
+// the layout l stores them, against 32 quantized activations xq.
+kernels::cuda::QuantGroupSums reference_group_sums(const kernels::cuda::QuantRowsLayout& l,
+                                                   const std::byte* quants, const std::int8_t* xq);
 
 // Row `row` dequantized (ggml's values) into out[cols].
 void reference_quant_dequantize_row(std::span<const std::byte> rows_bytes, std::int64_t row,

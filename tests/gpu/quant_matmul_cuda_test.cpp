@@ -98,6 +98,37 @@ std::vector<float> gpu_product(const DeviceRows& rows, const std::vector<float>&
   return y.download();
 }
 
+// The six arrays of quantized activations (quant_activations_layout's): in a device workspace's
+// download, or the CPU quantizer's.
+struct ActivationArrays {
+  const void* q;
+  const void* dx;
+  const void* s;
+  const void* dxs;
+  const void* s32;
+  const void* s16;
+};
+ActivationArrays arrays_of(const std::vector<std::uint8_t>& workspace, std::int64_t tokens,
+                           std::int64_t cols) {
+  const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
+  const std::uint8_t* b = workspace.data();
+  return {b + l.q, b + l.dx, b + l.s, b + l.dxs, b + l.s32, b + l.s16};
+}
+ActivationArrays arrays_of(const cpu::QuantizedActivations& a) {
+  return {a.q.data(), a.dx.data(), a.s.data(), a.dxs.data(), a.s32.data(), a.s16.data()};
+}
+void expect_same_activations(const ActivationArrays& got, const ActivationArrays& expected,
+                             std::int64_t tokens, std::int64_t cols) {
+  const auto values = static_cast<std::size_t>(tokens * cols);
+  const std::size_t groups = values / 32;
+  EXPECT_EQ(std::memcmp(got.q, expected.q, values), 0) << "q";
+  EXPECT_EQ(std::memcmp(got.dx, expected.dx, groups * 4), 0) << "dx";
+  EXPECT_EQ(std::memcmp(got.s, expected.s, groups * 4), 0) << "s";
+  EXPECT_EQ(std::memcmp(got.dxs, expected.dxs, groups * 4), 0) << "dxs";
+  EXPECT_EQ(std::memcmp(got.s32, expected.s32, groups * 4), 0) << "s32";
+  EXPECT_EQ(std::memcmp(got.s16, expected.s16, groups * 8), 0) << "s16";
+}
+
 TEST(CudaQuantizeActivations, EqualsTheCpuQuantizerBitForBit) {
   SELFSPEC_REQUIRE_GPU();
   std::mt19937 rng(81);
@@ -115,17 +146,8 @@ TEST(CudaQuantizeActivations, EqualsTheCpuQuantizerBitForBit) {
   DeviceBuffer<std::uint8_t> workspace(quant_activations_bytes(tokens, cols));
   workspace.poison();
   quantize_activations(d_x.get(), tokens, cols, workspace.get(), nullptr);
-  const std::vector<std::uint8_t> gpu = workspace.download();
-  const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
-  const std::size_t groups = static_cast<std::size_t>(tokens * cols / 32);
-  EXPECT_EQ(
-      std::memcmp(gpu.data() + l.q, cpu_act.q.data(), static_cast<std::size_t>(tokens * cols)), 0)
-      << "q";
-  EXPECT_EQ(std::memcmp(gpu.data() + l.dx, cpu_act.dx.data(), groups * 4), 0) << "dx";
-  EXPECT_EQ(std::memcmp(gpu.data() + l.s, cpu_act.s.data(), groups * 4), 0) << "s";
-  EXPECT_EQ(std::memcmp(gpu.data() + l.dxs, cpu_act.dxs.data(), groups * 4), 0) << "dxs";
-  EXPECT_EQ(std::memcmp(gpu.data() + l.s32, cpu_act.s32.data(), groups * 4), 0) << "s32";
-  EXPECT_EQ(std::memcmp(gpu.data() + l.s16, cpu_act.s16.data(), groups * 8), 0) << "s16";
+  expect_same_activations(arrays_of(workspace.download(), tokens, cols), arrays_of(cpu_act), tokens,
+                          cols);
 }
 
 // The RMSNorm that quantizes its output (the quantized models' fused norm) writes the bytes that
@@ -150,18 +172,9 @@ TEST(CudaQuantizeActivations, TheNormQuantizingItsOutputEqualsRmsnormThenQuantiz
       rmsnorm(d_x.get(), d_weight.get(), eps, tokens, cols, y.get(), nullptr);
       quantize_activations(y.get(), tokens, cols, separate.get(), nullptr);
       rmsnorm_quantize(d_x.get(), d_weight.get(), eps, tokens, cols, fused.get(), nullptr);
-      const std::vector<std::uint8_t> a = separate.download();
-      const std::vector<std::uint8_t> b = fused.download();
-      const QuantActivationsLayout l = quant_activations_layout(tokens, cols);
-      const auto groups = static_cast<std::size_t>(tokens * cols / 32);
-      EXPECT_EQ(
-          std::memcmp(a.data() + l.q, b.data() + l.q, static_cast<std::size_t>(tokens * cols)), 0)
-          << "q";
-      EXPECT_EQ(std::memcmp(a.data() + l.dx, b.data() + l.dx, groups * 4), 0) << "dx";
-      EXPECT_EQ(std::memcmp(a.data() + l.s, b.data() + l.s, groups * 4), 0) << "s";
-      EXPECT_EQ(std::memcmp(a.data() + l.dxs, b.data() + l.dxs, groups * 4), 0) << "dxs";
-      EXPECT_EQ(std::memcmp(a.data() + l.s32, b.data() + l.s32, groups * 4), 0) << "s32";
-      EXPECT_EQ(std::memcmp(a.data() + l.s16, b.data() + l.s16, groups * 8), 0) << "s16";
+      const std::vector<std::uint8_t> a = fused.download();
+      const std::vector<std::uint8_t> b = separate.download();
+      expect_same_activations(arrays_of(a, tokens, cols), arrays_of(b, tokens, cols), tokens, cols);
     }
   }
   DeviceBuffer<float> d_x(std::vector<float>(48, 1.0f));

@@ -164,15 +164,6 @@ struct Matrix {
   std::int64_t lead = 0;
 };
 
-int stored_value(const kq::QuantRowsLayout& l, const std::byte* quants, int i) {
-  if (l.bits == 4) {
-    const auto byte = std::to_integer<int>(quants[i % 16]);
-    return i < 16 ? byte & 0xF : byte >> 4;
-  }
-  const auto byte = std::to_integer<std::uint8_t>(quants[i]);
-  return l.format == WeightFormat::kQ8_0 ? static_cast<std::int8_t>(byte) : byte;
-}
-
 // Lane `lane` of a writer warp in round `round`: group 32·round + lane of row `row` of the matrix,
 // for every token of the tile, into the buffer as chain (t, r).
 void write_group(const Matrix& m, const kc::QuantizedActivations& a, const kq::QuantTilePlan& p,
@@ -188,13 +179,8 @@ void write_group(const Matrix& m, const kc::QuantizedActivations& a, const kq::Q
   const int buffer = p.buffer(round);
   for (int t = 0; t < p.tokens; ++t) {
     const std::int64_t token = token_begin + t;
-    const std::int8_t* xq = a.q.data() + token * l.cols + g * kq::kQuantGroupCols;
-    kq::QuantGroupSums sums;
-    for (int i = 0; i < 32; ++i) {
-      const std::int32_t product = stored_value(l, quants, i) * xq[i];
-      sums.full += product;
-      (i < 16 ? sums.half_a : sums.half_b) += product;
-    }
+    const kq::QuantGroupSums sums =
+        reference_group_sums(l, quants, a.q.data() + token * l.cols + g * kq::kQuantGroupCols);
     const auto tg = static_cast<std::size_t>(token * l.groups + g);
     kq::quant_tile_store_terms(
         p, shared, buffer, p.chain_of(t, r), lane,

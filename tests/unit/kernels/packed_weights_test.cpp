@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace selfspec::kernels::cpu::test {
@@ -26,13 +27,35 @@ struct Packed {
   PackedView view() const { return {format, bytes.data(), rows, cols}; }
 };
 
-// Columns [skip, skip + cols) of every row of m, packed.
-Packed pack(const GgufMatrix& m, std::int64_t skip, std::int64_t cols) {
-  Packed p{m.format, m.rows, cols, {}};
-  p.bytes.resize(static_cast<std::size_t>(packed_quant_bytes(m.format, m.rows, cols, skip)));
-  pack_quant_rows({m.format, m.data.data(), m.rows, m.row_bytes, skip, cols}, p.bytes);
+// A slice of GGUF rows, packed.
+Packed pack_slice(const GgufRows& rows) {
+  Packed p{rows.format, rows.rows, rows.cols, {}};
+  p.bytes.resize(
+      static_cast<std::size_t>(packed_quant_bytes(rows.format, rows.rows, rows.cols, rows.skip)));
+  pack_quant_rows(rows, p.bytes);
   return p;
 }
+
+// Columns [skip, skip + cols) of every row of m, packed.
+Packed pack(const GgufMatrix& m, std::int64_t skip, std::int64_t cols) {
+  return pack_slice({m.format, m.data.data(), m.rows, m.row_bytes, skip, cols});
+}
+
+// A rank's column slice [begin, end) as the loader hands it over: the blocks covering it and the
+// skip inside the first one.
+GgufRows column_slice(const GgufMatrix& m, std::int64_t begin, std::int64_t end) {
+  const std::int64_t first_block = begin / m.block_elems;
+  return {m.format,
+          m.data.data() + first_block * ggml_block_bytes(ggml_type_of(m.format)),
+          m.rows,
+          m.row_bytes,
+          begin - first_block * m.block_elems,
+          end - begin};
+}
+
+// The column slices both slice tests take: inside super-blocks or not, a single group.
+const std::pair<std::int64_t, std::int64_t> kColumnSlices[] = {{0, 512},   {32, 512},  {96, 160},
+                                                               {224, 288}, {256, 480}, {0, 32}};
 
 std::vector<float> packed_row(const Packed& p, std::int64_t r) {
   std::vector<float> out(static_cast<std::size_t>(p.cols));
@@ -66,26 +89,9 @@ TEST_P(PackedQuant, ColumnSlicesKeepTheFileValues) {
   std::mt19937 rng(12);
   const GgufMatrix m =
       random_gguf_matrix(rng, GetParam(), 21, 512 / ggml_block_elements(ggml_type_of(GetParam())));
-  const std::int64_t block = m.block_elems;
-  for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, 512},
-                                   {32, 512},
-                                   {96, 160},
-                                   {224, 288},
-                                   {256, 480},
-                                   {0, 32}}) {
+  for (const auto& [begin, end] : kColumnSlices) {
     SCOPED_TRACE(::testing::Message() << "columns [" << begin << ", " << end << ")");
-    // The loader's slice: the blocks covering it, and the skip inside the first one.
-    const std::int64_t first_block = begin / block;
-    const GgufRows rows{m.format,
-                        m.data.data() + first_block * ggml_block_bytes(ggml_type_of(m.format)),
-                        m.rows,
-                        m.row_bytes,
-                        begin - first_block * block,
-                        end - begin};
-    Packed p{m.format, m.rows, end - begin, {}};
-    p.bytes.resize(
-        static_cast<std::size_t>(packed_quant_bytes(m.format, m.rows, end - begin, rows.skip)));
-    pack_quant_rows(rows, p.bytes);
+    const Packed p = pack_slice(column_slice(m, begin, end));
     for (std::int64_t r = 0; r < m.rows; ++r) {
       const std::vector<float> full = m.dequantized_row(r);
       const std::vector<float> expected(full.begin() + begin, full.begin() + end);
@@ -113,25 +119,10 @@ TEST_P(PackedQuant, DecodingTheFileEqualsDecodingItsPackedForm) {
   std::mt19937 rng(16);
   const GgufMatrix m =
       random_gguf_matrix(rng, GetParam(), 19, 512 / ggml_block_elements(ggml_type_of(GetParam())));
-  const std::int64_t block = m.block_elems;
-  for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, 512},
-                                   {32, 512},
-                                   {96, 160},
-                                   {224, 288},
-                                   {256, 480},
-                                   {0, 32}}) {
+  for (const auto& [begin, end] : kColumnSlices) {
     SCOPED_TRACE(::testing::Message() << "columns [" << begin << ", " << end << ")");
-    const std::int64_t first_block = begin / block;
-    const GgufRows rows{m.format,
-                        m.data.data() + first_block * ggml_block_bytes(ggml_type_of(m.format)),
-                        m.rows,
-                        m.row_bytes,
-                        begin - first_block * block,
-                        end - begin};
-    Packed p{m.format, m.rows, end - begin, {}};
-    p.bytes.resize(
-        static_cast<std::size_t>(packed_quant_bytes(m.format, m.rows, end - begin, rows.skip)));
-    pack_quant_rows(rows, p.bytes);
+    const GgufRows rows = column_slice(m, begin, end);
+    const Packed p = pack_slice(rows);
     const PanelGeometry geometry = panel_geometry(p.view());
     ASSERT_EQ(gguf_lead_groups(m.format, rows.skip), geometry.lead_groups);
     ASSERT_EQ(gguf_row_segments(m.format, rows.cols, rows.skip), geometry.segments());
