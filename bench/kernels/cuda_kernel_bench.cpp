@@ -15,7 +15,10 @@
 // attention (T = 1 over 160 / 1k / 4k / 16k cached slots, 32 query heads, 8 KV heads, head_dim
 // 128, an f32 and a bf16 KV cache) rotates over KV-cache copies the same way and reports GB/s of K
 // and V read (4 or 2 bytes an element). RoPE fused with
-// the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written. The
+// the KV write (32 + 32 heads of 128, T = 1) reports GB/s of q, k and v read and written; a 7B
+// layer's Q|K|V with its position step (6144 x 4096 bf16, T = 1 / 8), as the RoPE form's one
+// launch (matmul_rope_kv/...) and as the CUDA-core GEMV then rope_write_kv
+// (qkv_then_rope_write_kv/...), GB/s of the weights. The
 // quantized GEMV (GGUF formats as stored: Q4_0, Q8_0, Q4_K, Q6_K, 4096 x 4096 at T = 1, 4, 8;
 // activations quantized once per call; and gate|up with the SwiGLU, 2 x 11008 x 4096 Q4_K at
 // T = 1 / 8) reports GB/s of its quantized rows read. RMSNorm, add + RMSNorm and the RMSNorm that
@@ -310,20 +313,22 @@ void bm_matmul_fused(benchmark::State& state, std::int64_t parts, std::int64_t r
   });
 }
 
-// RoPE on 32 q and 32 k heads of 128 and the K/V write into a 4096-slot cache, T = 1.
-void bm_rope_write_kv(benchmark::State& state) {
-  guarded(state, [&] {
-    const Stream stream;
-    constexpr std::int64_t kHeads = 32;
-    constexpr std::int64_t kHeadDim = 128;
-    constexpr std::int64_t kCapacity = 4096;
-    const std::size_t row = static_cast<std::size_t>(kHeads * kHeadDim);
-    const DeviceMemory q = random_device(DType::kF32, row, 15);
-    const DeviceMemory k = random_device(DType::kF32, row, 16);
-    const DeviceMemory v = random_device(DType::kF32, row, 17);
-    // The RoPE table of LLaMA's frequencies (theta 10000) for every slot of the cache, as the
-    // model uploads it: one row of kHeadDim floats read per token (not counted in the bytes below,
-    // under 0.5% of them).
+// A pass's position step on the device: LLaMA's RoPE table (theta 10000) for every slot of a
+// kCapacity-slot f32 cache, as the model uploads it (one row of head_dim floats read per token,
+// not counted in the benchmarks' bytes: under 0.5% of them), the tokens at positions and slots
+// 1000 + t, and the two caches.
+struct PositionSetup {
+  static constexpr std::int64_t kCapacity = 4096;
+  static constexpr std::int64_t kHeadDim = 128;
+  DeviceMemory table{static_cast<std::size_t>(kCapacity * kHeadDim) * sizeof(float)};
+  DeviceMemory positions{static_cast<std::size_t>(kSmallBatch) * sizeof(std::int32_t)};
+  DeviceMemory step{sizeof(StepParams)};
+  DeviceMemory k_cache;
+  DeviceMemory v_cache;
+
+  explicit PositionSetup(std::int64_t kv_heads)
+      : k_cache(static_cast<std::size_t>(kv_heads * kCapacity * kHeadDim) * sizeof(float)),
+        v_cache(static_cast<std::size_t>(kv_heads * kCapacity * kHeadDim) * sizeof(float)) {
     std::vector<float> inv_freq(kHeadDim / 2);
     for (std::size_t i = 0; i < inv_freq.size(); ++i) {
       inv_freq[i] = static_cast<float>(
@@ -331,36 +336,116 @@ void bm_rope_write_kv(benchmark::State& state) {
     }
     std::vector<float> table_host(static_cast<std::size_t>(kCapacity * kHeadDim));
     cpu::fill_rope_table(inv_freq, 0, kCapacity, table_host.data());
-    const DeviceMemory table(table_host.size() * sizeof(float));
     SELFSPEC_CUDA_CHECK(cudaMemcpy(table.get(), table_host.data(),
                                    table_host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    const DeviceMemory k_cache(row * kCapacity * sizeof(float));
-    const DeviceMemory v_cache(row * kCapacity * sizeof(float));
-    const std::int32_t position = 1000;
-    const DeviceMemory positions(sizeof(std::int32_t));
-    SELFSPEC_CUDA_CHECK(
-        cudaMemcpy(positions.get(), &position, sizeof position, cudaMemcpyHostToDevice));
+    std::vector<std::int32_t> position_host(static_cast<std::size_t>(kSmallBatch));
+    for (std::size_t t = 0; t < position_host.size(); ++t) {
+      position_host[t] = 1000 + static_cast<std::int32_t>(t);
+    }
+    SELFSPEC_CUDA_CHECK(cudaMemcpy(positions.get(), position_host.data(),
+                                   position_host.size() * sizeof(std::int32_t),
+                                   cudaMemcpyHostToDevice));
     const StepParams step_host{1000, 0};
-    const DeviceMemory step(sizeof(StepParams));
     SELFSPEC_CUDA_CHECK(
         cudaMemcpy(step.get(), &step_host, sizeof step_host, cudaMemcpyHostToDevice));
-    RopeKvArgs args;
-    args.q = q.get<float>();
-    args.q_stride = static_cast<std::int64_t>(row);
-    args.n_q_heads = kHeads;
-    args.k = k.get<float>();
-    args.k_stride = static_cast<std::int64_t>(row);
-    args.v = v.get<float>();
-    args.kv_heads = kHeads;
-    args.head_dim = kHeadDim;
-    args.capacity = kCapacity;
+  }
+  // rope_write_kv's arguments for q [T][q_heads · 128], k and v [T][kv_heads · 128].
+  RopeKvArgs args(float* q, std::int64_t q_heads, float* k, const float* v,
+                  std::int64_t kv_heads) const {
+    return {.q = q,
+            .q_stride = q_heads * kHeadDim,
+            .n_q_heads = q_heads,
+            .k = k,
+            .k_stride = kv_heads * kHeadDim,
+            .v = v,
+            .kv_heads = kv_heads,
+            .head_dim = kHeadDim,
+            .capacity = kCapacity};
+  }
+  void rope_write(const RopeKvArgs& a, std::int64_t n_tokens, cudaStream_t stream) const {
+    rope_write_kv(a, n_tokens, positions.get<std::int32_t>(), table.get<float>(), kCapacity,
+                  step.get<StepParams>(), k_cache.get<float>(), v_cache.get<float>(), stream);
+  }
+  // The RoPE form's operands (q rows of q_heads heads).
+  PositionStep fused(float* q, std::int64_t q_heads) const {
+    return {.q = q,
+            .q_rows = q_heads * kHeadDim,
+            .k_cache = k_cache.get<float>(),
+            .v_cache = v_cache.get<float>(),
+            .capacity = kCapacity,
+            .head_dim = kHeadDim,
+            .positions = positions.get<std::int32_t>(),
+            .table = table.get<float>(),
+            .table_positions = kCapacity};
+  }
+};
+
+// RoPE on 32 q and 32 k heads of 128 and the K/V write into a 4096-slot cache, T = 1.
+void bm_rope_write_kv(benchmark::State& state) {
+  guarded(state, [&] {
+    const Stream stream;
+    constexpr std::int64_t kHeads = 32;
+    const PositionSetup setup(kHeads);
+    const std::size_t row = static_cast<std::size_t>(kHeads * PositionSetup::kHeadDim);
+    const DeviceMemory q = random_device(DType::kF32, row, 15);
+    const DeviceMemory k = random_device(DType::kF32, row, 16);
+    const DeviceMemory v = random_device(DType::kF32, row, 17);
+    const RopeKvArgs args =
+        setup.args(q.get<float>(), kHeads, k.get<float>(), v.get<float>(), kHeads);
     // q and k read and written, v read, K and V rows written.
     const double bytes = 7.0 * static_cast<double>(row) * sizeof(float);
-    run_timed(state, stream, bytes, 0.0, [&](std::int64_t) {
-      rope_write_kv(args, 1, positions.get<std::int32_t>(), table.get<float>(), kCapacity,
-                    step.get<StepParams>(), k_cache.get<float>(), v_cache.get<float>(),
-                    stream.get());
-    });
+    run_timed(state, stream, bytes, 0.0,
+              [&](std::int64_t) { setup.rope_write(args, 1, stream.get()); });
+  });
+}
+
+// A 7B attention sublayer's Q|K|V (32 q and 8 KV heads of 128, 4096 columns, bf16) and its
+// position step: the RoPE form (matmul_rope_kv, one launch) or the CUDA-core GEMV of the three
+// matrices then rope_write_kv (two launches, K and V through f32 buffers). GB/s of the weights.
+void bm_qkv_position_step(benchmark::State& state, bool fused, std::int64_t n_tokens) {
+  guarded(state, [&] {
+    const Stream stream;
+    constexpr std::int64_t kQHeads = 32;
+    constexpr std::int64_t kKvHeads = 8;
+    constexpr std::int64_t kCols = 4096;
+    const std::int64_t rows[] = {kQHeads * PositionSetup::kHeadDim,
+                                 kKvHeads * PositionSetup::kHeadDim,
+                                 kKvHeads * PositionSetup::kHeadDim};
+    const std::int64_t all_rows = rows[0] + rows[1] + rows[2];
+    const PositionSetup setup(kKvHeads);
+    const Pool weights = make_pool(DType::kBF16, static_cast<std::size_t>(all_rows * kCols), 22);
+    const DeviceMemory x =
+        random_device(DType::kF32, static_cast<std::size_t>(n_tokens * kCols), 23);
+    const DeviceMemory y(static_cast<std::size_t>(n_tokens * all_rows) * sizeof(float));
+    float* q = y.get<float>();
+    float* k = q + n_tokens * rows[0];
+    float* v = k + n_tokens * rows[1];
+    const RopeKvArgs args = setup.args(q, kQHeads, k, v, kKvHeads);
+    const PositionStep step = setup.fused(q, kQHeads);
+    const double bytes = static_cast<double>(all_rows * kCols) * 2.0;
+    run_timed(state, stream, bytes, 2.0 * static_cast<double>(n_tokens * all_rows * kCols),
+              [&](std::int64_t call) {
+                const std::uint8_t* base = weights.copy(call);
+                DeviceWeight w[3];
+                std::int64_t first_row = 0;
+                for (int i = 0; i < 3; ++i) {
+                  w[i] = {DType::kBF16, base + static_cast<std::size_t>(first_row * kCols) * 2,
+                          rows[i], kCols};
+                  first_row += rows[i];
+                }
+                if (fused) {
+                  const HeadMatmul heads[] = {{w[0], HeadOutput::kRotated},
+                                              {w[1], HeadOutput::kRotatedIntoCache},
+                                              {w[2], HeadOutput::kIntoCache}};
+                  matmul_rope_kv(x.get<float>(), nullptr, 1e-5F, n_tokens, heads, step,
+                                 setup.step.get<StepParams>(), stream.get());
+                  return;
+                }
+                const MatmulOutput outputs[] = {{w[0], q}, {w[1], k}, {w[2], v}};
+                matmul_small_batch(x.get<float>(), n_tokens, outputs, stream.get(),
+                                   GemvKernel::kCudaCores);
+                setup.rope_write(args, n_tokens, stream.get());
+              });
   });
 }
 
@@ -702,6 +787,14 @@ void register_benchmarks() {
   }
   configure(benchmark::RegisterBenchmark("rope_write_kv/32x128/T:1",
                                          [](benchmark::State& s) { bm_rope_write_kv(s); }));
+  for (const std::int64_t t : {1, 8}) {
+    for (const auto& [fused, form] :
+         {std::pair{false, "qkv_then_rope_write_kv"}, std::pair{true, "matmul_rope_kv"}}) {
+      const std::string name = std::string(form) + "/bf16/6144x4096/T:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(
+          name.c_str(), [f = fused, t](benchmark::State& s) { bm_qkv_position_step(s, f, t); }));
+    }
+  }
   // "attention/..." is the f32 cache (the name kept from before bf16 caches),
   // "attention/bf16-kv/..." the bf16 cache.
   for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {

@@ -43,17 +43,6 @@ inline bool is_aligned(const void* pointer, std::size_t alignment) {
   return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
 }
 
-// Element `index` of a KV cache tensor of `dtype` (f32 or bf16) set to `value` (bf16: rounded by
-// kernels/shared_math.hpp's float_to_bf16_bits, the host's rounding).
-__device__ __forceinline__ void store_kv(void* cache, DType dtype, std::int64_t index,
-                                         float value) {
-  if (dtype == DType::kBF16) {
-    static_cast<std::uint16_t*>(cache)[index] = float_to_bf16_bits(value);
-  } else {
-    static_cast<float*>(cache)[index] = value;
-  }
-}
-
 // Throws naming `what` unless the kernels take a KV cache of this dtype (f32 or bf16; host side).
 inline void require_kv_dtype(const char* what, DType dtype) {
   require(dtype == DType::kF32 || dtype == DType::kBF16,

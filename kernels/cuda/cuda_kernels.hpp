@@ -17,6 +17,7 @@
 
 #include "core/dtype.hpp"
 #include "core/weight_format.hpp"
+#include "kernels/cuda/position_step.hpp"
 
 #include <cuda_runtime.h>
 
@@ -207,6 +208,19 @@ void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
                           float* out, cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
                        cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
+// The RoPE form (position_step.hpp): Q|K|V and the attention sublayer's position step in one
+// launch of the CUDA-core GEMV (bf16 weights, T <= kSmallBatch): for each matrix its HeadOutput,
+// Wq's rows rotated into step.q, Wk's rotated and Wv's as computed into the cache at slots
+// step_params->n_past + t. The bits of matmul_small_batch (matmul_normed when norm_weight is not
+// null) on the CUDA cores followed by rope_write_kv; K and V are never stored in f32. Every
+// matrix's rows a multiple of head_dim, head_dim a multiple of 4; Wq's rows step.q_rows.
+struct HeadMatmul {
+  DeviceWeight w;
+  HeadOutput output = HeadOutput::kRotated;
+};
+void matmul_rope_kv(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
+                    std::span<const HeadMatmul> outputs, const PositionStep& step,
+                    const StepParams* step_params, cudaStream_t stream);
 
 // --- quantized weights (GGUF formats run as stored; kernels/cuda/quant_rows.hpp) ---------------
 // A matrix in the CUDA backend's quantized rows: the layout quant_rows.hpp describes, built on the
@@ -245,6 +259,17 @@ void quant_matmul(const void* activations, std::int64_t tokens,
 // launch: the bits of quant_matmul of each followed by swiglu().
 void quant_matmul_swiglu(const void* activations, std::int64_t tokens, const QuantWeight& gate,
                          const QuantWeight& up, float* out, cudaStream_t stream);
+// The RoPE form (position_step.hpp) of the quantized GEMV: up to kMaxMatmulOutputs matrices of
+// one format and cols (a Q4_K_M file's Wq|Wk in one launch, its Q6_K Wv in another), each with
+// its HeadOutput; the bits of quant_matmul followed by rope_write_kv. Rows a multiple of head_dim,
+// head_dim a multiple of 8 (a tile's four pairs in one head).
+struct QuantHeadMatmul {
+  QuantWeight w;
+  HeadOutput output = HeadOutput::kRotated;
+};
+void quant_matmul_rope_kv(const void* activations, std::int64_t tokens,
+                          std::span<const QuantHeadMatmul> outputs, const PositionStep& step,
+                          const StepParams* step_params, cudaStream_t stream);
 // y += the product (the residual add in the epilogue: each y element read and written by one
 // thread after its product, the bits of quant_matmul then add_inplace).
 void quant_matmul_accumulate(const void* activations, std::int64_t tokens, const QuantWeight& w,

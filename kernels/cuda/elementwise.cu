@@ -30,6 +30,7 @@
 // device memory, so these launches can be captured in a CUDA graph.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/position_step.hpp"
 #include "kernels/cuda/quant_activations.cuh"
 #include "kernels/shared_math.hpp"
 
@@ -44,7 +45,6 @@ namespace {
 
 using detail::grid_stride_blocks;
 using detail::require;
-using detail::store_kv;
 using detail::str;
 
 constexpr int kThreads = 256;     // grid-stride kernels

@@ -13,12 +13,14 @@
 
 namespace selfspec::kernels::cuda::detail {
 
-// Units [first_unit, next first_unit) belong to this matrix.
+// Units [first_unit, next first_unit) belong to this matrix. The RoPE form's matrices say what
+// they do with their head pairs (output; y unused).
 struct MatmulSegment {
   const void* w = nullptr;
   std::int64_t rows = 0;
   float* y = nullptr;
   std::int64_t first_unit = 0;
+  HeadOutput output = HeadOutput::kRotated;
 };
 struct MatmulSegments {
   MatmulSegment s[kMaxMatmulOutputs];
@@ -35,9 +37,26 @@ inline MatmulSegments make_segments(std::span<const MatmulOutput> outputs,
     MatmulSegment& s = segments.s[segments.count++];
     s.w = out.w.data;
     s.rows = out.w.rows;
-    s.y = out.y + token_offset * out.w.rows;
+    s.y = out.y != nullptr ? out.y + token_offset * out.w.rows : nullptr;
     s.first_unit = segments.total_units;
     segments.total_units += (out.w.rows + rows_per_unit - 1) / rows_per_unit;
+  }
+  return segments;
+}
+
+// The RoPE form: a unit holds rows_per_unit / 2 head pairs (position_step.hpp) of one matrix, so
+// rows_per_unit rows as in make_segments (rows a multiple of head_dim, itself a multiple of
+// rows_per_unit: no unit straddles a head).
+inline MatmulSegments make_head_pair_segments(std::span<const HeadMatmul> outputs,
+                                              std::int64_t rows_per_unit) {
+  MatmulSegments segments;
+  for (const HeadMatmul& out : outputs) {
+    MatmulSegment& s = segments.s[segments.count++];
+    s.w = out.w.data;
+    s.rows = out.w.rows;
+    s.first_unit = segments.total_units;
+    s.output = out.output;
+    segments.total_units += out.w.rows / rows_per_unit;
   }
   return segments;
 }

@@ -43,6 +43,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -83,6 +84,11 @@ struct Fusion {
 using Unfused = Fusion<false, false>;
 using NormFused = Fusion<true, false>;
 using AccumulateFused = Fusion<false, true>;
+
+// Which rows a warp holds (kRows of them): consecutive rows of one matrix (kRows); the SwiGLU
+// form's gate rows and the up rows of the same indices (kSwiglu); the RoPE form's head pairs,
+// the pairs' first rows then their second rows (kHeadPairs, position_step.hpp).
+enum class Pairing { kRows, kSwiglu, kHeadPairs };
 
 // Weight decoding per dtype: kVec elements per 16-byte chunk, from the raw 16 bytes.
 struct F32Weights {
@@ -223,18 +229,93 @@ __device__ __forceinline__ void accumulate_full_chunks(
   }
 }
 
-// kSwiglu: segments.s[0] is W_gate (its y the output), segments.s[1] W_up of the same shape; a
-// warp's first kRows / 2 rows are gate rows row0 .. and its last kRows / 2 the up rows of the same
-// indices, and it stores swiglu_value(gate, up) (kernels/shared_math.hpp, the SwiGLU kernel's
-// expression) instead of either product: the same bits as the two products and the SwiGLU kernel.
-template <class Weights, int kTokens, bool kSwiglu, class Fuse>
+// The rows of a warp's unit `unit` of `segment` (clamped to the matrix: rows past it are
+// computed on its last row and never stored). kSwiglu: segments.s[0] is W_gate (its y the
+// output), segments.s[1] W_up of the same shape; the first kRows / 2 rows are gate rows and the
+// last kRows / 2 the up rows of the same indices. kHeadPairs: the unit's kRows / 2 head pairs.
+template <class Weights, int kRows, Pairing kPairing>
+__device__ __forceinline__ void unit_rows(const detail::MatmulSegments& segments,
+                                          const detail::MatmulSegment& segment, std::int64_t unit,
+                                          std::int64_t cols, std::int64_t head_dim,
+                                          const typename Weights::Storage* (&w_rows)[kRows]) {
+  using Storage = typename Weights::Storage;
+  constexpr int kHalf = kRows / 2;
+  const std::int64_t rows = segment.rows;
+  const Storage* w = static_cast<const Storage*>(segment.w);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int i = r < kHalf ? r : r - kHalf;
+    std::int64_t row = 0;
+    const Storage* base = w;
+    if constexpr (kPairing == Pairing::kSwiglu) {
+      row = unit * kHalf + i;
+      if (r >= kHalf) base = static_cast<const Storage*>(segments.s[1].w);
+    } else if constexpr (kPairing == Pairing::kHeadPairs) {
+      row = head_pair_row(unit * kHalf + i, head_dim) + (r < kHalf ? 0 : head_dim / 2);
+    } else {
+      row = unit * kRows + r;
+    }
+    w_rows[r] = base + (row < rows ? row : rows - 1) * cols;
+  }
+}
+
+// The warp's results out, spread over the lanes. kSwiglu: swiglu_value(gate, up)
+// (kernels/shared_math.hpp, the SwiGLU kernel's expression) instead of either product: the same
+// bits as the two products and the SwiGLU kernel. kHeadPairs: each pair through the position step
+// (store_head_pair: the bits of rope_write_kv on the products). Otherwise y, or y + the product.
+template <int kTokens, int kRows, Pairing kPairing, bool kAccumulate>
+__device__ __forceinline__ void store_unit(const detail::MatmulSegment& segment, std::int64_t unit,
+                                           int lane, const float (&acc)[kRows][kTokens],
+                                           const PositionStep& step,
+                                           const StepParams* step_params) {
+  constexpr int kHalf = kRows / 2;
+  const std::int64_t rows = segment.rows;
+  float* const y = segment.y;
+  if constexpr (kPairing == Pairing::kHeadPairs) {
+    const std::int64_t n_past = step_params->n_past;
+#pragma unroll
+    for (int r = 0; r < kHalf; ++r) {
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (lane == (r * kTokens + t) % kWarpSize) {
+          store_head_pair(step, segment.output, n_past, t, unit * kHalf + r, acc[r][t],
+                          acc[r + kHalf][t]);
+        }
+      }
+    }
+  } else if constexpr (kPairing == Pairing::kSwiglu) {
+    const std::int64_t row0 = unit * kHalf;
+#pragma unroll
+    for (int r = 0; r < kHalf; ++r) {
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
+          y[t * rows + row0 + r] = swiglu_value(acc[r][t], acc[r + kHalf][t]);
+        }
+      }
+    }
+  } else {
+    const std::int64_t row0 = unit * kRows;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
+          float* const out = y + t * rows + row0 + r;
+          *out = kAccumulate ? __fadd_rn(*out, acc[r][t]) : acc[r][t];
+        }
+      }
+    }
+  }
+}
+
+template <class Weights, int kTokens, Pairing kPairing, class Fuse>
 __global__ void __launch_bounds__(kThreads)
     matmul_small_batch_kernel(const float* __restrict__ x, const detail::MatmulSegments segments,
                               std::int64_t cols, bool vector_loads, const float* __restrict__ g,
-                              float eps) {
+                              float eps, const PositionStep step, const StepParams* step_params) {
   constexpr bool kNorm = Fuse::kNorm;
   constexpr int kRows = rows_per_warp<kTokens>();
-  constexpr int kHalf = kRows / 2;
   constexpr int kVec = Weights::kVec;
   constexpr int kPrefetch = prefetch_chunks<kTokens>();
   using Storage = typename Weights::Storage;
@@ -244,25 +325,11 @@ __global__ void __launch_bounds__(kThreads)
       static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (warp >= segments.total_units) return;  // warp-uniform; no block-level barrier follows
 
-  const detail::MatmulSegment segment = detail::segment_of<kSwiglu>(segments, warp);
-  const std::int64_t rows = segment.rows;
-  float* const y = segment.y;
-  const std::int64_t row0 = (warp - segment.first_unit) * (kSwiglu ? kHalf : kRows);
-  const Storage* w = static_cast<const Storage*>(segment.w);
-
+  const detail::MatmulSegment segment =
+      detail::segment_of<kPairing == Pairing::kSwiglu>(segments, warp);
+  const std::int64_t unit = warp - segment.first_unit;
   const Storage* w_rows[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if constexpr (kSwiglu) {
-      const int i = r < kHalf ? r : r - kHalf;
-      const std::int64_t row = row0 + i < rows ? row0 + i : rows - 1;  // clamped, never stored
-      const Storage* base = r < kHalf ? w : static_cast<const Storage*>(segments.s[1].w);
-      w_rows[r] = base + row * cols;
-    } else {
-      const std::int64_t row = row0 + r < rows ? row0 + r : rows - 1;  // clamped, never stored
-      w_rows[r] = w + row * cols;
-    }
-  }
+  unit_rows<Weights, kRows, kPairing>(segments, segment, unit, cols, step.head_dim, w_rows);
   float acc[kRows][kTokens];
   float sum_squares[kTokens];  // kNorm: the lane's share of each token's Σ x²
 #pragma unroll
@@ -341,131 +408,128 @@ __global__ void __launch_bounds__(kThreads)
       for (int r = 0; r < kRows; ++r) acc[r][t] = __fmul_rn(scale, acc[r][t]);
     }
   }
-  // Spread the stores over the lanes.
-  if constexpr (kSwiglu) {
-#pragma unroll
-    for (int r = 0; r < kHalf; ++r) {
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
-          y[t * rows + row0 + r] = swiglu_value(acc[r][t], acc[r + kHalf][t]);
-        }
-      }
-    }
+  store_unit<kTokens, kRows, kPairing, Fuse::kAccumulate>(segment, unit, lane, acc, step,
+                                                          step_params);
+}
+
+// What a launch computes around the product: the norm's weight and epsilon of a NormFused
+// launch (null and 0 otherwise), and the RoPE form's position step.
+struct LaunchArgs {
+  const float* g = nullptr;
+  float eps = 0.0f;
+  PositionStep step;
+  const StepParams* step_params = nullptr;
+};
+
+// The units of a launch: kRows rows each, or kRows / 2 pairs (SwiGLU, head pairs).
+template <int kRows, Pairing kPairing, class Outputs>
+detail::MatmulSegments launch_segments(Outputs outputs, std::int64_t token_offset) {
+  if constexpr (kPairing == Pairing::kSwiglu) {
+    return detail::make_swiglu_segments(outputs, kRows / 2, token_offset);
+  } else if constexpr (kPairing == Pairing::kHeadPairs) {
+    return detail::make_head_pair_segments(outputs, kRows);
   } else {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (lane == (r * kTokens + t) % kWarpSize && row0 + r < rows) {
-          float* const out = y + t * rows + row0 + r;
-          *out = Fuse::kAccumulate ? __fadd_rn(*out, acc[r][t]) : acc[r][t];
-        }
-      }
-    }
+    return detail::make_segments(outputs, kRows, token_offset);
   }
 }
 
-// The norm's weight and epsilon of a NormFused launch (null and 0 otherwise).
-struct NormArgs {
-  const float* g = nullptr;
-  float eps = 0.0f;
-};
-
-template <class Weights, int kTokens, bool kSwiglu, class Fuse>
-void launch(const float* x, std::span<const MatmulOutput> outputs, std::int64_t token_offset,
-            bool vector_loads, const NormArgs& norm, cudaStream_t stream) {
-  // A warp holds kRows rows, or kRows / 2 gate rows and the same up rows.
-  constexpr std::int64_t kRows = rows_per_warp<kTokens>();
-  const detail::MatmulSegments segments =
-      kSwiglu ? detail::make_swiglu_segments(outputs, kRows / 2, token_offset)
-              : detail::make_segments(outputs, kRows, token_offset);
+// Outputs: std::span<const MatmulOutput>, or the RoPE form's std::span<const HeadMatmul>.
+template <class Weights, int kTokens, Pairing kPairing, class Fuse, class Outputs>
+void launch(const float* x, Outputs outputs, std::int64_t token_offset, bool vector_loads,
+            const LaunchArgs& args, cudaStream_t stream) {
+  constexpr int kRows = rows_per_warp<kTokens>();
+  const detail::MatmulSegments segments = launch_segments<kRows, kPairing>(outputs, token_offset);
   if (segments.total_units == 0) return;
   const std::int64_t blocks = (segments.total_units + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const std::int64_t cols = outputs.front().w.cols;
-  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens, kSwiglu, Fuse>,
+  detail::launch_dependent(matmul_small_batch_kernel<Weights, kTokens, kPairing, Fuse>,
                            dim3(static_cast<unsigned>(blocks)), dim3(kThreads), stream,
-                           x + token_offset * cols, segments, cols, vector_loads, norm.g, norm.eps);
+                           x + token_offset * cols, segments, cols, vector_loads, args.g, args.eps,
+                           args.step, args.step_params);
 }
 
-template <class Weights, bool kSwiglu, class Fuse>
-void dispatch_tokens(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-                     std::int64_t token_offset, bool vector_loads, const NormArgs& norm,
+template <class Weights, Pairing kPairing, class Fuse, class Outputs>
+void dispatch_tokens(const float* x, std::int64_t n_tokens, Outputs outputs,
+                     std::int64_t token_offset, bool vector_loads, const LaunchArgs& args,
                      cudaStream_t stream) {
   switch (n_tokens) {
     case 1:
-      return launch<Weights, 1, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 1, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 2:
-      return launch<Weights, 2, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 2, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 3:
-      return launch<Weights, 3, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 3, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 4:
-      return launch<Weights, 4, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 4, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 5:
-      return launch<Weights, 5, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 5, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 6:
-      return launch<Weights, 6, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 6, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 7:
-      return launch<Weights, 7, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 7, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 8:
-      return launch<Weights, 8, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 8, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 9:
-      return launch<Weights, 9, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                               stream);
+      return launch<Weights, 9, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                stream);
     case 10:
-      return launch<Weights, 10, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 10, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     case 11:
-      return launch<Weights, 11, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 11, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     case 12:
-      return launch<Weights, 12, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 12, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     case 13:
-      return launch<Weights, 13, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 13, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     case 14:
-      return launch<Weights, 14, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 14, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     case 15:
-      return launch<Weights, 15, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 15, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     case 16:
-      return launch<Weights, 16, kSwiglu, Fuse>(x, outputs, token_offset, vector_loads, norm,
-                                                stream);
+      return launch<Weights, 16, kPairing, Fuse>(x, outputs, token_offset, vector_loads, args,
+                                                 stream);
     default:
       break;
   }
   require(false, "matmul_small_batch: tile of " + str(n_tokens) + " tokens outside [1, 16]");
 }
 
-template <class Weights, bool kSwiglu, class Fuse = Unfused>
-void dispatch_tiles(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-                    bool vector_loads, cudaStream_t stream, const NormArgs& norm = {}) {
+// Tiles of up to kTileTokens tokens, each a launch (the RoPE form's step told its first token).
+template <class Weights, Pairing kPairing, class Fuse = Unfused, class Outputs>
+void dispatch_tiles(const float* x, std::int64_t n_tokens, Outputs outputs, bool vector_loads,
+                    cudaStream_t stream, const LaunchArgs& args = {}) {
   for (std::int64_t begin = 0; begin < n_tokens; begin += kTileTokens) {
     const std::int64_t tile = n_tokens - begin < kTileTokens ? n_tokens - begin : kTileTokens;
-    dispatch_tokens<Weights, kSwiglu, Fuse>(x, tile, outputs, begin, vector_loads, norm, stream);
+    LaunchArgs tile_args = args;
+    tile_args.step.first_token = begin;
+    dispatch_tokens<Weights, kPairing, Fuse>(x, tile, outputs, begin, vector_loads, tile_args,
+                                             stream);
   }
 }
 
-template <bool kSwiglu>
+template <Pairing kPairing>
 void dispatch_dtype(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
                     bool vector_loads, cudaStream_t stream) {
   switch (outputs.front().w.dtype) {
     case DType::kF32:
-      return dispatch_tiles<F32Weights, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+      return dispatch_tiles<F32Weights, kPairing>(x, n_tokens, outputs, vector_loads, stream);
     case DType::kBF16:
-      return dispatch_tiles<BF16Weights, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+      return dispatch_tiles<BF16Weights, kPairing>(x, n_tokens, outputs, vector_loads, stream);
     case DType::kF16:
-      return dispatch_tiles<F16Weights, kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
+      return dispatch_tiles<F16Weights, kPairing>(x, n_tokens, outputs, vector_loads, stream);
   }
   require(false, "matmul_small_batch: unsupported weight dtype " +
                      str(static_cast<int>(outputs.front().w.dtype)));
@@ -532,7 +596,7 @@ void matmul_small_batch(const float* x, std::int64_t n_tokens,
   if (resolve(kernel, outputs.front().w.dtype) == GemvKernel::kTensorCores) {
     return detail::matmul_tensor_cores(x, n_tokens, outputs, false, vector_loads, {}, stream);
   }
-  dispatch_dtype<false>(x, n_tokens, outputs, vector_loads, stream);
+  dispatch_dtype<Pairing::kRows>(x, n_tokens, outputs, vector_loads, stream);
 }
 
 void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& gate,
@@ -548,7 +612,7 @@ void matmul_swiglu(const float* x, std::int64_t n_tokens, const DeviceWeight& ga
   if (resolve(kernel, gate.dtype) == GemvKernel::kTensorCores) {
     return detail::matmul_tensor_cores(x, n_tokens, outputs, true, vector_loads, {}, stream);
   }
-  dispatch_dtype<true>(x, n_tokens, outputs, vector_loads, stream);
+  dispatch_dtype<Pairing::kSwiglu>(x, n_tokens, outputs, vector_loads, stream);
 }
 
 bool tensor_core_gemv_supported() {
@@ -579,12 +643,13 @@ bool check_fused(const char* what, const float* x, std::int64_t n_tokens,
 // A checked fused launch on the kernel `kernel` resolves to (bf16 weights).
 template <bool kSwiglu, class Fuse>
 void run_fused(const float* x, std::int64_t n_tokens, std::span<const MatmulOutput> outputs,
-               bool vector_loads, const NormArgs& norm, cudaStream_t stream, GemvKernel kernel) {
+               bool vector_loads, const LaunchArgs& norm, cudaStream_t stream, GemvKernel kernel) {
   if (resolve(kernel, DType::kBF16) == GemvKernel::kTensorCores) {
     return detail::matmul_tensor_cores(x, n_tokens, outputs, kSwiglu, vector_loads,
                                        {norm.g, norm.eps, Fuse::kAccumulate}, stream);
   }
-  dispatch_tiles<BF16Weights, kSwiglu, Fuse>(x, n_tokens, outputs, vector_loads, stream, norm);
+  constexpr Pairing kPairing = kSwiglu ? Pairing::kSwiglu : Pairing::kRows;
+  dispatch_tiles<BF16Weights, kPairing, Fuse>(x, n_tokens, outputs, vector_loads, stream, norm);
 }
 
 }  // namespace
@@ -594,8 +659,8 @@ void matmul_normed(const float* x, const float* norm_weight, float eps, std::int
   require(norm_weight != nullptr, "matmul_normed: null norm weight");
   const bool vector_loads = check_fused("matmul_normed", x, n_tokens, outputs, norm_weight);
   if (n_tokens == 0) return;
-  run_fused<false, NormFused>(x, n_tokens, outputs, vector_loads, {norm_weight, eps}, stream,
-                              kernel);
+  run_fused<false, NormFused>(x, n_tokens, outputs, vector_loads, {norm_weight, eps, {}, nullptr},
+                              stream, kernel);
 }
 
 void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
@@ -607,8 +672,8 @@ void matmul_normed_swiglu(const float* x, const float* norm_weight, float eps,
   const MatmulOutput outputs[] = {{gate, out}, {up, out}};
   const bool vector_loads = check_fused("matmul_normed_swiglu", x, n_tokens, outputs, norm_weight);
   if (n_tokens == 0 || gate.rows == 0) return;
-  run_fused<true, NormFused>(x, n_tokens, outputs, vector_loads, {norm_weight, eps}, stream,
-                             kernel);
+  run_fused<true, NormFused>(x, n_tokens, outputs, vector_loads, {norm_weight, eps, {}, nullptr},
+                             stream, kernel);
 }
 
 void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,
@@ -618,6 +683,30 @@ void matmul_accumulate(const float* x, std::int64_t n_tokens, const DeviceWeight
   const bool vector_loads = check_fused("matmul_accumulate", x, n_tokens, outputs, nullptr);
   if (n_tokens == 0) return;
   run_fused<false, AccumulateFused>(x, n_tokens, outputs, vector_loads, {}, stream, kernel);
+}
+
+void matmul_rope_kv(const float* x, const float* norm_weight, float eps, std::int64_t n_tokens,
+                    std::span<const HeadMatmul> outputs, const PositionStep& step,
+                    const StepParams* step_params, cudaStream_t stream) {
+  // A warp holds up to 2 pairs (4 rows at T > 2): head_dim / 2 even keeps them in one head.
+  const std::string problem = position_step_problem(outputs, step, step_params != nullptr, 4);
+  require(problem.empty(), "matmul_rope_kv: " + problem);
+  std::array<MatmulOutput, kMaxMatmulOutputs> plain{};  // for check_fused: y is any non-null
+  for (std::size_t i = 0; i < outputs.size(); ++i) plain[i] = {outputs[i].w, step.q};
+  const bool vector_loads = check_fused("matmul_rope_kv", x, n_tokens,
+                                        std::span(plain.data(), outputs.size()), norm_weight);
+  if (n_tokens == 0) return;
+  LaunchArgs args;
+  args.g = norm_weight;
+  args.eps = eps;
+  args.step = step;
+  args.step_params = step_params;
+  if (norm_weight != nullptr) {
+    return dispatch_tiles<BF16Weights, Pairing::kHeadPairs, NormFused>(x, n_tokens, outputs,
+                                                                       vector_loads, stream, args);
+  }
+  dispatch_tiles<BF16Weights, Pairing::kHeadPairs, Unfused>(x, n_tokens, outputs, vector_loads,
+                                                            stream, args);
 }
 
 void matmul_small_batch(const float* x, std::int64_t n_tokens, const DeviceWeight& w, float* y,

@@ -132,13 +132,15 @@ struct RowPointers {
 
 // The matrices of one launch: up to kMaxMatmulOutputs of one format and cols (Wq|Wk|Wv), tiles
 // numbered over them in turn; the SwiGLU form: s[0] the gate (its y the output), s[1] the up of
-// the same shape, tiles over the gate's rows (quant_tile_plan.hpp's quant_tile_row). A tile's
-// segment is found by matmul_segments.cuh's segment_of, as the dense GEMVs' units are.
+// the same shape, tiles over the gate's rows (quant_tile_plan.hpp's quant_tile_row); the RoPE
+// form: tiles over each matrix's head pairs, and what the matrix does with them (output). A
+// tile's segment is found by matmul_segments.cuh's segment_of, as the dense GEMVs' units are.
 struct QuantSegment {
   const std::uint8_t* base = nullptr;
   QuantRowsLayout l;
   float* y = nullptr;
   std::int64_t first_unit = 0;  // its first tile
+  HeadOutput output = HeadOutput::kRotated;
 };
 struct QuantSegments {
   QuantSegment s[kMaxMatmulOutputs];
@@ -148,15 +150,17 @@ struct QuantSegments {
 };
 
 // Row r of the tile (plan row mapping): its pointers, or none past its matrix's rows.
-template <bool kSwiglu>
+template <QuantTileForm kForm>
 __device__ __forceinline__ RowPointers tile_row_pointers(const QuantSegments& segments,
                                                          const QuantSegment& segment,
-                                                         std::int64_t tile, int r) {
-  const QuantTileRow where = quant_tile_row(kSwiglu, tile, r);
+                                                         std::int64_t tile, int r,
+                                                         std::int64_t head_dim) {
+  const QuantTileRow where = quant_tile_row(kForm, tile, r, head_dim);
   const QuantRowsLayout& l = segment.l;
   RowPointers out;
   if (where.row >= l.rows) return out;
-  const std::uint8_t* base = kSwiglu && where.part == 1 ? segments.s[1].base : segment.base;
+  const std::uint8_t* base =
+      kForm == QuantTileForm::kSwiglu && where.part == 1 ? segments.s[1].base : segment.base;
   out.quants = base + l.quants + where.row * l.groups * l.quant_bytes;
   out.params = base + l.params + where.row * l.groups * l.param_bytes;
   out.segments = base + l.segments + where.row * l.max_segments * 4;
@@ -298,29 +302,40 @@ __device__ __forceinline__ void write_round(const GroupRaw (&raw)[kQuantRowsPerW
 }
 
 // The chains' results out: y[t][row], or y[t][row] + the result when accumulating (one rounding:
-// the residual add's bits); SwiGLU: the gate's chain stores swiglu_value of its value and the up
-// chain's, a shuffle away (every lane takes part in the shuffle).
-template <bool kSwiglu>
+// the residual add's bits). The pair forms: a pair's first chain takes the second chain's value,
+// a shuffle away (every lane takes part in the shuffle), and stores swiglu_value(gate, up)
+// (SwiGLU) or the head pair through the position step (RoPE: position_step.hpp's
+// store_head_pair, the bits of rope_write_kv on the products).
+template <QuantTileForm kForm>
 __device__ __forceinline__ void store_chains(const QuantTilePlan& plan, const QuantSegment& seg,
                                              bool accumulate, std::int64_t tile,
                                              std::int64_t token_begin, int chain, bool walks,
-                                             float value) {
-  const QuantTileRow where = quant_tile_row(kSwiglu, tile, plan.row_of(chain));
-  if constexpr (kSwiglu) {
-    const float up = __shfl_down_sync(kFullMask, value, kQuantSwigluLaneOffset);
+                                             float value, const PositionStep& step,
+                                             const StepParams* step_params) {
+  const QuantTileRow where = quant_tile_row(kForm, tile, plan.row_of(chain), step.head_dim);
+  const std::int64_t token = token_begin + plan.token_of(chain);
+  if constexpr (kForm != QuantTileForm::kRows) {
+    const float second = __shfl_down_sync(kFullMask, value, kQuantPartnerLaneOffset);
     if (!walks || where.part != 0) return;
-    value = swiglu_value(value, up);
+    if constexpr (kForm == QuantTileForm::kHeadPairs) {
+      const std::int64_t pair = tile * quant_tile_part_rows(kForm) + plan.row_of(chain);
+      store_head_pair(step, seg.output, step_params->n_past, token, pair, value, second);
+      return;
+    } else {
+      value = swiglu_value(value, second);
+    }
   } else {
     if (!walks) return;
   }
-  float* const out = seg.y + (token_begin + plan.token_of(chain)) * seg.l.rows + where.row;
+  float* const out = seg.y + token * seg.l.rows + where.row;
   *out = accumulate ? __fadd_rn(*out, value) : value;
 }
 
-template <WeightFormat kFormat, int kTokens, bool kSwiglu>
+template <WeightFormat kFormat, int kTokens, QuantTileForm kForm>
 __global__ void __launch_bounds__(kThreads)
     quant_matmul_kernel(const QuantSegments segments, const std::uint8_t* __restrict__ activations,
-                        std::int64_t act_tokens, std::int64_t token_begin) {
+                        std::int64_t act_tokens, std::int64_t token_begin, const PositionStep step,
+                        const StepParams* step_params) {
   extern __shared__ __align__(16) float tile_shared[];
   constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
   constexpr int kBits = kFormat == WeightFormat::kQ4_0 || kFormat == WeightFormat::kQ4_1 ||
@@ -331,13 +346,15 @@ __global__ void __launch_bounds__(kThreads)
   detail::allow_dependents();
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const QuantSegment seg = detail::segment_of<kSwiglu>(segments, blockIdx.x);
+  const QuantSegment seg =
+      detail::segment_of<kForm == QuantTileForm::kSwiglu>(segments, blockIdx.x);
   const QuantRowsLayout& l = seg.l;
   const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) - seg.first_unit;
   RowPointers rows[kQuantRowsPerWarp];
 #pragma unroll
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
-    rows[i] = tile_row_pointers<kSwiglu>(segments, seg, tile, warp * kQuantRowsPerWarp + i);
+    rows[i] =
+        tile_row_pointers<kForm>(segments, seg, tile, warp * kQuantRowsPerWarp + i, step.head_dim);
   }
   // The weights of the first kRoundsAhead rounds (a ring of registers, refilled as each round is
   // taken), asked for before waiting for the kernel before this one: no kernel writes them.
@@ -355,8 +372,8 @@ __global__ void __launch_bounds__(kThreads)
 
   const Activations a = activations_view(activations, act_tokens, l.cols);
   const int chain = static_cast<int>(threadIdx.x);  // the chain this lane walks, if any
-  const bool walks =
-      chain < kPlan.chains() && quant_tile_row(kSwiglu, tile, kPlan.row_of(chain)).row < l.rows;
+  const bool walks = chain < kPlan.chains() &&
+                     quant_tile_row(kForm, tile, kPlan.row_of(chain), step.head_dim).row < l.rows;
   QuantRowState st;
   // Round k's terms are written while round k - 1 is walked; the barrier ends both. The loop's
   // conditions are the block's alike, so every thread reaches every barrier.
@@ -384,7 +401,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  store_chains<kSwiglu>(kPlan, seg, segments.accumulate, tile, token_begin, chain, walks, st.y);
+  store_chains<kForm>(kPlan, seg, segments.accumulate, tile, token_begin, chain, walks, st.y, step,
+                      step_params);
 }
 
 // ---- embedding --------------------------------------------------------------------------------
@@ -473,28 +491,34 @@ QuantRowsLayout checked_layout(const QuantWeight& w, const char* what) {
   return l;
 }
 
-template <WeightFormat kFormat, int kTokens, bool kSwiglu>
+// The RoPE form's position step (unused by the other forms: a default one, no parameters).
+struct StepArgs {
+  PositionStep step;
+  const StepParams* params = nullptr;
+};
+
+template <WeightFormat kFormat, int kTokens, QuantTileForm kForm>
 void launch_tile(const QuantSegments& segments, const void* activations, std::int64_t tokens,
-                 std::int64_t begin, cudaStream_t stream) {
+                 std::int64_t begin, const StepArgs& step, cudaStream_t stream) {
   constexpr QuantTilePlan kPlan = quant_tile_plan(kFormat, kTokens);
   const auto shared = static_cast<std::size_t>(kPlan.shared_bytes());
-  detail::allow_dynamic_smem(quant_matmul_kernel<kFormat, kTokens, kSwiglu>, shared);
-  detail::launch_dependent_smem(quant_matmul_kernel<kFormat, kTokens, kSwiglu>,
-                                dim3(static_cast<unsigned>(segments.total_tiles)), dim3(kThreads),
-                                shared, stream, segments,
-                                static_cast<const std::uint8_t*>(activations), tokens, begin);
+  detail::allow_dynamic_smem(quant_matmul_kernel<kFormat, kTokens, kForm>, shared);
+  detail::launch_dependent_smem(
+      quant_matmul_kernel<kFormat, kTokens, kForm>,
+      dim3(static_cast<unsigned>(segments.total_tiles)), dim3(kThreads), shared, stream, segments,
+      static_cast<const std::uint8_t*>(activations), tokens, begin, step.step, step.params);
 }
 
 // Launches over tiles of up to kQuantTile tokens (each the same per-token arithmetic).
-template <WeightFormat kFormat, bool kSwiglu>
+template <WeightFormat kFormat, QuantTileForm kForm>
 void launch_matmul(const QuantSegments& segments, const void* activations, std::int64_t tokens,
-                   cudaStream_t stream) {
+                   const StepArgs& step, cudaStream_t stream) {
   for (std::int64_t begin = 0; begin < tokens; begin += kQuantTile) {
     const std::int64_t tile = tokens - begin < kQuantTile ? tokens - begin : kQuantTile;
     switch (tile) {
-#define SELFSPEC_QUANT_TILE(T)                                                      \
-  case T:                                                                           \
-    launch_tile<kFormat, T, kSwiglu>(segments, activations, tokens, begin, stream); \
+#define SELFSPEC_QUANT_TILE(T)                                                          \
+  case T:                                                                               \
+    launch_tile<kFormat, T, kForm>(segments, activations, tokens, begin, step, stream); \
     break;
       SELFSPEC_QUANT_TILE(1)
       SELFSPEC_QUANT_TILE(2)
@@ -529,17 +553,35 @@ QuantSegments make_quant_segments(std::span<const QuantMatmulOutput> outputs, bo
     s.l = l;
     s.y = out.y;
     s.first_unit = segments.total_tiles;
-    if (!swiglu) segments.total_tiles += quant_tiles(false, l.rows);
+    if (!swiglu) segments.total_tiles += quant_tiles(QuantTileForm::kRows, l.rows);
   }
   if (swiglu) {
     require(outputs.size() == 2 && outputs[0].w.rows == outputs[1].w.rows,
             "quant_matmul_swiglu: gate and up of one shape");
     segments.s[1].first_unit = 0;
-    segments.total_tiles = quant_tiles(true, outputs[0].w.rows);
+    segments.total_tiles = quant_tiles(QuantTileForm::kSwiglu, outputs[0].w.rows);
   }
   require(segments.total_tiles <= 0x7fffffff, "quant_matmul: too many rows");
   require(!(swiglu && accumulate), "quant_matmul: the SwiGLU form does not accumulate");
   segments.accumulate = accumulate;
+  return segments;
+}
+
+// The RoPE form's segments: tiles over each matrix's head pairs (rows / 2 of whole heads).
+QuantSegments make_head_pair_segments(std::span<const QuantHeadMatmul> outputs) {
+  QuantSegments segments;
+  for (const QuantHeadMatmul& out : outputs) {
+    const QuantRowsLayout l = checked_layout(out.w, "quant_matmul_rope_kv");
+    require(out.w.format == outputs.front().w.format,
+            "quant_matmul_rope_kv: the matrices of one launch differ in format");
+    QuantSegment& s = segments.s[segments.count++];
+    s.base = static_cast<const std::uint8_t*>(out.w.data);
+    s.l = l;
+    s.first_unit = segments.total_tiles;
+    s.output = out.output;
+    segments.total_tiles += quant_tiles(QuantTileForm::kHeadPairs, l.rows);
+  }
+  require(segments.total_tiles <= 0x7fffffff, "quant_matmul_rope_kv: too many rows");
   return segments;
 }
 
@@ -600,9 +642,9 @@ void run_quant_matmul(const void* activations, std::int64_t tokens,
   require(activations != nullptr, "quant_matmul: null activations");
   dispatch_format(outputs.front().w.format, [&]<WeightFormat kFormat>() {
     if (swiglu) {
-      launch_matmul<kFormat, true>(segments, activations, tokens, stream);
+      launch_matmul<kFormat, QuantTileForm::kSwiglu>(segments, activations, tokens, {}, stream);
     } else {
-      launch_matmul<kFormat, false>(segments, activations, tokens, stream);
+      launch_matmul<kFormat, QuantTileForm::kRows>(segments, activations, tokens, {}, stream);
     }
   });
 }
@@ -650,6 +692,23 @@ void quant_matmul_accumulate(const void* activations, std::int64_t tokens, const
                              float* y, cudaStream_t stream) {
   const QuantMatmulOutput one[] = {{w, y}};
   run_quant_matmul(activations, tokens, one, false, true, stream);
+}
+
+void quant_matmul_rope_kv(const void* activations, std::int64_t tokens,
+                          std::span<const QuantHeadMatmul> outputs, const PositionStep& step,
+                          const StepParams* step_params, cudaStream_t stream) {
+  // A tile holds kQuantTileRows / 2 pairs: head_dim / 2 a multiple of that keeps them in a head.
+  const std::string problem =
+      position_step_problem(outputs, step, step_params != nullptr, kQuantTileRows);
+  require(problem.empty(), "quant_matmul_rope_kv: " + problem);
+  require(tokens >= 0 && step.first_token == 0, "quant_matmul_rope_kv: bad token count or offset");
+  const QuantSegments segments = make_head_pair_segments(outputs);
+  if (tokens == 0) return;
+  require(activations != nullptr, "quant_matmul_rope_kv: null activations");
+  dispatch_format(outputs.front().w.format, [&]<WeightFormat kFormat>() {
+    launch_matmul<kFormat, QuantTileForm::kHeadPairs>(segments, activations, tokens,
+                                                      {step, step_params}, stream);
+  });
 }
 
 bool quant_fusion_available() {

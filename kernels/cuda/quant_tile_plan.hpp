@@ -18,9 +18,11 @@
 // every output is the canonical sequence of its row and token, whatever T: the reference's bits.
 //
 // A tile's rows: kQuantTileRows consecutive rows of one matrix (several matrices of one launch,
-// Wq|Wk|Wv, are numbered tile after tile), or in the SwiGLU form kQuantTileRows / 2 rows of the
-// gate matrix then the up rows of the same indices (quant_tile_row), whose chains sit 4 lanes apart
-// so that the gate's lane takes the up value by a shuffle and stores swiglu_value(gate, up).
+// Wq|Wk|Wv, are numbered tile after tile), or kQuantTileRows / 2 pairs (quant_tile_row): in the
+// SwiGLU form rows of the gate matrix then the up rows of the same indices, in the RoPE form head
+// pairs of one matrix (position_step.hpp), their first rows then their second rows. A pair's
+// chains sit 4 lanes apart, so that the first's lane takes the second's value by a shuffle and
+// stores swiglu_value(gate, up), or the pair through the position step.
 //
 // Chain c is token c / kQuantTileRows of row c mod kQuantTileRows of the tile (consecutive lanes,
 // consecutive rows: the outputs are written together). Its terms take term_words floats a group
@@ -30,6 +32,7 @@
 #pragma once
 
 #include "core/weight_format.hpp"
+#include "kernels/cuda/position_step.hpp"
 #include "kernels/cuda/quant_rows.hpp"
 #include "kernels/host_device.hpp"
 
@@ -105,26 +108,42 @@ SELFSPEC_HOST_DEVICE constexpr QuantTilePlan quant_tile_plan(WeightFormat format
   return p;
 }
 
-// Where row r of tile `tile` comes from: part 0 (the matrix; the SwiGLU form's gate) or part 1
-// (the SwiGLU form's up), and the row's index in it.
+// The rows a tile holds: consecutive rows of one matrix (kRows), or pairs (kSwiglu: gate row i
+// and up row i; kHeadPairs: head pair p of one matrix, rows head_pair_row(p) and that plus
+// head_dim / 2).
+enum class QuantTileForm { kRows, kSwiglu, kHeadPairs };
+
+// Where row r of tile `tile` comes from: part 0 (the matrix; a pair's first row) or part 1 (a
+// pair's second row: the SwiGLU form's up, the RoPE form's row head_dim / 2 further), and the
+// row's index in its matrix.
 struct QuantTileRow {
   int part = 0;
   std::int64_t row = 0;
 };
-SELFSPEC_HOST_DEVICE constexpr int quant_tile_part_rows(bool swiglu) {
-  return swiglu ? kQuantTileRows / 2 : kQuantTileRows;
+SELFSPEC_HOST_DEVICE constexpr int quant_tile_part_rows(QuantTileForm form) {
+  return form == QuantTileForm::kRows ? kQuantTileRows : kQuantTileRows / 2;
 }
-SELFSPEC_HOST_DEVICE constexpr QuantTileRow quant_tile_row(bool swiglu, std::int64_t tile, int r) {
-  const int per_part = quant_tile_part_rows(swiglu);
-  return {r / per_part, tile * per_part + r % per_part};
+// head_dim: the RoPE form's (a multiple of kQuantTileRows, so that a tile's kQuantTileRows / 2
+// pairs lie in one head); unused otherwise.
+SELFSPEC_HOST_DEVICE constexpr QuantTileRow quant_tile_row(QuantTileForm form, std::int64_t tile,
+                                                           int r, std::int64_t head_dim = 0) {
+  const int per_part = quant_tile_part_rows(form);
+  const int part = r / per_part;
+  const std::int64_t index = tile * per_part + r % per_part;
+  if (form == QuantTileForm::kHeadPairs) {
+    return {part, head_pair_row(index, head_dim) + part * (head_dim / 2)};
+  }
+  return {part, index};
 }
-// Tiles over a matrix of `rows` rows (the SwiGLU form: over the gate's rows).
-SELFSPEC_HOST_DEVICE constexpr std::int64_t quant_tiles(bool swiglu, std::int64_t rows) {
-  const int per_part = quant_tile_part_rows(swiglu);
-  return (rows + per_part - 1) / per_part;
+// Tiles over a matrix of `rows` rows (the SwiGLU form: over the gate's rows; the RoPE form: over
+// the rows / 2 head pairs of whole heads).
+SELFSPEC_HOST_DEVICE constexpr std::int64_t quant_tiles(QuantTileForm form, std::int64_t rows) {
+  const int per_part = quant_tile_part_rows(form);
+  const std::int64_t units = form == QuantTileForm::kHeadPairs ? rows / 2 : rows;
+  return (units + per_part - 1) / per_part;
 }
-// Lanes between a SwiGLU tile's gate chain and the up chain of the same row index and token.
-inline constexpr int kQuantSwigluLaneOffset = kQuantTileRows / 2;
+// Lanes between a pair's first chain and its second chain of the same token.
+inline constexpr int kQuantPartnerLaneOffset = kQuantTileRows / 2;
 
 // The groups of round `round` of a row of `groups` groups.
 SELFSPEC_HOST_DEVICE constexpr int quant_round_groups(std::int64_t round, std::int64_t groups) {

@@ -8,13 +8,17 @@
 //   (backend/quant_rows_builder.hpp) in every quantized format, at every tile token count, on
 //   rows that do not fill the last tile, rounds cut short and K-format slices starting inside a
 //   super-block; and in the SwiGLU form (gate and up rows of one index in a tile, each gate chain
-//   taking its up chain's value from a lane in the same warp) the SwiGLU of the two references.
+//   taking its up chain's value from a lane in the same warp) the SwiGLU of the two references;
+//   and in the RoPE form (head pairs: rows i and i + d/2 of one head in a tile, paired the same
+//   way) the references through the CPU's position step (kernels/cuda/position_step.hpp's
+//   store_head_pair against kernels/cpu/rope.hpp and the cache write) into q and the KV cache.
 // The CUDA kernel maps its threads onto this plan; tests/gpu/quant_matmul_cuda_test.cpp holds it
 // to the same reference on a GPU.
 #include "kernels/cuda/quant_tile_plan.hpp"
 
 #include "backend/quant_rows_builder.hpp"
 #include "kernels/cpu/quant_matmul.hpp"
+#include "kernels/cpu/rope.hpp"
 #include "kernels/shared_math.hpp"
 #include "tests/unit/kernels/quant_test_util.hpp"
 
@@ -26,6 +30,7 @@
 #include <random>
 #include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace selfspec {
@@ -154,9 +159,7 @@ TEST_P(QuantTileLayoutTest, TheTermsReadOnlyTheStatisticsTheKernelLoads) {
   }
 }
 
-// ---- the schedule, run sequentially
-// -------------------------------------------------------------// ---- the schedule, run
-// sequentially -------------------------------------------------------------
+// ---- the schedule, run sequentially ---------------------------------------------------------
 
 struct Matrix {
   std::vector<std::byte> bytes;
@@ -230,16 +233,58 @@ void walk_any(WeightFormat format, const kq::QuantTilePlan& p, const float* shar
   }
 }
 
+// How a launch's tiles take their rows and store their results: the form, and for the RoPE form
+// the head size and where its pairs go (position_step.hpp).
+struct LaunchForm {
+  kq::QuantTileForm form = kq::QuantTileForm::kRows;
+  std::int64_t head_dim = 0;
+  const kq::PositionStep* step = nullptr;
+  kq::HeadOutput output = kq::HeadOutput::kRotated;
+  std::int64_t n_past = 0;
+};
+
+// Chain c's result out, as the kernel's store_chains: y, or the pair forms' first chain with its
+// partner's value (which must sit kQuantPartnerLaneOffset lanes on, in the same warp, for the
+// same token: the shuffle), into swiglu_value or the position step.
+void store_chain(const LaunchForm& f, const kq::QuantTilePlan& p, std::int64_t rows,
+                 std::int64_t tile, std::int64_t token_begin, int c,
+                 std::span<const kq::QuantRowState> states, float* y) {
+  const kq::QuantTileRow row = kq::quant_tile_row(f.form, tile, p.row_of(c), f.head_dim);
+  if (row.row >= rows || row.part != 0) return;
+  const std::int64_t token = token_begin + p.token_of(c);
+  float value = states[static_cast<std::size_t>(c)].y;
+  if (f.form != kq::QuantTileForm::kRows) {
+    const int partner = c + kq::kQuantPartnerLaneOffset;
+    const kq::QuantTileRow second = kq::quant_tile_row(f.form, tile, p.row_of(partner), f.head_dim);
+    ASSERT_EQ(partner / 32, c / 32) << "chain " << c << ": its partner is in another warp";
+    ASSERT_EQ(p.token_of(partner), p.token_of(c));
+    ASSERT_EQ(second.part, 1);
+    const float other = states[static_cast<std::size_t>(partner)].y;
+    if (f.form == kq::QuantTileForm::kHeadPairs) {
+      ASSERT_EQ(second.row, row.row + f.head_dim / 2) << "not a head pair";
+      const std::int64_t pair = tile * kq::quant_tile_part_rows(f.form) + p.row_of(c);
+      ASSERT_EQ(kq::head_pair_row(pair, f.head_dim), row.row);
+      kq::store_head_pair(*f.step, f.output, f.n_past, token, pair, value, other);
+      return;
+    }
+    ASSERT_EQ(second.row, row.row);
+    value = kernels::swiglu_value(value, other);
+  }
+  y[token * rows + row.row] = value;
+}
+
 // One block: tile `tile` of the rows of `parts` (one matrix, or the SwiGLU form's gate and up),
 // tokens [token_begin, token_begin + p.tokens).
 void run_tile(std::span<const Matrix* const> parts, const kc::QuantizedActivations& a,
-              const kq::QuantTilePlan& p, std::int64_t token_begin, std::int64_t tile, float* y) {
-  const bool swiglu = parts.size() == 2;
+              const kq::QuantTilePlan& p, std::int64_t token_begin, std::int64_t tile,
+              const LaunchForm& f, float* y) {
   const kq::QuantRowsLayout& l = parts[0]->l;
   constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> shared(static_cast<std::size_t>(2 * p.buffer_words()), kPoison);
   std::vector<kq::QuantRowState> states(static_cast<std::size_t>(p.chains()));
-  const auto live = [&](int r) { return kq::quant_tile_row(swiglu, tile, r).row < l.rows; };
+  const auto live = [&](int r) {
+    return kq::quant_tile_row(f.form, tile, r, f.head_dim).row < l.rows;
+  };
   const std::int64_t rounds = (l.groups + kq::kQuantRoundGroups - 1) / kq::kQuantRoundGroups;
   for (std::int64_t round = 0; round <= rounds; ++round) {
     if (round < rounds) {  // every warp's rows, every lane's group
@@ -247,10 +292,11 @@ void run_tile(std::span<const Matrix* const> parts, const kc::QuantizedActivatio
         for (int i = 0; i < kq::kQuantRowsPerWarp; ++i) {
           const int r = warp * kq::kQuantRowsPerWarp + i;
           if (!live(r)) continue;
-          const kq::QuantTileRow row = kq::quant_tile_row(swiglu, tile, r);
+          const kq::QuantTileRow row = kq::quant_tile_row(f.form, tile, r, f.head_dim);
           for (int lane = 0; lane < kq::kQuantRoundGroups; ++lane) {
-            write_group(*parts[static_cast<std::size_t>(row.part)], a, p, token_begin, round, lane,
-                        row.row, r, shared.data());
+            // The SwiGLU form's second part is the up matrix; a head pair's is its own matrix.
+            const std::size_t part = f.form == kq::QuantTileForm::kSwiglu ? row.part : 0;
+            write_group(*parts[part], a, p, token_begin, round, lane, row.row, r, shared.data());
           }
         }
       }
@@ -265,21 +311,7 @@ void run_tile(std::span<const Matrix* const> parts, const kc::QuantizedActivatio
       std::fill_n(shared.begin() + p.buffer(round - 1), p.buffer_words(), kPoison);
     }
   }
-  for (int c = 0; c < p.chains(); ++c) {
-    const kq::QuantTileRow row = kq::quant_tile_row(swiglu, tile, p.row_of(c));
-    if (row.row >= l.rows || row.part != 0) continue;
-    float value = states[static_cast<std::size_t>(c)].y;
-    if (swiglu) {  // the up chain of the same row and token, a shuffle away in the same warp
-      const int up = c + kq::kQuantSwigluLaneOffset;
-      const kq::QuantTileRow up_row = kq::quant_tile_row(swiglu, tile, p.row_of(up));
-      ASSERT_EQ(up / 32, c / 32) << "chain " << c << ": its up chain is in another warp";
-      ASSERT_EQ(p.token_of(up), p.token_of(c));
-      ASSERT_EQ(up_row.part, 1);
-      ASSERT_EQ(up_row.row, row.row);
-      value = kernels::swiglu_value(value, states[static_cast<std::size_t>(up)].y);
-    }
-    y[(token_begin + p.token_of(c)) * l.rows + row.row] = value;
-  }
+  for (int c = 0; c < p.chains(); ++c) store_chain(f, p, l.rows, tile, token_begin, c, states, y);
 }
 
 Matrix make_matrix(std::mt19937& rng, WeightFormat format, std::int64_t rows, std::int64_t blocks,
@@ -294,18 +326,20 @@ Matrix make_matrix(std::mt19937& rng, WeightFormat format, std::int64_t rows, st
   return m;
 }
 
-// The launch's tiles over `parts` for `tokens` tokens (tiles of up to 8 tokens), sequentially.
+// The launch's tiles over `parts` for `tokens` tokens (tiles of up to 8 tokens), sequentially:
+// one matrix (kRows, kHeadPairs), or the SwiGLU form's gate and up.
 std::vector<float> run_launch(std::span<const Matrix* const> parts,
-                              const kc::QuantizedActivations& a, std::int64_t tokens) {
+                              const kc::QuantizedActivations& a, std::int64_t tokens,
+                              LaunchForm f = {}) {
   const kq::QuantRowsLayout& l = parts[0]->l;
-  const bool swiglu = parts.size() == 2;
+  if (parts.size() == 2) f.form = kq::QuantTileForm::kSwiglu;
   std::vector<float> y(static_cast<std::size_t>(tokens * l.rows), -1.0f);
   for (std::int64_t begin = 0; begin < tokens; begin += kq::kQuantTileMaxTokens) {
     const auto tile_tokens =
         static_cast<int>(std::min<std::int64_t>(kq::kQuantTileMaxTokens, tokens - begin));
     const kq::QuantTilePlan p = kq::quant_tile_plan(l.format, tile_tokens);
-    for (std::int64_t tile = 0; tile < kq::quant_tiles(swiglu, l.rows); ++tile) {
-      run_tile(parts, a, p, begin, tile, y.data());
+    for (std::int64_t tile = 0; tile < kq::quant_tiles(f.form, l.rows); ++tile) {
+      run_tile(parts, a, p, begin, tile, f, y.data());
     }
   }
   return y;
@@ -378,6 +412,124 @@ TEST_P(QuantTileScheduleTest, TheSwigluFormGivesTheSwigluOfTheReferences) {
       const std::vector<float> got = run_launch(parts, a, tokens);
       EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0)
           << tokens << " tokens";
+    }
+  }
+}
+
+// The RoPE form's reference (the position step of rope_write_kv, from the CPU's kernels): q's and
+// k's rows of the tokens whose position is in the table rotated (kernels/cpu/rope.hpp), then k's
+// and v's rows into the cache at slot n_past + t where that is inside it, rounded to bf16 by
+// core/dtype.hpp for a bf16 cache.
+struct PositionCase {
+  std::int64_t head_dim = 16;
+  std::int64_t q_heads = 3;
+  std::int64_t kv_heads = 2;
+  std::int64_t n_past = 30;
+  std::int64_t capacity = 0;
+  DType kv_dtype = DType::kF32;
+  std::vector<std::int32_t> positions;
+  std::vector<float> table;
+  std::int64_t table_positions = 40;
+};
+
+void rotate_in_table(const PositionCase& pc, std::vector<float>& rows, std::int64_t heads) {
+  const std::int64_t width = heads * pc.head_dim;
+  for (std::size_t t = 0; t < pc.positions.size(); ++t) {
+    if (pc.positions[t] >= pc.table_positions) continue;  // neither rotated nor written
+    kc::apply_rope_table(rows.data() + static_cast<std::int64_t>(t) * width, 1, width, heads,
+                         pc.head_dim, &pc.positions[t], pc.table.data(), pc.table_positions);
+  }
+}
+
+void write_reference_cache(const PositionCase& pc, const std::vector<float>& rows,
+                           std::vector<std::uint32_t>& cache) {
+  const std::int64_t width = pc.kv_heads * pc.head_dim;
+  for (std::size_t t = 0; t < pc.positions.size(); ++t) {
+    const std::int64_t slot = pc.n_past + static_cast<std::int64_t>(t);
+    if (pc.positions[t] >= pc.table_positions || slot >= pc.capacity) continue;
+    for (std::int64_t e = 0; e < width; ++e) {
+      const std::int64_t head = e / pc.head_dim;
+      const std::int64_t index = (head * pc.capacity + slot) * pc.head_dim + e % pc.head_dim;
+      const float value = rows[static_cast<std::size_t>(static_cast<std::int64_t>(t) * width + e)];
+      if (pc.kv_dtype == DType::kBF16) {
+        reinterpret_cast<std::uint16_t*>(cache.data())[index] = f32_to_bf16(value);
+      } else {
+        std::memcpy(cache.data() + index, &value, sizeof value);
+      }
+    }
+  }
+}
+
+// The RoPE form: a tile's four head pairs (rows i and i + d/2 of one head) paired within a warp,
+// stored through store_head_pair: q, the key cache and the value cache get the references
+// through the CPU's position step, bit for bit, at f32 and bf16 caches, with a token outside the
+// RoPE table (left unrotated in q, not written) and a slot outside the cache (not written).
+TEST_P(QuantTileScheduleTest, TheRopeFormGivesTheReferencesThroughThePositionStep) {
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(93);
+  PositionCase pc;
+  const Shape s = shapes(format)[1];
+  const Matrix wq = make_matrix(rng, format, pc.q_heads * pc.head_dim, s.blocks, s.skip, s.cols);
+  const Matrix wk = make_matrix(rng, format, pc.kv_heads * pc.head_dim, s.blocks, s.skip, s.cols);
+  const Matrix wv = make_matrix(rng, format, pc.kv_heads * pc.head_dim, s.blocks, s.skip, s.cols);
+  std::vector<float> inv_freq(static_cast<std::size_t>(pc.head_dim / 2));
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] =
+        std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(pc.head_dim));
+  }
+  pc.table.resize(static_cast<std::size_t>(pc.table_positions * pc.head_dim));
+  kc::fill_rope_table(inv_freq, 0, pc.table_positions, pc.table.data());
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const int tokens : {1, 5, 11}) {
+      SCOPED_TRACE(::testing::Message() << tokens << " tokens, " << dtype_name(dtype) << " cache");
+      pc.kv_dtype = dtype;
+      pc.capacity = pc.n_past + tokens - 1;  // the last token's slot is outside the cache
+      pc.positions.resize(static_cast<std::size_t>(tokens));
+      for (int t = 0; t < tokens; ++t) pc.positions[static_cast<std::size_t>(t)] = 30 + t;
+      if (tokens > 2) pc.positions[1] = 100;  // outside the table
+      const std::vector<float> x = activations(rng, tokens * s.cols);
+      kc::QuantizedActivations a;
+      kc::quantize_activations(x.data(), tokens, s.cols, a);
+
+      std::vector<float> q_ref(static_cast<std::size_t>(tokens * wq.l.rows));
+      std::vector<float> k_ref(static_cast<std::size_t>(tokens * wk.l.rows));
+      std::vector<float> v_ref(k_ref.size());
+      reference_quant_matmul(wq.bytes, x.data(), tokens, q_ref.data());
+      reference_quant_matmul(wk.bytes, x.data(), tokens, k_ref.data());
+      reference_quant_matmul(wv.bytes, x.data(), tokens, v_ref.data());
+      rotate_in_table(pc, q_ref, pc.q_heads);
+      rotate_in_table(pc, k_ref, pc.kv_heads);
+      const auto cache_words = static_cast<std::size_t>(pc.kv_heads * pc.capacity * pc.head_dim);
+      std::vector<std::uint32_t> k_cache_ref(cache_words, 0x7f7f7f7fu);
+      std::vector<std::uint32_t> v_cache_ref(cache_words, 0x7f7f7f7fu);
+      write_reference_cache(pc, k_ref, k_cache_ref);
+      write_reference_cache(pc, v_ref, v_cache_ref);
+
+      std::vector<float> q(q_ref.size(), -1.0f);
+      std::vector<std::uint32_t> k_cache(cache_words, 0x7f7f7f7fu);
+      std::vector<std::uint32_t> v_cache(cache_words, 0x7f7f7f7fu);
+      const kq::PositionStep step{.q = q.data(),
+                                  .q_rows = wq.l.rows,
+                                  .k_cache = k_cache.data(),
+                                  .v_cache = v_cache.data(),
+                                  .capacity = pc.capacity,
+                                  .kv_dtype = dtype,
+                                  .head_dim = pc.head_dim,
+                                  .positions = pc.positions.data(),
+                                  .table = pc.table.data(),
+                                  .table_positions = pc.table_positions};
+      const std::pair<const Matrix*, kq::HeadOutput> outputs[] = {
+          {&wq, kq::HeadOutput::kRotated},
+          {&wk, kq::HeadOutput::kRotatedIntoCache},
+          {&wv, kq::HeadOutput::kIntoCache}};
+      for (const auto& [m, output] : outputs) {
+        const Matrix* const parts[] = {m};
+        run_launch(parts, a, tokens,
+                   {kq::QuantTileForm::kHeadPairs, pc.head_dim, &step, output, pc.n_past});
+      }
+      EXPECT_EQ(std::memcmp(q.data(), q_ref.data(), q.size() * sizeof(float)), 0);
+      EXPECT_EQ(k_cache, k_cache_ref);
+      EXPECT_EQ(v_cache, v_cache_ref);
     }
   }
 }
