@@ -165,6 +165,20 @@ void Backend::matmul_accumulate(const float* x, std::int64_t rows, const Backend
        device_kind_name(kind()));
 }
 
+bool Backend::fuses_rope_kv(std::int64_t rows, std::span<const BackendWeight> ws,
+                            std::int64_t head_dim) const {
+  (void)rows, (void)ws, (void)head_dim;
+  return false;
+}
+
+void Backend::matmul_rope_kv(const float* x, const float* norm_weight, float eps, std::int64_t rows,
+                             std::span<const BackendWeight> ws, const RopeKv& args,
+                             const RopeTable& table, const KvLayer& cache) {
+  (void)x, (void)norm_weight, (void)eps, (void)rows, (void)ws, (void)args, (void)table, (void)cache;
+  fail("matmul_rope_kv: the {} backend does not fuse the position step (ask fuses_rope_kv)",
+       device_kind_name(kind()));
+}
+
 void Backend::rope_write_kv(const RopeKv& args, const RopeTable& table, const KvLayer& cache) {
   const std::int64_t kv_width = args.kv_heads * args.head_dim;
   if (args.q != nullptr) rope(args.q, args.q_stride, args.n_q_heads, args.head_dim, table);

@@ -313,6 +313,18 @@ class Backend {
     std::int64_t head_dim = 0;
   };
   virtual void rope_write_kv(const RopeKv& args, const RopeTable& table, const KvLayer& cache);
+  // Q|K|V and the position step in one op (the RoPE form): ws = {Wq, Wk, Wv} times x (normalised
+  // first when norm_weight is not null, as norm_matmul_many: ask fuses_norm), args.q rotated,
+  // the rotated K and the V rows written into the cache; the bits of (norm_)matmul_many into
+  // args.q, args.k and args.v followed by rope_write_kv(args), except that K and V are not left
+  // in args.k and args.v (the CUDA backend stores them into the cache from its GEMV's
+  // registers). A backend offers it (fuses_rope_kv) alike for every rows <= 64, or not at all for
+  // those weights and head_dim; the default offers nothing, and its matmul_rope_kv throws.
+  virtual bool fuses_rope_kv(std::int64_t rows, std::span<const BackendWeight> ws,
+                             std::int64_t head_dim) const;
+  virtual void matmul_rope_kv(const float* x, const float* norm_weight, float eps,
+                              std::int64_t rows, std::span<const BackendWeight> ws,
+                              const RopeKv& args, const RopeTable& table, const KvLayer& cache);
   // Attention of the current tokens over the cache (n_past and mask of the inputs; with segments,
   // each sequence's tokens over its own slots).
   virtual void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,

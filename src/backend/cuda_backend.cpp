@@ -436,6 +436,55 @@ class CudaBackend final : public Backend {
                        table.positions, step_device_.as<const kcu::StepParams>(), cache.keys,
                        cache.values, stream_);
   }
+  // The RoPE form (kernels/cuda/position_step.hpp) for 1 to kSmallBatch rows alike, unless
+  // SELFSPEC_CUDA_FUSE=0: Wq|Wk|Wv in bf16 on the CUDA-core GEMV (the one auto picks for bf16;
+  // the tensor-core GEMV has no RoPE form), head_dim a multiple of 4; or quantized of one cols
+  // (a launch per run of one format: Q4_K_M's Wq|Wk, then its Q6_K Wv), head_dim a multiple of 8.
+  bool fuses_rope_kv(std::int64_t rows, std::span<const BackendWeight> ws,
+                     std::int64_t head_dim) const override {
+    if (rows < 1 || rows > kcu::kSmallBatch || ws.size() != 3 || head_dim <= 0) return false;
+    if (all_quantized_with_cols(ws, ws.front().cols)) {
+      return kcu::quant_fusion_available() && head_dim % 8 == 0;
+    }
+    return fusable(ws) && ws.front().format == WeightFormat::kBF16 &&
+           kcu::fused_gemv_available(DType::kBF16) &&
+           kcu::auto_gemv_kernel(DType::kBF16) == kcu::GemvKernel::kCudaCores && head_dim % 4 == 0;
+  }
+  void matmul_rope_kv(const float* x, const float* norm_weight, float eps, std::int64_t rows,
+                      std::span<const BackendWeight> ws, const RopeKv& args, const RopeTable& table,
+                      const KvLayer& cache) override {
+    SELFSPEC_CHECK(
+        fuses_rope_kv(rows, ws, args.head_dim) && (norm_weight == nullptr || fuses_norm(rows, ws)),
+        "matmul_rope_kv: {} matrices, {} rows, head_dim {}: not a fused launch", ws.size(), rows,
+        args.head_dim);
+    const kcu::PositionStep step = position_step(args, table, cache);
+    const auto* step_params = step_device_.as<const kcu::StepParams>();
+    constexpr kcu::HeadOutput kOutputs[] = {
+        kcu::HeadOutput::kRotated, kcu::HeadOutput::kRotatedIntoCache, kcu::HeadOutput::kIntoCache};
+    if (!is_quantized(ws.front().format)) {
+      std::array<kcu::HeadMatmul, 3> outputs{};
+      for (std::size_t i = 0; i < 3; ++i) outputs[i] = {device_weight(ws[i]), kOutputs[i]};
+      kcu::matmul_rope_kv(x, norm_weight, eps, rows, outputs, step, step_params, stream_);
+      return;
+    }
+    if (norm_weight != nullptr) {
+      norm_quantize_input(x, norm_weight, eps, rows, ws.front().cols);
+    } else {
+      quantize_input(x, rows, ws.front().cols);
+    }
+    std::size_t begin = 0;
+    while (begin < ws.size()) {  // runs of one format, each a launch
+      std::array<kcu::QuantHeadMatmul, 3> run{};
+      std::size_t n = 0;
+      while (begin + n < ws.size() && ws[begin + n].format == ws[begin].format) {
+        run[n] = {quant_weight(ws[begin + n]), kOutputs[begin + n]};
+        ++n;
+      }
+      kcu::quant_matmul_rope_kv(quantized_input_.data(), rows, std::span(run.data(), n), step,
+                                step_params, stream_);
+      begin += n;
+    }
+  }
   void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
                  std::int64_t n_kv_heads, std::int64_t head_dim, float scale, float* out) override {
     const kcu::AttentionDims dims{n_tokens_, n_q_heads,         n_kv_heads,
@@ -505,6 +554,21 @@ class CudaBackend final : public Backend {
                    "a forward of {} tokens after {} cached needs {} KV slots; the cache holds {}",
                    shape.n_tokens, inputs.n_past, inputs.n_past + shape.n_tokens,
                    shape.kv_capacity);
+  }
+
+  // The position step's operands for the RoPE-form GEMVs (the pass's positions, the cache).
+  kcu::PositionStep position_step(const RopeKv& args, const RopeTable& table,
+                                  const KvLayer& cache) const {
+    return {.q = args.q,
+            .q_rows = args.q_stride,
+            .k_cache = cache.keys,
+            .v_cache = cache.values,
+            .capacity = cache.head_stride,
+            .kv_dtype = cache.dtype,
+            .head_dim = args.head_dim,
+            .positions = positions_device_.as<const std::int32_t>(),
+            .table = table.cos_sin,
+            .table_positions = table.positions};
   }
 
   // Dense matrices of one format and column count (one fused GEMV launch).

@@ -490,7 +490,7 @@ void LlamaModel::add_kv_biases(const LayerWeights& w, std::int64_t n_tokens) {
   backend_.add_bias(v_.as<float>(), w.bv.ptr(), n_tokens, kv_width);
 }
 
-void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
+Backend::RopeKv LlamaModel::rope_kv_args(float* q) {
   const std::int64_t hd = config_.head_dim;
   Backend::RopeKv args;
   args.q = q;
@@ -500,7 +500,12 @@ void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
   args.v = v_.as<float>();
   args.kv_heads = kv_local_;
   args.head_dim = hd;
-  backend_.rope_write_kv(args, {rope_table_.as<float>(), rope_positions_}, kv.layer(layer));
+  return args;
+}
+
+void LlamaModel::rope_and_write_kv(float* q, int layer, KvCache& kv) {
+  backend_.rope_write_kv(rope_kv_args(q), {rope_table_.as<float>(), rope_positions_},
+                         kv.layer(layer));
 }
 
 void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
@@ -512,19 +517,29 @@ void LlamaModel::attention_block(const LayerWeights& w, int layer, KvCache& kv,
   float* o = o_.as<float>();
 
   // Q, K and V in one fused matmul (each output as its own matmul would give it), the norm
-  // folded in where the backend offers it.
+  // folded in where the backend offers it, and RoPE with the cache write in its epilogue where
+  // the backend offers that (no biases to add between them).
   const BackendWeight weights[] = {w.wq.view(), w.wk.view(), w.wv.view()};
   float* const outputs[] = {q, k_.as<float>(), v_.as<float>()};
-  if (pending_ == nullptr && backend_.fuses_norm(n_tokens, weights)) {
-    backend_.norm_matmul_many(x_.as<float>(), w.attention_norm.ptr(),
-                              static_cast<float>(config_.rms_norm_eps), n_tokens, weights, outputs);
+  const bool fold_norm = pending_ == nullptr && backend_.fuses_norm(n_tokens, weights);
+  if (!fold_norm) norm(w.attention_norm, n_tokens);
+  const float* input = fold_norm ? x_.as<float>() : h_.as<float>();
+  const float* norm_weight = fold_norm ? w.attention_norm.ptr() : nullptr;
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  if (w.bq.empty() && w.bk.empty() && w.bv.empty() &&
+      backend_.fuses_rope_kv(n_tokens, weights, hd)) {
+    backend_.matmul_rope_kv(input, norm_weight, eps, n_tokens, weights, rope_kv_args(q),
+                            {rope_table_.as<float>(), rope_positions_}, kv.layer(layer));
   } else {
-    norm(w.attention_norm, n_tokens);
-    backend_.matmul_many(h_.as<float>(), n_tokens, weights, outputs);
+    if (fold_norm) {
+      backend_.norm_matmul_many(input, norm_weight, eps, n_tokens, weights, outputs);
+    } else {
+      backend_.matmul_many(input, n_tokens, weights, outputs);
+    }
+    if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
+    add_kv_biases(w, n_tokens);
+    rope_and_write_kv(q, layer, kv);
   }
-  if (!w.bq.empty()) backend_.add_bias(q, w.bq.ptr(), n_tokens, q_width);
-  add_kv_biases(w, n_tokens);
-  rope_and_write_kv(q, layer, kv);
   backend_.attention(q, kv.layer(layer), q_local_, kv_local_, hd,
                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                      attn_.as<float>());

@@ -206,6 +206,8 @@ class LlamaModel {
   void write_layer_kv(const LayerWeights& w, int layer, KvCache& kv, std::int64_t n_tokens);
   // The K and V biases (attention_bias models) on the rows in k_ and v_.
   void add_kv_biases(const LayerWeights& w, std::int64_t n_tokens);
+  // The position step's operands: q (null: K and V only) and the scratch K and V.
+  Backend::RopeKv rope_kv_args(float* q);
   // RoPE on q (when not null) and on k_, then k_ and v_ into KV-cache layer `layer`.
   void rope_and_write_kv(float* q, int layer, KvCache& kv);
   // Grows the RoPE table to cover every position given (throws for a negative one).

@@ -2,7 +2,9 @@
 
 #include "core/error.hpp"
 
+#include <limits>
 #include <utility>
+#include <vector>
 
 namespace selfspec::testing {
 
@@ -62,6 +64,37 @@ void ComposedFusionBackend::matmul_accumulate(const float* x, std::int64_t rows,
   inner_->matmul(x, rows, w, product);
   inner_->add_inplace(y, product, rows * w.rows);
   ++fused_residual_calls_;
+}
+
+bool ComposedFusionBackend::fuses_rope_kv(std::int64_t rows, std::span<const BackendWeight> ws,
+                                          std::int64_t head_dim) const {
+  return ws.size() == 3 && head_dim % 2 == 0 && fuses_norm(rows, ws);
+}
+
+void ComposedFusionBackend::matmul_rope_kv(const float* x, const float* norm_weight, float eps,
+                                           std::int64_t rows, std::span<const BackendWeight> ws,
+                                           const RopeKv& args, const RopeTable& table,
+                                           const KvLayer& cache) {
+  SELFSPEC_CHECK(fuses_rope_kv(rows, ws, args.head_dim), "matmul_rope_kv: not offered for {} rows",
+                 rows);
+  const std::int64_t kv_floats = rows * args.kv_heads * args.head_dim;
+  const auto kv_bytes = static_cast<std::size_t>(2 * kv_floats) * sizeof(float);
+  if (kv_scratch_.bytes() < kv_bytes) kv_scratch_ = inner_->allocate(kv_bytes);
+  RopeKv own = args;
+  own.k = kv_scratch_.as<float>();
+  own.v = own.k + kv_floats;
+  float* const outputs[] = {args.q, own.k, const_cast<float*>(own.v)};
+  if (norm_weight != nullptr) {
+    norm_matmul_many(x, norm_weight, eps, rows, ws, outputs);  // a folded norm, counted
+  } else {
+    inner_->matmul_many(x, rows, ws, outputs);
+  }
+  inner_->rope_write_kv(own, table, cache);
+  const std::vector<float> poison(static_cast<std::size_t>(kv_floats),
+                                  std::numeric_limits<float>::quiet_NaN());
+  inner_->upload(args.k, poison.data(), poison.size() * sizeof(float));
+  inner_->upload(const_cast<float*>(args.v), poison.data(), poison.size() * sizeof(float));
+  ++fused_rope_kv_calls_;
 }
 
 }  // namespace selfspec::testing

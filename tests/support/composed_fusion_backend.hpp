@@ -1,6 +1,9 @@
-// A backend that offers the fused forms (Backend::fuses_norm, fuses_residual_add) on top of
-// another backend, composing each from that backend's plain ops: norm_matmul_many = rmsnorm into a
-// scratch, then matmul_many; matmul_accumulate = matmul into a scratch, then add_inplace. On the
+// A backend that offers the fused forms (Backend::fuses_norm, fuses_residual_add, fuses_rope_kv)
+// on top of another backend, composing each from that backend's plain ops: norm_matmul_many =
+// rmsnorm into a scratch, then matmul_many; matmul_accumulate = matmul into a scratch, then
+// add_inplace; matmul_rope_kv = (norm_)matmul_many with K and V into a scratch, then
+// rope_write_kv from there, and NaN left in the caller's K and V buffers (which the fused form
+// does not fill, so a model reading them afterwards fails the bit comparison). On the
 // CPU these are the plain path's bits (add_rmsnorm is add_inplace then rmsnorm), so a model on it
 // must give the plain model's logits bit for bit: the tests of LlamaModel's fused branch (which
 // buffers it reads and writes, when it leaves a delta pending) run without a GPU this way. Every
@@ -24,6 +27,7 @@ class ComposedFusionBackend : public Backend {
   // How often the model took each fused form (for tests that it did).
   std::int64_t fused_norm_calls() const { return fused_norm_calls_; }
   std::int64_t fused_residual_calls() const { return fused_residual_calls_; }
+  std::int64_t fused_rope_kv_calls() const { return fused_rope_kv_calls_; }
 
   bool fuses_norm(std::int64_t rows, std::span<const BackendWeight> ws) const override;
   void norm_matmul_many(const float* x, const float* norm_weight, float eps, std::int64_t rows,
@@ -34,6 +38,11 @@ class ComposedFusionBackend : public Backend {
   bool fuses_residual_add(std::int64_t rows, const BackendWeight& w) const override;
   void matmul_accumulate(const float* x, std::int64_t rows, const BackendWeight& w,
                          float* y) override;
+  bool fuses_rope_kv(std::int64_t rows, std::span<const BackendWeight> ws,
+                     std::int64_t head_dim) const override;
+  void matmul_rope_kv(const float* x, const float* norm_weight, float eps, std::int64_t rows,
+                      std::span<const BackendWeight> ws, const RopeKv& args, const RopeTable& table,
+                      const KvLayer& cache) override;
 
   // Forwarded.
   DeviceKind kind() const override { return inner_->kind(); }
@@ -138,8 +147,10 @@ class ComposedFusionBackend : public Backend {
   std::unique_ptr<Backend> inner_;
   std::int64_t max_rows_;
   DeviceBuffer scratch_;
+  DeviceBuffer kv_scratch_;
   std::int64_t fused_norm_calls_ = 0;
   std::int64_t fused_residual_calls_ = 0;
+  std::int64_t fused_rope_kv_calls_ = 0;
 };
 
 }  // namespace selfspec::testing

@@ -74,6 +74,8 @@ TEST_P(FusedOps, PromptDecodeAndVerificationGiveThePlainBits) {
   const std::int64_t per_layer = GetParam() ? 1 : 2;
   EXPECT_EQ(backend_.fused_norm_calls(), per_layer * 3 * 7);
   EXPECT_EQ(backend_.fused_residual_calls(), per_layer * 3 * 7);
+  // RoPE and the cache write in Q|K|V's epilogue wherever no bias comes between them.
+  EXPECT_EQ(backend_.fused_rope_kv_calls(), GetParam() ? 0 : 3 * 7);
 }
 
 TEST_P(FusedOps, ForwardsPastTheBackendsRowLimitTakeThePlainPath) {
@@ -83,6 +85,7 @@ TEST_P(FusedOps, ForwardsPastTheBackendsRowLimitTakeThePlainPath) {
                             forward_all_rows(*plain_, plain_kv, tokens_)));
   EXPECT_EQ(backend_.fused_norm_calls(), 0);  // 14 tokens, the backend fuses up to 8
   EXPECT_EQ(backend_.fused_residual_calls(), 0);
+  EXPECT_EQ(backend_.fused_rope_kv_calls(), 0);
   expect_same_kv(fused_kv, plain_kv);
 }
 
@@ -143,7 +146,8 @@ INSTANTIATE_TEST_SUITE_P(Biases, FusedOps, ::testing::Bool(), [](const auto& par
 
 TEST(FusedOpsTensorParallel, TwoRanksFuseOnlyTheNormAndGiveThePlainBits) {
   // At TP 2 the o and down projections are all-reduced before the residual add, so they stay
-  // plain; the first norm (no delta pending after the embedding) still folds.
+  // plain; the first norm (no delta pending after the embedding) still folds. Every layer's
+  // Q|K|V takes the RoPE form: the first on the folded norm, the second on the plain norm's h.
   TinyModelSpec spec = tensor_parallel_tiny_spec(2);
   run_ranks(2, false, [&](ThreadComm& comm) {
     std::unique_ptr<TempDir> dir;
@@ -160,6 +164,7 @@ TEST(FusedOpsTensorParallel, TwoRanksFuseOnlyTheNormAndGiveThePlainBits) {
                               forward_all_rows(*plain, plain_kv, tokens)));
     EXPECT_EQ(backend.fused_residual_calls(), 0);
     EXPECT_EQ(backend.fused_norm_calls(), 1);
+    EXPECT_EQ(backend.fused_rope_kv_calls(), 2);
   });
 }
 
