@@ -205,7 +205,17 @@ class CudaBackend final : public Backend {
   DeviceBuffer make_weight(const HostWeight& host) override {
     SELFSPEC_CHECK(runs_format(host.format), "the CUDA backend does not run {} weights",
                    weight_format_name(host.format));
-    if (is_quantized(host.format)) return upload_bytes(build_quant_rows(host));
+    if (is_quantized(host.format)) {
+      // Built in one host buffer reused by every matrix (it grows to the largest: a few hundred
+      // MB for 70B), so the pages are faulted in once and the zeroing is parallel.
+      const std::size_t bytes = quant_rows_bytes(host);
+      if (quant_staging_.size() < bytes) quant_staging_ = std::vector<std::byte>(bytes);
+      const std::span<std::byte> rows(quant_staging_.data(), bytes);
+      build_quant_rows_into(host, rows);
+      DeviceBuffer out = allocate(bytes);
+      upload(out.data(), rows.data(), bytes);
+      return out;
+    }
     const std::size_t bytes =
         static_cast<std::size_t>(host.rows * host.cols) * dense_element_bytes(host.format);
     DeviceBuffer out = allocate(bytes);
@@ -831,7 +841,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer tokens_device_, tokens_host_, positions_device_, positions_host_;
   DeviceBuffer mask_device_, mask_host_, rows_device_, rows_host_;
   DeviceBuffer converted_, attention_workspace_, quantized_input_;
-  DeviceBuffer dequantized_;  // a quantized prefill's bf16 weights (quantized_prefill)
+  DeviceBuffer dequantized_;              // a quantized prefill's bf16 weights (quantized_prefill)
+  std::vector<std::byte> quant_staging_;  // make_weight's quantized rows on the host
   std::vector<float> host_staging_;
 };
 

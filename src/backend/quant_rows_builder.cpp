@@ -6,6 +6,7 @@
 #include "kernels/cpu/quant_matmul.hpp"
 #include "kernels/cuda/quant_rows.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -119,18 +120,49 @@ void store_row(const kq::QuantRowsLayout& l, std::int64_t r,
 
 }  // namespace
 
-std::vector<std::byte> build_quant_rows(const HostWeight& host) {
+namespace {
+
+kq::QuantRowsLayout checked_layout(const HostWeight& host) {
   SELFSPEC_CHECK(is_quantized(host.format) && host.rows > 0 && host.cols > 0 &&
                      host.cols % kq::kQuantGroupCols == 0,
                  "quantized rows: {} [{} x {}] (a quantized format, columns a multiple of 32)",
                  weight_format_name(host.format), host.rows, host.cols);
+  return kq::quant_rows_layout(host.format, host.rows, host.cols);
+}
+
+// Every byte of `out` zero, in parallel stretches of 1 MiB (the first touch of fresh pages too).
+void zero_in_parallel(std::span<std::byte> out) {
+  constexpr std::int64_t kStretch = std::int64_t{1} << 20;
+  const auto size = static_cast<std::int64_t>(out.size());
+  parallel_for((size + kStretch - 1) / kStretch, 1, [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t first = begin * kStretch;
+    const std::int64_t last = std::min(size, end * kStretch);
+    std::memset(out.data() + first, 0, static_cast<std::size_t>(last - first));
+  });
+}
+
+}  // namespace
+
+std::size_t quant_rows_bytes(const HostWeight& host) {
+  return static_cast<std::size_t>(checked_layout(host).bytes);
+}
+
+std::vector<std::byte> build_quant_rows(const HostWeight& host) {
+  std::vector<std::byte> out(quant_rows_bytes(host));
+  build_quant_rows_into(host, out);
+  return out;
+}
+
+void build_quant_rows_into(const HostWeight& host, std::span<std::byte> out) {
+  const kq::QuantRowsLayout l = checked_layout(host);
+  SELFSPEC_CHECK(out.size() == static_cast<std::size_t>(l.bytes),
+                 "quantized rows: {} bytes for a matrix of {}", out.size(), l.bytes);
   // The values the CPU's packed form holds, decoded straight from the file's blocks (no packed
   // copy: a 70B-geometry load spent most of its host time packing and unpacking).
   const kc::GgufRows gguf{host.format, static_cast<const std::byte*>(host.data),
                           host.rows,   host.row_stride_bytes,
                           host.skip,   host.cols};
-  const kq::QuantRowsLayout l = kq::quant_rows_layout(host.format, host.rows, host.cols);
-  std::vector<std::byte> out(static_cast<std::size_t>(l.bytes));
+  zero_in_parallel(out);  // the padding, and whatever the buffer held before
   kq::QuantRowsHeader header;
   header.format = static_cast<std::uint32_t>(host.format);
   header.rows = host.rows;
@@ -161,7 +193,6 @@ std::vector<std::byte> build_quant_rows(const HostWeight& host) {
     }
   });
   if (error) std::rethrow_exception(error);
-  return out;
 }
 
 std::vector<std::byte> select_quant_rows(std::span<const std::byte> rows_bytes,

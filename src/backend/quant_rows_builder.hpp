@@ -20,6 +20,13 @@ namespace selfspec {
 // The quantized rows of a GGUF slice (host.format quantized; throws on a malformed block, as the
 // CPU packing does, naming the row and column).
 std::vector<std::byte> build_quant_rows(const HostWeight& host);
+// Bytes of build_quant_rows(host).
+std::size_t quant_rows_bytes(const HostWeight& host);
+// The same bytes into `out` (quant_rows_bytes(host) of them, whatever it held before): every byte
+// written, the layout's padding zeroed, by all the threads - so a loader that reuses one host
+// buffer for every matrix neither zero-fills nor faults in fresh pages on one thread per matrix
+// (a 70B-geometry Q4_K load builds about 40 GB of rows).
+void build_quant_rows_into(const HostWeight& host, std::span<std::byte> out);
 
 // A new matrix of the given rows of `rows_bytes` (a matrix build_quant_rows made), in that order.
 std::vector<std::byte> select_quant_rows(std::span<const std::byte> rows_bytes,

@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace selfspec {
@@ -115,6 +117,27 @@ TEST_P(QuantRowsTest, SelectedRowsKeepTheirProducts) {
   EXPECT_THROW(
       select_quant_rows(rows, std::vector<std::int32_t>{static_cast<std::int32_t>(slice.rows)}),
       Error);
+}
+
+// The loader's reused host buffer: whatever it held (another matrix's rows, garbage), the rows
+// built into it are build_quant_rows' bytes, padding included; a buffer of another size is refused.
+TEST_P(QuantRowsTest, RowsBuiltIntoAReusedBufferAreTheSameBytes) {
+  const WeightFormat format = GetParam();
+  std::mt19937 rng(73);
+  std::vector<std::byte> buffer;
+  for (const Slice& slice : slices(format)) {
+    SCOPED_TRACE(::testing::Message() << slice.rows << " rows, skip " << slice.skip);
+    const GgufMatrix m = random_gguf_matrix(rng, format, slice.rows, slice.blocks);
+    const HostWeight host{format, slice.rows, slice.cols, m.data.data(), m.row_bytes, slice.skip};
+    const std::vector<std::byte> expected = build_quant_rows(host);
+    ASSERT_EQ(quant_rows_bytes(host), expected.size());
+    if (buffer.size() < expected.size()) buffer.resize(expected.size(), std::byte{0xAB});
+    const std::span<std::byte> rows(buffer.data(), expected.size());
+    build_quant_rows_into(host, rows);
+    EXPECT_EQ(std::memcmp(rows.data(), expected.data(), expected.size()), 0);
+    EXPECT_THROW(build_quant_rows_into(host, std::span(buffer.data(), expected.size() - 1)), Error);
+    std::fill(buffer.begin(), buffer.end(), std::byte{0xCD});  // garbage for the next slice
+  }
 }
 
 TEST(QuantRows, MalformedInputIsRefused) {
