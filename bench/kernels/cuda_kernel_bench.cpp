@@ -692,10 +692,12 @@ void bm_compact_rows(benchmark::State& state, std::int64_t layers, std::int64_t 
   });
 }
 
-void register_benchmarks() {
-  const auto configure = [](benchmark::internal::Benchmark* b) {
-    b->UseManualTime()->Unit(benchmark::kMicrosecond);
-  };
+void configure(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+// The bf16 GEMVs (both kernels, the tensor cores' pipelines, the fused forms) and cuBLASLt.
+void register_dense_matmul_benchmarks() {
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{4096, 4096},
                                    std::pair<std::int64_t, std::int64_t>{11008, 4096}}) {
     const std::vector<std::int64_t> sweep =
@@ -766,6 +768,10 @@ void register_benchmarks() {
       }));
     }
   }
+}
+
+// The quantized GEMV (GGUF formats as stored) and its SwiGLU form.
+void register_quant_matmul_benchmarks() {
   for (const auto& [type, format] : {std::pair{GgmlType::kQ4_0, WeightFormat::kQ4_0},
                                      std::pair{GgmlType::kQ8_0, WeightFormat::kQ8_0},
                                      std::pair{GgmlType::kQ4_K, WeightFormat::kQ4_K},
@@ -785,6 +791,10 @@ void register_benchmarks() {
       bm_quant_matmul_swiglu(s, GgmlType::kQ4_K, WeightFormat::kQ4_K, 11008, 4096, t);
     }));
   }
+}
+
+// RoPE and the KV write, alone and in Q|K|V's epilogue.
+void register_position_step_benchmarks() {
   configure(benchmark::RegisterBenchmark("rope_write_kv/32x128/T:1",
                                          [](benchmark::State& s) { bm_rope_write_kv(s); }));
   for (const std::int64_t t : {1, 8}) {
@@ -795,6 +805,11 @@ void register_benchmarks() {
           name.c_str(), [f = fused, t](benchmark::State& s) { bm_qkv_position_step(s, f, t); }));
     }
   }
+}
+
+// Attention, the LM head's scatter, the KV cache's row compaction, the verification reductions
+// and the norms.
+void register_memory_bound_benchmarks() {
   // "attention/..." is the f32 cache (the name kept from before bf16 caches),
   // "attention/bf16-kv/..." the bf16 cache.
   for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {
@@ -843,6 +858,13 @@ void register_benchmarks() {
           name.c_str(), [t, form](benchmark::State& s) { bm_rmsnorm(s, t, form); }));
     }
   }
+}
+
+void register_benchmarks() {
+  register_dense_matmul_benchmarks();
+  register_quant_matmul_benchmarks();
+  register_position_step_benchmarks();
+  register_memory_bound_benchmarks();
 }
 
 // Prints the device and its theoretical peak bandwidth; false (with the reason) without one.

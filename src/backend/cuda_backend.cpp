@@ -482,18 +482,14 @@ class CudaBackend final : public Backend {
     } else {
       quantize_input(x, rows, ws.front().cols);
     }
-    std::size_t begin = 0;
-    while (begin < ws.size()) {  // runs of one format, each a launch
+    for_each_format_run(ws, [&](std::size_t begin, std::size_t n) {
       std::array<kcu::QuantHeadMatmul, 3> run{};
-      std::size_t n = 0;
-      while (begin + n < ws.size() && ws[begin + n].format == ws[begin].format) {
-        run[n] = {quant_weight(ws[begin + n]), kOutputs[begin + n]};
-        ++n;
+      for (std::size_t i = 0; i < n; ++i) {
+        run[i] = {quant_weight(ws[begin + i]), kOutputs[begin + i]};
       }
       kcu::quant_matmul_rope_kv(quantized_input_.data(), rows, std::span(run.data(), n), step,
                                 step_params, stream_);
-      begin += n;
-    }
+    });
   }
   void attention(const float* q, const KvLayer& cache, std::int64_t n_q_heads,
                  std::int64_t n_kv_heads, std::int64_t head_dim, float scale, float* out) override {
@@ -626,21 +622,30 @@ class CudaBackend final : public Backend {
                     stream_);
     }
   }
-  // The quantized matrices times quantized_input_: runs of one format in one launch each (a
-  // Q4_K_M file mixes Q4_K and Q6_K), every output the bits of its own launch.
-  void quant_matmuls(std::int64_t rows, std::span<const BackendWeight> ws,
-                     std::span<float* const> ys) {
+  // launch(begin, n) for each run ws[begin, begin + n) of one format, at most kMaxMatmulOutputs
+  // long: the quantized GEMVs' launches (a Q4_K_M file mixes Q4_K and Q6_K).
+  template <class Launch>
+  static void for_each_format_run(std::span<const BackendWeight> ws, Launch&& launch) {
     std::size_t begin = 0;
     while (begin < ws.size()) {
-      std::array<kcu::QuantMatmulOutput, kcu::kMaxMatmulOutputs> run{};
-      std::size_t n = 0;
-      while (begin + n < ws.size() && n < run.size() && ws[begin + n].format == ws[begin].format) {
-        run[n] = {quant_weight(ws[begin + n]), ys[begin + n]};
+      std::size_t n = 1;
+      while (begin + n < ws.size() && n < static_cast<std::size_t>(kcu::kMaxMatmulOutputs) &&
+             ws[begin + n].format == ws[begin].format) {
         ++n;
       }
-      kcu::quant_matmul(quantized_input_.data(), rows, std::span(run.data(), n), stream_);
+      launch(begin, n);
       begin += n;
     }
+  }
+  // The quantized matrices times quantized_input_, a launch per run of one format, every output
+  // the bits of its own launch.
+  void quant_matmuls(std::int64_t rows, std::span<const BackendWeight> ws,
+                     std::span<float* const> ys) {
+    for_each_format_run(ws, [&](std::size_t begin, std::size_t n) {
+      std::array<kcu::QuantMatmulOutput, kcu::kMaxMatmulOutputs> run{};
+      for (std::size_t i = 0; i < n; ++i) run[i] = {quant_weight(ws[begin + i]), ys[begin + i]};
+      kcu::quant_matmul(quantized_input_.data(), rows, std::span(run.data(), n), stream_);
+    });
   }
   // rmsnorm(x) quantized into quantized_input_ (one launch; the normalised x is not stored).
   void norm_quantize_input(const float* x, const float* norm_weight, float eps, std::int64_t rows,

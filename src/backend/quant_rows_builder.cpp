@@ -118,10 +118,6 @@ void store_row(const kq::QuantRowsLayout& l, std::int64_t r,
   }
 }
 
-}  // namespace
-
-namespace {
-
 kq::QuantRowsLayout checked_layout(const HostWeight& host) {
   SELFSPEC_CHECK(is_quantized(host.format) && host.rows > 0 && host.cols > 0 &&
                      host.cols % kq::kQuantGroupCols == 0,
